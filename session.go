@@ -1,0 +1,44 @@
+package sessionstore
+
+// FormatVersion is the only log format this build reads (persistence-spec §2.1).
+const FormatVersion = 0
+
+// Header is a session's immutable metadata (persistence-spec §2.2). Optional
+// fields are pointers: absent and zero are different things on disk (the header
+// line omits absent fields, never writing null).
+type Header struct {
+	Version         int64
+	ID              string
+	CreatedAt       int64
+	Cwd             *string
+	ParentSession   *string
+	SeedLength      *int64
+	Origin          *string
+	DelegationDepth *int64
+	AgentPreset     *string
+}
+
+// Equal reports whether two headers carry the same fields.
+func (h Header) Equal(o Header) bool {
+	return h.Version == o.Version && h.ID == o.ID && h.CreatedAt == o.CreatedAt &&
+		eqStr(h.Cwd, o.Cwd) && eqStr(h.ParentSession, o.ParentSession) &&
+		eqInt(h.SeedLength, o.SeedLength) && eqStr(h.Origin, o.Origin) &&
+		eqInt(h.DelegationDepth, o.DelegationDepth) && eqStr(h.AgentPreset, o.AgentPreset)
+}
+
+func eqStr(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+func eqInt(a, b *int64) bool  { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
+// Consistency selects how fresh a read must be.
+type Consistency int
+
+const (
+	// Linearizable reflects every write acknowledged before the read began.
+	Linearizable Consistency = 0
+	// Stale serves this node's applied state.
+	Stale Consistency = 1
+)
+
+// MaxSafeInteger is JavaScript's Number.MAX_SAFE_INTEGER (2^53-1): the largest
+// integer every reader of the log can hold exactly.
+const MaxSafeInteger = 1<<53 - 1
