@@ -42,3 +42,45 @@ const (
 // MaxSafeInteger is JavaScript's Number.MAX_SAFE_INTEGER (2^53-1): the largest
 // integer every reader of the log can hold exactly.
 const MaxSafeInteger = 1<<53 - 1
+
+// Lease is an agent host's ownership of a session (DESIGN.md "Ownership").
+type Lease struct {
+	SessionID       string
+	Owner           string
+	Epoch           uint64
+	ExpiresAtUnixMs int64
+}
+
+// View is what Load, Inspect and Prepare return: the header, the balanced
+// (legacy-normalised) events, and the revision they were read at.
+type View struct {
+	Header   Header
+	Events   [][]byte
+	Revision string
+	// Repaired is true when this call durably committed a crash repair.
+	Repaired bool
+	// NextSeq is the seq the next append must use.
+	NextSeq int64
+	Lease   *Lease
+}
+
+// AppendResult is the outcome of a successful Append.
+type AppendResult struct {
+	Revision  string
+	NextSeq   int64
+	Duplicate bool
+}
+
+// Snapshot is one listed session: its header and current revision.
+type Snapshot struct {
+	Header   Header
+	Revision string
+}
+
+// WatchEvent is one message of a Watch stream: newly committed events (none
+// for a progress message), the revision after them and the applied index.
+type WatchEvent struct {
+	Events       [][]byte
+	Revision     string
+	AppliedIndex uint64
+}

@@ -1,0 +1,46 @@
+// Package client is the Go client of the session store's SessionPersistence
+// service (API.md). It is used by agent hosts, the node's own subcommands,
+// tests and the Jepsen helpers.
+//
+// # Requests
+//
+// Every method takes the rpc's request message from package sessionpb and
+// returns the response with the stream forms assembled: LoadStream,
+// InspectStream and PrepareStream return the whole SessionView, ReadFrom and
+// ReadRaw collect every part, Watch returns a receive function.
+//
+// # Errors
+//
+// Every error the server returns carries a google.rpc.ErrorInfo (domain
+// "sessionstore"). The client turns those into *sessionstore.Error (see
+// FromStatus), so callers classify with errors.Is:
+//
+//	if errors.Is(err, sessionstore.ErrSeqMismatch) { ... }
+//
+// Errors without an ErrorInfo (transport failures, DEADLINE_EXCEEDED,
+// CANCELLED, a broken stream) are returned as gRPC status errors: for a
+// mutating call their outcome is unknown, exactly as OUTCOME_UNKNOWN is.
+//
+// # Retries
+//
+// The client follows DESIGN.md "Retries and outcomes". Append and every rpc
+// that carries a request_id (Create, Load, Prepare, KeepAlive, Release and the
+// LoadStream/PrepareStream forms) are retried with the same request message,
+// hence the same bytes and the same request id, on NO_LEADER, SHUTTING_DOWN and
+// OUTCOME_UNKNOWN, and on UNAVAILABLE or DEADLINE_EXCEEDED without an ErrorInfo
+// while the caller's context is alive. When the caller leaves request_id empty
+// the client sends a copy of the message with a random 128-bit id (the
+// caller's message is not modified, so reusing one message for several
+// operations never makes the server deduplicate them into one); a caller who
+// wants to resend a call itself after an unknown outcome sets request_id and
+// resends the same message, which the server answers with its first response.
+// Reads (Locate, Inspect, InspectStream, ReadFrom, ReadRaw, List,
+// ListSnapshots) are retried only on NO_LEADER, SHUTTING_DOWN and UNAVAILABLE
+// without an ErrorInfo. A definite error is never retried. Watch is never
+// retried: resume from the last seen seq + 1.
+//
+// Backoff is exponential from Options.InitialBackoff to Options.MaxBackoff with
+// jitter, bounded by the context and Options.MaxAttempts. When the attempts or
+// the context run out, the last attempt's error is returned (so an unknown
+// outcome is reported as unknown, never as the context's error).
+package client

@@ -1,0 +1,27 @@
+// Package rpc implements the gRPC services of API.md over a Backend. It knows
+// the wire types and the error table, nothing about Raft or storage.
+package rpc
+
+import (
+	"context"
+	"time"
+
+	"github.com/sessionstore/sessionstore"
+)
+
+// Backend is what the services need from a node; *cluster.Node satisfies it
+// through a small adapter in cmd/node.
+type Backend interface {
+	Locate(ctx context.Context, h sessionstore.Header) (kind, path, url string, err error)
+	Create(ctx context.Context, h sessionstore.Header, requestID string) error
+	Append(ctx context.Context, id string, events [][]byte, epoch uint64, expectedRevision string) (sessionstore.AppendResult, error)
+	Load(ctx context.Context, id, requestID string) (sessionstore.View, error)
+	Inspect(ctx context.Context, id string, c sessionstore.Consistency) (sessionstore.View, error)
+	Prepare(ctx context.Context, id, owner string, ttl time.Duration, requestID string) (sessionstore.View, error)
+	KeepAlive(ctx context.Context, l sessionstore.Lease, requestID string) (sessionstore.Lease, error)
+	Release(ctx context.Context, id string, epoch uint64, requestID string) error
+	ReadFrom(ctx context.Context, id string, from int64, c sessionstore.Consistency) (sessionstore.Header, [][]byte, error)
+	RawText(ctx context.Context, id string) (h sessionstore.Header, revision string, text []byte, err error)
+	List(ctx context.Context, c sessionstore.Consistency, pageSize int, pageToken, cwdPrefix string) ([]sessionstore.Snapshot, string, error)
+	Watch(ctx context.Context, id string, from int64, progress time.Duration, send func(sessionstore.WatchEvent) error) error
+}

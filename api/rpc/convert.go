@@ -1,0 +1,85 @@
+package rpc
+
+import (
+	"github.com/sessionstore/sessionstore"
+	pb "github.com/sessionstore/sessionstore/api/sessionpb"
+)
+
+func headerFromPB(h *pb.SessionHeader) sessionstore.Header {
+	if h == nil {
+		return sessionstore.Header{}
+	}
+	out := sessionstore.Header{Version: int64(h.Version), ID: h.Id, CreatedAt: h.CreatedAt, Cwd: h.Cwd,
+		ParentSession: h.ParentSession, SeedLength: h.SeedLength, Origin: h.Origin, AgentPreset: h.AgentPreset}
+	if h.DelegationDepth != nil {
+		d := int64(*h.DelegationDepth)
+		out.DelegationDepth = &d
+	}
+	return out
+}
+
+func headerToPB(h sessionstore.Header) *pb.SessionHeader {
+	out := &pb.SessionHeader{Version: int32(h.Version), Id: h.ID, CreatedAt: h.CreatedAt, Cwd: h.Cwd,
+		ParentSession: h.ParentSession, SeedLength: h.SeedLength, Origin: h.Origin, AgentPreset: h.AgentPreset}
+	if h.DelegationDepth != nil {
+		d := int32(*h.DelegationDepth)
+		out.DelegationDepth = &d
+	}
+	return out
+}
+
+func leaseToPB(l *sessionstore.Lease) *pb.Lease {
+	if l == nil {
+		return nil
+	}
+	return &pb.Lease{SessionId: l.SessionID, Owner: l.Owner, Epoch: l.Epoch, ExpiresAtUnixMs: l.ExpiresAtUnixMs}
+}
+
+func consistency(c pb.Consistency) sessionstore.Consistency {
+	if c == pb.Consistency_STALE {
+		return sessionstore.Stale
+	}
+	return sessionstore.Linearizable
+}
+
+func toBytes(events []string) [][]byte {
+	out := make([][]byte, len(events))
+	for i, e := range events {
+		out[i] = []byte(e)
+	}
+	return out
+}
+
+func toStrings(events [][]byte) []string {
+	out := make([]string, len(events))
+	for i, e := range events {
+		out[i] = string(e)
+	}
+	return out
+}
+
+// chunks splits events into runs of at most max bytes (a larger single event
+// travels alone).
+func chunks(events [][]byte, max int) [][][]byte {
+	var out [][][]byte
+	start, size := 0, 0
+	for i, e := range events {
+		if i > start && size+len(e) > max {
+			out = append(out, events[start:i])
+			start, size = i, 0
+		}
+		size += len(e)
+	}
+	if start < len(events) {
+		out = append(out, events[start:])
+	}
+	return out
+}
+
+func eventBytes(events [][]byte) int {
+	n := 0
+	for _, e := range events {
+		n += len(e) + 8
+	}
+	return n
+}

@@ -1,0 +1,244 @@
+package rpc
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/sessionstore/sessionstore"
+	pb "github.com/sessionstore/sessionstore/api/sessionpb"
+)
+
+// ChunkBytes bounds the events of one streamed message (API.md: ≤ 1 MiB).
+const ChunkBytes = 1 << 20
+
+// Persistence serves sessionstore.v1.SessionPersistence.
+type Persistence struct {
+	pb.UnimplementedSessionPersistenceServer
+	b Backend
+	// MaxMessageBytes is the gRPC message limit; unary views above it answer
+	// TOO_LARGE and point to the stream forms.
+	MaxMessageBytes int
+	// WatchProgress is the interval of empty progress messages on Watch.
+	WatchProgress time.Duration
+}
+
+// NewPersistence returns the service over b.
+func NewPersistence(b Backend, maxMessageBytes int) *Persistence {
+	return &Persistence{b: b, MaxMessageBytes: maxMessageBytes, WatchProgress: 5 * time.Second}
+}
+
+// Register adds the service to s.
+func (p *Persistence) Register(s *grpc.Server) { pb.RegisterSessionPersistenceServer(s, p) }
+
+func (p *Persistence) Locate(ctx context.Context, r *pb.LocateRequest) (*pb.LocateResponse, error) {
+	kind, path, url, err := p.b.Locate(ctx, headerFromPB(r.GetHeader()))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.LocateResponse{Kind: kind, Path: path, Url: url}, nil
+}
+
+func (p *Persistence) Create(ctx context.Context, r *pb.CreateRequest) (*pb.CreateResponse, error) {
+	if r.Header == nil {
+		return nil, toStatus(sessionstore.Errorf(sessionstore.ReasonInvalidHeader, "create needs a header"))
+	}
+	if err := p.b.Create(ctx, headerFromPB(r.Header), r.RequestId); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.CreateResponse{}, nil
+}
+
+func (p *Persistence) Append(ctx context.Context, r *pb.AppendRequest) (*pb.AppendResponse, error) {
+	res, err := p.b.Append(ctx, r.SessionId, toBytes(r.Events), r.LeaseEpoch, r.ExpectedRevision)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.AppendResponse{Revision: res.Revision, NextSeq: res.NextSeq, Duplicate: res.Duplicate}, nil
+}
+
+func (p *Persistence) viewToPB(v sessionstore.View) (*pb.SessionView, error) {
+	if p.MaxMessageBytes > 0 && eventBytes(v.Events) > p.MaxMessageBytes-64<<10 {
+		return nil, sessionstore.Errorf(sessionstore.ReasonTooLarge,
+			"session %s view is %d bytes, above the %d-byte message limit; use the stream form", sessionstore.Quote(v.Header.ID), eventBytes(v.Events), p.MaxMessageBytes)
+	}
+	return &pb.SessionView{Header: headerToPB(v.Header), Events: toStrings(v.Events), Revision: v.Revision,
+		Repaired: v.Repaired, NextSeq: v.NextSeq}, nil
+}
+
+func (p *Persistence) Load(ctx context.Context, r *pb.LoadRequest) (*pb.SessionView, error) {
+	v, err := p.b.Load(ctx, r.SessionId, r.RequestId)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out, err := p.viewToPB(v)
+	return out, toStatus(err)
+}
+
+func (p *Persistence) Inspect(ctx context.Context, r *pb.InspectRequest) (*pb.SessionView, error) {
+	v, err := p.b.Inspect(ctx, r.SessionId, consistency(r.Consistency))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out, err := p.viewToPB(v)
+	return out, toStatus(err)
+}
+
+func (p *Persistence) Prepare(ctx context.Context, r *pb.PrepareRequest) (*pb.PrepareResponse, error) {
+	v, err := p.b.Prepare(ctx, r.SessionId, r.Owner, time.Duration(r.TtlMs)*time.Millisecond, r.RequestId)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out, err := p.viewToPB(v)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.PrepareResponse{View: out, Lease: leaseToPB(v.Lease)}, nil
+}
+
+// streamView sends a view: metadata (and the first events) in the first
+// message, the rest in chunks of at most ChunkBytes.
+func streamView(v sessionstore.View, send func(*pb.SessionViewPart) error) error {
+	first := &pb.SessionViewPart{ViewPart: &pb.SessionView{Header: headerToPB(v.Header), Revision: v.Revision,
+		Repaired: v.Repaired, NextSeq: v.NextSeq}, Lease: leaseToPB(v.Lease)}
+	parts := chunks(v.Events, ChunkBytes)
+	if len(parts) > 0 {
+		first.ViewPart.Events = toStrings(parts[0])
+		parts = parts[1:]
+	}
+	if err := send(first); err != nil {
+		return err
+	}
+	for _, c := range parts {
+		if err := send(&pb.SessionViewPart{ViewPart: &pb.SessionView{Events: toStrings(c)}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *Persistence) LoadStream(r *pb.LoadRequest, s grpc.ServerStreamingServer[pb.SessionViewPart]) error {
+	v, err := p.b.Load(s.Context(), r.SessionId, r.RequestId)
+	if err != nil {
+		return toStatus(err)
+	}
+	return streamView(v, s.Send)
+}
+
+func (p *Persistence) InspectStream(r *pb.InspectRequest, s grpc.ServerStreamingServer[pb.SessionViewPart]) error {
+	v, err := p.b.Inspect(s.Context(), r.SessionId, consistency(r.Consistency))
+	if err != nil {
+		return toStatus(err)
+	}
+	return streamView(v, s.Send)
+}
+
+func (p *Persistence) PrepareStream(r *pb.PrepareRequest, s grpc.ServerStreamingServer[pb.SessionViewPart]) error {
+	v, err := p.b.Prepare(s.Context(), r.SessionId, r.Owner, time.Duration(r.TtlMs)*time.Millisecond, r.RequestId)
+	if err != nil {
+		return toStatus(err)
+	}
+	return streamView(v, s.Send)
+}
+
+func (p *Persistence) KeepAlive(ctx context.Context, r *pb.KeepAliveRequest) (*pb.KeepAliveResponse, error) {
+	l := r.GetLease()
+	if l == nil {
+		return nil, toStatus(sessionstore.Errorf(sessionstore.ReasonInvalidArgument, "keep-alive needs a lease"))
+	}
+	out, err := p.b.KeepAlive(ctx, sessionstore.Lease{SessionID: l.SessionId, Owner: l.Owner, Epoch: l.Epoch}, r.RequestId)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.KeepAliveResponse{Lease: leaseToPB(&out)}, nil
+}
+
+func (p *Persistence) Release(ctx context.Context, r *pb.ReleaseRequest) (*pb.ReleaseResponse, error) {
+	if err := p.b.Release(ctx, r.SessionId, r.LeaseEpoch, r.RequestId); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.ReleaseResponse{}, nil
+}
+
+func (p *Persistence) ReadFrom(r *pb.ReadFromRequest, s grpc.ServerStreamingServer[pb.ReadFromResponse]) error {
+	h, events, err := p.b.ReadFrom(s.Context(), r.SessionId, r.FromSeq, consistency(r.Consistency))
+	if err != nil {
+		return toStatus(err)
+	}
+	parts := chunks(events, ChunkBytes)
+	first := &pb.ReadFromResponse{Header: headerToPB(h)}
+	if len(parts) > 0 {
+		first.Events = toStrings(parts[0])
+		parts = parts[1:]
+	}
+	if err := s.Send(first); err != nil {
+		return err
+	}
+	for _, c := range parts {
+		if err := s.Send(&pb.ReadFromResponse{Events: toStrings(c)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *Persistence) ReadRaw(r *pb.ReadRawRequest, s grpc.ServerStreamingServer[pb.ReadRawResponse]) error {
+	h, _, text, err := p.b.RawText(s.Context(), r.SessionId)
+	if err != nil {
+		return toStatus(err)
+	}
+	first := true
+	for len(text) > 0 || first {
+		n := min(len(text), ChunkBytes)
+		m := &pb.ReadRawResponse{Content: text[:n]}
+		if first {
+			m.Header, m.Filename = headerToPB(h), "session.jsonl"
+			first = false
+		}
+		if err := s.Send(m); err != nil {
+			return err
+		}
+		text = text[n:]
+	}
+	return nil
+}
+
+func (p *Persistence) List(ctx context.Context, r *pb.ListRequest) (*pb.ListResponse, error) {
+	snaps, next, err := p.b.List(ctx, consistency(r.Consistency), int(r.PageSize), r.PageToken, r.CwdPrefix)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &pb.ListResponse{NextPageToken: next}
+	for _, s := range snaps {
+		out.Headers = append(out.Headers, headerToPB(s.Header))
+	}
+	return out, nil
+}
+
+func (p *Persistence) ListSnapshots(ctx context.Context, r *pb.ListSnapshotsRequest) (*pb.ListSnapshotsResponse, error) {
+	snaps, next, err := p.b.List(ctx, consistency(r.Consistency), int(r.PageSize), r.PageToken, r.CwdPrefix)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &pb.ListSnapshotsResponse{NextPageToken: next}
+	for _, s := range snaps {
+		out.Snapshots = append(out.Snapshots, &pb.SessionSnapshot{Header: headerToPB(s.Header), Revision: s.Revision})
+	}
+	return out, nil
+}
+
+func (p *Persistence) Watch(r *pb.WatchRequest, s grpc.ServerStreamingServer[pb.WatchResponse]) error {
+	err := p.b.Watch(s.Context(), r.SessionId, r.FromSeq, p.WatchProgress, func(ev sessionstore.WatchEvent) error {
+		for _, c := range chunks(ev.Events, ChunkBytes) {
+			if err := s.Send(&pb.WatchResponse{Events: toStrings(c), Revision: ev.Revision, AppliedIndex: ev.AppliedIndex}); err != nil {
+				return err
+			}
+		}
+		if len(ev.Events) == 0 {
+			return s.Send(&pb.WatchResponse{Revision: ev.Revision, AppliedIndex: ev.AppliedIndex})
+		}
+		return nil
+	})
+	return toStatus(err)
+}

@@ -1,0 +1,90 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Config configures one node.
+type Config struct {
+	NodeID   string
+	DataDir  string
+	RaftAddr string // bind address of the Raft transport
+	// RaftAdvertise is the address other nodes reach this node's Raft transport at
+	// (defaults to RaftAddr).
+	RaftAdvertise string
+	// Bootstrap makes a node with no Raft state bootstrap a one-voter cluster.
+	Bootstrap bool
+	// HTTPBase is the base URL of this node's HTTP server (for Locate's url).
+	HTTPBase string
+
+	// SnapshotThreshold is how many entries since the last snapshot trigger the
+	// next one; snapshots copy the whole state, so they are rare.
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	// TrailingLogs are kept after a snapshot so a lagging follower can catch up
+	// from the log rather than by snapshot transfer.
+	TrailingLogs uint64
+
+	// ApplyTimeout bounds a proposal whose caller set no deadline.
+	ApplyTimeout time.Duration
+	// MaxGroupBytes and MaxGroupCommands bound one Raft entry of grouped commands.
+	MaxGroupBytes    int
+	MaxGroupCommands int
+	// InFlight is how many grouped entries may be in flight at once.
+	InFlight int
+
+	// Limits of API.md.
+	MaxEventBytes int
+	MaxBatchBytes int
+	MaxBatchCount int
+
+	// RaftLogOutput receives hashicorp/raft's own log lines (nil: discarded).
+	RaftLogOutput io.Writer
+}
+
+// DefaultConfig returns the shipped defaults.
+func DefaultConfig() Config {
+	return Config{
+		NodeID:            "node1",
+		DataDir:           "data",
+		RaftAddr:          "127.0.0.1:7401",
+		Bootstrap:         true,
+		SnapshotThreshold: 65536,
+		SnapshotInterval:  2 * time.Minute,
+		TrailingLogs:      65536,
+		ApplyTimeout:      10 * time.Second,
+		MaxGroupBytes:     1 << 20,
+		MaxGroupCommands:  512,
+		InFlight:          4,
+		MaxEventBytes:     2 << 20,
+		MaxBatchBytes:     4 << 20,
+		MaxBatchCount:     1000,
+	}
+}
+
+// Validate checks the configuration, naming the field and bound.
+func (c Config) Validate() error {
+	var errs []error
+	if c.NodeID == "" {
+		errs = append(errs, errors.New("node id must not be empty"))
+	}
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("data dir must not be empty"))
+	}
+	if c.RaftAddr == "" {
+		errs = append(errs, errors.New("raft address must not be empty"))
+	}
+	if c.InFlight < 1 {
+		errs = append(errs, fmt.Errorf("in-flight entries must be >= 1, got %d", c.InFlight))
+	}
+	if c.MaxGroupCommands < 1 || c.MaxGroupBytes < 1 {
+		errs = append(errs, errors.New("group bounds must be >= 1"))
+	}
+	if c.MaxEventBytes < 1 || c.MaxBatchBytes < c.MaxEventBytes || c.MaxBatchCount < 1 {
+		errs = append(errs, fmt.Errorf("limits: event %d, batch %d bytes, %d events are inconsistent", c.MaxEventBytes, c.MaxBatchBytes, c.MaxBatchCount))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,357 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/fsm"
+	"github.com/sessionstore/sessionstore/fsm/fsmpb"
+	"github.com/sessionstore/sessionstore/storage"
+)
+
+// Node is one member of the cluster: Raft, the FSM, its state and artifacts.
+type Node struct {
+	cfg    Config
+	logger *slog.Logger
+
+	local     *storage.RaftStore
+	state     *storage.StateDB
+	snaps     raft.SnapshotStore
+	transport *raft.NetworkTransport
+	fsm       *fsm.FSM
+	artifacts *fsm.Artifacts
+	raft      *raft.Raft
+	metrics   *Metrics
+
+	proposals chan *proposal
+	slots     chan struct{}
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu          sync.Mutex
+	clusterID   string
+	readyTerm   uint64 // term in which this leader's barrier completed (0: none)
+	closed      bool
+	closeOnce   sync.Once
+	closeResult error
+}
+
+// Paths of a node's files under its data directory.
+func statePath(dir string) string     { return filepath.Join(dir, "state.db") }
+func raftDir(dir string) string       { return filepath.Join(dir, "raft") }
+func artifactsDir(dir string) string  { return filepath.Join(dir, "artifacts") }
+func raftStorePath(dir string) string { return filepath.Join(raftDir(dir), "raft.db") }
+
+// Open starts a node: it opens (and if needed restores) its state, starts Raft
+// and, for a new lone node, bootstraps a one-voter cluster.
+func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("cluster config: %w", err)
+	}
+	if err := os.MkdirAll(raftDir(cfg.DataDir), 0o700); err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, logger: logger.With("component", "cluster", "node_id", cfg.NodeID),
+		proposals: make(chan *proposal, 4096), slots: make(chan struct{}, cfg.InFlight),
+		metrics: NewMetrics(reg)}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	ok := false
+	defer func() {
+		if !ok {
+			n.cancel()
+			n.closeStores()
+		}
+	}()
+
+	out := cfg.RaftLogOutput
+	if out == nil {
+		out = io.Discard
+	}
+	hl := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Info, Output: out, JSONFormat: true})
+
+	var err error
+	if n.local, err = storage.OpenRaftStore(raftStorePath(cfg.DataDir)); err != nil {
+		return nil, err
+	}
+	if n.snaps, err = raft.NewFileSnapshotStoreWithLogger(raftDir(cfg.DataDir), 1, hl); err != nil {
+		return nil, err
+	}
+	restored, err := guardState(statePath(cfg.DataDir), n.snaps, n.logger)
+	if err != nil {
+		return nil, err
+	}
+	if n.state, err = storage.OpenState(statePath(cfg.DataDir), storage.DefaultStateOptions()); err != nil {
+		return nil, err
+	}
+	if restored {
+		n.logger.Info("state restored from the latest snapshot before start")
+	}
+	fm := fsm.NewMetrics(reg)
+	n.artifacts = fsm.NewArtifacts(artifactsDir(cfg.DataDir), n.state, n.local, logger, fm)
+	if n.fsm, err = fsm.New(n.state, logger, fm, n.artifacts.Observe); err != nil {
+		return nil, err
+	}
+
+	var advertise net.Addr // nil: the listener's own address
+	if cfg.RaftAdvertise != "" {
+		a, err := net.ResolveTCPAddr("tcp", cfg.RaftAdvertise)
+		if err != nil {
+			return nil, fmt.Errorf("raft advertise address %q: %w", cfg.RaftAdvertise, err)
+		}
+		advertise = a
+	}
+	if n.transport, err = raft.NewTCPTransportWithLogger(cfg.RaftAddr, advertise, 3, 10*time.Second, hl); err != nil {
+		return nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
+	}
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.NodeID)
+	rc.Logger = hl
+	rc.NoSnapshotRestoreOnStart = true
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.TrailingLogs = cfg.TrailingLogs
+	rc.BatchApplyCh = true
+	rc.MaxAppendEntries = 256
+	hasState, err := raft.HasExistingState(n.local, n.local, n.snaps)
+	if err != nil {
+		return nil, err
+	}
+	if n.raft, err = raft.NewRaft(rc, n.fsm, n.local, n.local, n.snaps, n.transport); err != nil {
+		return nil, fmt.Errorf("start raft: %w", err)
+	}
+	if cfg.Bootstrap && !hasState {
+		f := n.raft.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{
+			Suffrage: raft.Voter, ID: rc.LocalID, Address: n.transport.LocalAddr()}}})
+		if err := f.Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			return nil, fmt.Errorf("bootstrap: %w", err)
+		}
+	}
+	n.wg.Add(3)
+	go func() { defer n.wg.Done(); n.artifacts.Run(n.ctx) }()
+	go func() { defer n.wg.Done(); n.runProposer() }()
+	go func() { defer n.wg.Done(); n.runLeadership() }()
+	ok = true
+	n.logger.Info("node started", "raft_addr", cfg.RaftAddr, "data_dir", cfg.DataDir, "bootstrap", cfg.Bootstrap && !hasState)
+	return n, nil
+}
+
+// guardState is DESIGN.md §1's start-up guard: before Raft starts, when the
+// state file is missing, cannot be opened, or is older than the latest
+// snapshot (a crash during a snapshot install, a restored old file), restore
+// that snapshot into place. A damaged file is kept aside, never deleted.
+func guardState(path string, snaps raft.SnapshotStore, logger *slog.Logger) (bool, error) {
+	metas, err := snaps.List()
+	if err != nil {
+		return false, fmt.Errorf("list snapshots: %w", err)
+	}
+	need := false
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		need = len(metas) > 0
+	} else if err != nil {
+		return false, err
+	} else {
+		db, err := storage.OpenState(path, storage.StateOptions{})
+		if err != nil {
+			aside := fmt.Sprintf("%s.damaged-%d", path, time.Now().UnixNano())
+			logger.Error("state database cannot be opened; moving it aside and rebuilding", "err", err, "moved_to", aside)
+			if err := os.Rename(path, aside); err != nil {
+				return false, err
+			}
+			need = len(metas) > 0
+		} else {
+			idx, _, err := db.AppliedIndex()
+			db.Close()
+			if err != nil {
+				return false, err
+			}
+			if len(metas) > 0 && idx < metas[0].Index {
+				logger.Warn("state database is older than the latest snapshot; restoring it", "applied_index", idx, "snapshot_index", metas[0].Index)
+				need = true
+			}
+		}
+	}
+	if !need {
+		return false, nil
+	}
+	_, rc, err := snaps.Open(metas[0].ID)
+	if err != nil {
+		return false, fmt.Errorf("open snapshot %s: %w", metas[0].ID, err)
+	}
+	defer rc.Close()
+	tmp, err := storage.RestoreFile(rc, path)
+	if err != nil {
+		return false, err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return false, err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return true, nil
+}
+
+// runLeadership mints the cluster id once and confirms each new leadership
+// with a barrier (every earlier entry applied) before linearizable reads are
+// served; losing leadership withdraws that at once.
+func (n *Node) runLeadership() {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-n.raft.LeaderCh():
+		case <-tick.C:
+		}
+		if n.raft.State() != raft.Leader {
+			n.setReadyTerm(0)
+			continue
+		}
+		term := n.raft.CurrentTerm()
+		if n.isLeaderReady() && n.ClusterID() != "" {
+			continue
+		}
+		if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
+			continue
+		}
+		if n.ClusterID() == "" {
+			if _, err := n.propose(n.ctx, &fsmpb.Command{Cmd: &fsmpb.Command_SetClusterId{
+				SetClusterId: &fsmpb.SetClusterID{ClusterId: newClusterID()}}}); err != nil {
+				n.logger.Warn("minting cluster id failed; will retry", "err", err)
+				continue
+			}
+			n.logger.Info("cluster id minted", "cluster_id", n.ClusterID())
+		}
+		n.setReadyTerm(term)
+	}
+}
+
+func (n *Node) setReadyTerm(t uint64) {
+	n.mu.Lock()
+	n.readyTerm = t
+	n.mu.Unlock()
+}
+
+// isLeaderReady reports whether this node leads a term whose barrier completed.
+func (n *Node) isLeaderReady() bool {
+	n.mu.Lock()
+	t := n.readyTerm
+	n.mu.Unlock()
+	return t != 0 && t == n.raft.CurrentTerm() && n.raft.State() == raft.Leader
+}
+
+func newClusterID() string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// ClusterID is the identity minted by the first leader, "" until then.
+func (n *Node) ClusterID() string {
+	n.mu.Lock()
+	id := n.clusterID
+	n.mu.Unlock()
+	if id != "" {
+		return id
+	}
+	_ = n.state.View(func(tx *storage.Tx) error { id = tx.ClusterID(); return nil })
+	if id != "" {
+		n.mu.Lock()
+		n.clusterID = id
+		n.mu.Unlock()
+	}
+	return id
+}
+
+// Ready reports whether the node can serve: it has a leader, the cluster id is
+// known and artifacts are healthy.
+func (n *Node) Ready() error {
+	if addr, _ := n.raft.LeaderWithID(); addr == "" {
+		return sessionstore.ErrNoLeader
+	}
+	if n.ClusterID() == "" {
+		return errors.New("cluster id not yet minted")
+	}
+	if err := n.artifacts.Healthy(); err != nil {
+		return fmt.Errorf("artifacts: %w", err)
+	}
+	return nil
+}
+
+// Artifacts exposes the artifact writer (HTTP download, tests).
+func (n *Node) Artifacts() *fsm.Artifacts { return n.artifacts }
+
+// State exposes the state database (HTTP download, metrics).
+func (n *Node) State() *storage.StateDB { return n.state }
+
+// Raft exposes the raft instance (status, tests).
+func (n *Node) Raft() *raft.Raft { return n.raft }
+
+// Snapshot takes a Raft snapshot now (tests and operators).
+func (n *Node) Snapshot() error { return n.raft.Snapshot().Error() }
+
+// Close stops the node: it refuses new proposals, shuts Raft down (leadership
+// is handed over by raft when other voters exist), stops the artifact writer
+// after it has caught up, and closes the stores.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() {
+		n.mu.Lock()
+		n.closed = true
+		n.mu.Unlock()
+		var errs []error
+		if n.raft != nil {
+			if err := n.raft.Shutdown().Error(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if n.artifacts != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = n.artifacts.WaitIdle(ctx)
+			cancel()
+		}
+		n.cancel()
+		n.wg.Wait()
+		if n.transport != nil {
+			_ = n.transport.Close()
+		}
+		if err := n.closeStores(); err != nil {
+			errs = append(errs, err)
+		}
+		n.closeResult = errors.Join(errs...)
+	})
+	return n.closeResult
+}
+
+func (n *Node) closeStores() error {
+	var errs []error
+	if n.state != nil {
+		errs = append(errs, n.state.Close())
+	}
+	if n.local != nil {
+		errs = append(errs, n.local.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,453 @@
+package main
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/status"
+
+	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/api/client"
+	"github.com/sessionstore/sessionstore/api/sessionpb"
+)
+
+const (
+	benchCallTimeout  = 30 * time.Second // per rpc, retries included
+	benchKeepAliveDur = 2 * time.Second
+	benchErrorPause   = 50 * time.Millisecond // after a failed call, so a failing node is not hammered
+)
+
+type benchConfig struct {
+	addr, writers, fsyncDir, prefix string
+	duration, warmup, fsyncDur      time.Duration
+	eventBytes                      int
+	keepalive, json                 bool
+	levels                          []int
+}
+
+// benchStats is one measured loop: a count, a rate and latency percentiles.
+type benchStats struct {
+	Writers   int            `json:"writers,omitempty"`
+	Ops       int            `json:"ops"`
+	OpsPerSec float64        `json:"ops_per_sec"`
+	P50       float64        `json:"p50_ms"`
+	P99       float64        `json:"p99_ms"`
+	P999      float64        `json:"p999_ms"`
+	Max       float64        `json:"max_ms"`
+	Errors    int            `json:"errors"`
+	Reasons   map[string]int `json:"error_reasons,omitempty"`
+}
+
+func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var cfg benchConfig
+	fs := flag.NewFlagSet("node bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:7400", "gRPC address of the node to measure")
+	fs.StringVar(&cfg.writers, "writers", "1,16,64", "comma-separated writer counts, one level each; every writer owns one session")
+	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "measured time per level")
+	fs.DurationVar(&cfg.warmup, "warmup", time.Second, "unmeasured warm-up before each level")
+	fs.IntVar(&cfg.eventBytes, "event-bytes", 1024, "size of the one JSON event each Append carries")
+	fs.StringVar(&cfg.fsyncDir, "fsync-dir", ".", "directory on the disk whose fsync rate to probe (use the node's data disk)")
+	fs.DurationVar(&cfg.fsyncDur, "fsync-duration", 2*time.Second, "length of the fsync probe (0 skips it)")
+	fs.BoolVar(&cfg.keepalive, "keepalive", true, "also measure KeepAlive (one Raft commit each), 1 caller for 2s")
+	fs.BoolVar(&cfg.json, "json", false, "print one JSON object instead of the table")
+	fs.StringVar(&cfg.prefix, "session-prefix", "", "prefix of the benchmark's session ids (default bench-<random>)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: node bench [flags]
+
+Measures a running node, closed loop, with its shipped durability: each writer
+appends one event per Append to its own session and waits for the answer.
+First a serial 1 KiB append+fsync probe of --fsync-dir (before any load), then
+one level per --writers count, then KeepAlive. Every flag can also be set as
+SESSIONSTORE_<FLAG> (e.g. SESSIONSTORE_ADDR); flags win.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	var err error
+	if cfg.levels, err = parseWriters(cfg.writers); err == nil {
+		switch {
+		case cfg.duration <= 0:
+			err = benchUsage("--duration must be > 0")
+		case cfg.warmup < 0, cfg.fsyncDur < 0:
+			err = benchUsage("--warmup and --fsync-duration must be ≥ 0")
+		case cfg.eventBytes <= 0:
+			err = benchUsage("--event-bytes must be > 0")
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "node bench: %v\n", err)
+		return errUsage
+	}
+	if cfg.prefix == "" {
+		var b [4]byte
+		_, _ = crand.Read(b[:])
+		cfg.prefix = "bench-" + hex.EncodeToString(b[:])
+	}
+	c, err := client.Dial(ctx, cfg.addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	b := &bencher{cfg: cfg, c: c, pad: benchPadding(cfg.eventBytes)}
+
+	// Setup session: checks that the node answers before anything is measured,
+	// and is the session KeepAlive later renews (Prepare needs a stored event).
+	setupID := cfg.prefix + "-keepalive"
+	if err := b.create(ctx, setupID); err != nil {
+		return fmt.Errorf("create session on %s: %w", cfg.addr, err)
+	}
+	if _, err := b.append(ctx, setupID, 0); err != nil {
+		return fmt.Errorf("append to %s on %s: %w", setupID, cfg.addr, err)
+	}
+
+	out := struct {
+		Addr       string       `json:"addr"`
+		FsyncDir   string       `json:"fsync_dir"`
+		EventBytes int          `json:"event_bytes"`
+		Duration   string       `json:"duration_per_level"`
+		Warmup     string       `json:"warmup"`
+		Fsync      *benchStats  `json:"fsync_probe,omitempty"`
+		Levels     []benchStats `json:"levels"`
+		KeepAlive  *benchStats  `json:"keepalive,omitempty"`
+	}{Addr: cfg.addr, FsyncDir: cfg.fsyncDir, EventBytes: cfg.eventBytes, Duration: cfg.duration.String(), Warmup: cfg.warmup.String()}
+	if cfg.fsyncDur > 0 {
+		fmt.Fprintf(stderr, "fsync probe in %s: running %v (before the append levels) ...\n", cfg.fsyncDir, cfg.fsyncDur)
+		st, err := fsyncProbe(ctx, cfg.fsyncDir, cfg.fsyncDur)
+		if err != nil {
+			return err
+		}
+		out.Fsync = &st
+	}
+	for _, n := range cfg.levels {
+		fmt.Fprintf(stderr, "level %d writers: running %v (+%v warm-up) ...\n", n, cfg.duration, cfg.warmup)
+		out.Levels = append(out.Levels, b.level(ctx, n))
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	if cfg.keepalive {
+		fmt.Fprintf(stderr, "keepalive (1 caller): running %v ...\n", benchKeepAliveDur)
+		st := b.keepAlive(ctx, setupID)
+		out.KeepAlive = &st
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	if cfg.json {
+		enc := json.NewEncoder(stdout)
+		return enc.Encode(out)
+	}
+	fmt.Fprintf(stdout, "node bench: %s, one %d-byte event per Append, closed loop, %v per level after %v warm-up\n",
+		cfg.addr, cfg.eventBytes, cfg.duration, cfg.warmup)
+	if f := out.Fsync; f != nil {
+		fmt.Fprintf(stdout, "fsync probe (1 KiB append + fsync, serial, %s, run before the append levels): %.0f ops/s, p50 %.2f ms, p99 %.2f ms\n",
+			cfg.fsyncDir, f.OpsPerSec, f.P50, f.P99)
+	}
+	fmt.Fprintf(stdout, "%-7s  %9s  %7s  %7s  %8s  %7s  %s\n", "writers", "events/s", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "errors")
+	for _, l := range out.Levels {
+		fmt.Fprintf(stdout, "%-7d  %9.0f  %7.2f  %7.2f  %8.2f  %7.2f  %s\n", l.Writers, l.OpsPerSec, l.P50, l.P99, l.P999, l.Max, errorText(l))
+	}
+	if k := out.KeepAlive; k != nil {
+		fmt.Fprintf(stdout, "keepalive (1 caller): %.0f ops/s, p50 %.2f ms, p99 %.2f ms, errors %s\n", k.OpsPerSec, k.P50, k.P99, errorText(*k))
+	}
+	return nil
+}
+
+type bencher struct {
+	cfg benchConfig
+	c   *client.Client
+	pad string
+}
+
+func (b *bencher) create(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, benchCallTimeout)
+	defer cancel()
+	cwd := "/bench"
+	return b.c.Create(ctx, &sessionpb.CreateRequest{Header: &sessionpb.SessionHeader{
+		Version: 0, Id: id, CreatedAt: time.Now().UnixMilli(), Cwd: &cwd}})
+}
+
+// append sends the event with seq and returns the call's latency (event
+// construction excluded). Retries are the client library's own.
+func (b *bencher) append(ctx context.Context, id string, seq int64) (time.Duration, error) {
+	ev := benchEvent(seq, time.Now().UnixMilli(), b.cfg.eventBytes, b.pad)
+	ctx, cancel := context.WithTimeout(ctx, benchCallTimeout)
+	defer cancel()
+	t0 := time.Now()
+	_, err := b.c.Append(ctx, &sessionpb.AppendRequest{SessionId: id, Events: []string{ev}})
+	return time.Since(t0), err
+}
+
+// writerRun is one writer's record of a level.
+type writerRun struct {
+	lat      []time.Duration
+	errs     map[string]int
+	lastDone time.Time
+}
+
+// level runs n closed-loop writers for warm-up + duration and summarises the
+// appends that started inside the measured window. Errors are counted over
+// the whole level, warm-up included; after one, the writer continues on a
+// fresh session (it never re-sends on its own: the outcome may be unknown).
+func (b *bencher) level(ctx context.Context, n int) benchStats {
+	runs := make([]writerRun, n)
+	var ready, done sync.WaitGroup
+	start := make(chan struct{})
+	var warmEnd, end time.Time // set before start is closed
+	// Preallocated for 20k events/s in all; append grows it beyond.
+	perWriter := min(int(b.cfg.duration.Seconds()*20000)/n+1024, 1<<20)
+	for i := range runs {
+		ready.Add(1)
+		done.Add(1)
+		go func(r *writerRun) {
+			defer done.Done()
+			r.lat, r.errs = make([]time.Duration, 0, perWriter), map[string]int{}
+			gen, seq, created := 0, int64(0), false
+			id := ""
+			create := func() { // on failure the next try uses a fresh id: the old one may exist
+				gen, seq = gen+1, 0
+				id = fmt.Sprintf("%s-l%d-w%d-%d", b.cfg.prefix, n, i, gen)
+				err := b.create(ctx, id)
+				if created = err == nil; !created && ctx.Err() == nil {
+					r.errs["Create "+errReason(err)]++
+					time.Sleep(benchErrorPause)
+				}
+			}
+			create()
+			ready.Done()
+			<-start
+			for ctx.Err() == nil && time.Now().Before(end) {
+				if !created {
+					create()
+					continue
+				}
+				t0 := time.Now()
+				d, err := b.append(ctx, id, seq)
+				if err != nil {
+					if ctx.Err() == nil {
+						r.errs[errReason(err)]++
+						time.Sleep(benchErrorPause)
+					}
+					created = false // continue on a fresh session, never re-send ourselves
+					continue
+				}
+				seq++
+				if !t0.Before(warmEnd) {
+					r.lat = append(r.lat, d)
+					r.lastDone = t0.Add(d)
+				}
+			}
+		}(&runs[i])
+	}
+	ready.Wait()
+	warmEnd = time.Now().Add(b.cfg.warmup)
+	end = warmEnd.Add(b.cfg.duration)
+	close(start)
+	done.Wait()
+
+	total, last := 0, end
+	for _, r := range runs {
+		total += len(r.lat)
+		if r.lastDone.After(last) {
+			last = r.lastDone
+		}
+	}
+	all := make([]time.Duration, 0, total)
+	errs := map[string]int{}
+	for _, r := range runs {
+		all = append(all, r.lat...)
+		for k, v := range r.errs {
+			errs[k] += v
+		}
+	}
+	st := summarize(all, last.Sub(warmEnd), errs)
+	st.Writers = n
+	return st
+}
+
+// keepAlive prepares id and renews its lease in a closed loop.
+func (b *bencher) keepAlive(ctx context.Context, id string) benchStats {
+	errs := map[string]int{}
+	pctx, cancel := context.WithTimeout(ctx, benchCallTimeout)
+	_, lease, err := b.c.Prepare(pctx, &sessionpb.PrepareRequest{SessionId: id, Owner: "bench", TtlMs: 30000})
+	cancel()
+	if err != nil {
+		errs["Prepare "+errReason(err)]++
+		return summarize(nil, 0, errs)
+	}
+	var lat []time.Duration
+	t0 := time.Now()
+	end := t0.Add(benchKeepAliveDur)
+	for ctx.Err() == nil && time.Now().Before(end) {
+		cctx, cancel := context.WithTimeout(ctx, benchCallTimeout)
+		s := time.Now()
+		l, err := b.c.KeepAlive(cctx, &sessionpb.KeepAliveRequest{Lease: lease})
+		d := time.Since(s)
+		cancel()
+		if err != nil {
+			errs[errReason(err)]++
+			time.Sleep(benchErrorPause)
+			continue
+		}
+		lat, lease = append(lat, d), l
+	}
+	st := summarize(lat, time.Since(t0), errs)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), benchCallTimeout)
+	defer cancel()
+	_ = b.c.Release(rctx, &sessionpb.ReleaseRequest{SessionId: id, LeaseEpoch: lease.GetEpoch()})
+	return st
+}
+
+// fsyncProbe appends 1 KiB to a temporary file in dir and fsyncs, serially,
+// for d: the disk's bound on one durable write at a time.
+func fsyncProbe(ctx context.Context, dir string, d time.Duration) (benchStats, error) {
+	f, err := os.CreateTemp(dir, ".node-bench-fsync-*")
+	if err != nil {
+		return benchStats{}, fmt.Errorf("fsync probe: %w", err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	buf := make([]byte, 1024)
+	for i := range buf {
+		buf[i] = 'a' + byte(i%26)
+	}
+	lat := make([]time.Duration, 0, int(d.Seconds()*10000)+1024)
+	t0 := time.Now()
+	for end := t0.Add(d); ctx.Err() == nil && time.Now().Before(end); {
+		s := time.Now()
+		if _, err := f.Write(buf); err != nil {
+			return benchStats{}, fmt.Errorf("fsync probe: %w", err)
+		}
+		if err := f.Sync(); err != nil {
+			return benchStats{}, fmt.Errorf("fsync probe: %w", err)
+		}
+		lat = append(lat, time.Since(s))
+	}
+	return summarize(lat, time.Since(t0), nil), nil
+}
+
+// summarize sorts lat and computes the rate over elapsed and the percentiles.
+func summarize(lat []time.Duration, elapsed time.Duration, errs map[string]int) benchStats {
+	slices.Sort(lat)
+	st := benchStats{Ops: len(lat), Reasons: errs}
+	if elapsed > 0 {
+		st.OpsPerSec = float64(len(lat)) / elapsed.Seconds()
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	st.P50, st.P99 = ms(percentile(lat, 0.50)), ms(percentile(lat, 0.99))
+	st.P999, st.Max = ms(percentile(lat, 0.999)), ms(percentile(lat, 1))
+	for _, v := range errs {
+		st.Errors += v
+	}
+	return st
+}
+
+// percentile is the nearest-rank percentile (p in [0,1]) of an ascending
+// slice: the smallest value with at least p·n values ≤ it; 0 when empty.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	n := len(sorted)
+	if n == 0 {
+		return 0
+	}
+	rank := int(math.Ceil(p*float64(n) - 1e-9)) // the epsilon absorbs 0.999·1000 = 999.0000000000001
+	return sorted[min(max(rank, 1), n)-1]
+}
+
+func errorText(s benchStats) string {
+	if s.Errors == 0 {
+		return "0"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(s.Reasons)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, s.Reasons[k]))
+	}
+	return fmt.Sprintf("%d (%s)", s.Errors, strings.Join(parts, ", "))
+}
+
+// errReason classifies an error: the store's reason, else the gRPC code.
+func errReason(err error) string {
+	var se *sessionstore.Error
+	if errors.As(err, &se) {
+		return string(se.Reason)
+	}
+	if st, ok := status.FromError(err); ok {
+		return st.Code().String()
+	}
+	return "other"
+}
+
+// benchUsageError is a bad flag value: its message for the user, errUsage for
+// errors.Is.
+type benchUsageError string
+
+func (e benchUsageError) Error() string { return string(e) }
+func (e benchUsageError) Unwrap() error { return errUsage }
+
+func benchUsage(format string, args ...any) error {
+	return benchUsageError(fmt.Sprintf(format, args...))
+}
+
+// parseWriters parses a comma-separated list of positive writer counts.
+func parseWriters(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, benchUsage("--writers %q: want a comma-separated list of positive counts, e.g. 1,16,64", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// benchPadding is lowercase words text for event padding, long enough for
+// benchEvent's offsets; it needs no JSON escaping and compresses like prose.
+func benchPadding(eventBytes int) string {
+	r := rand.New(rand.NewPCG(1, 2))
+	b := make([]byte, eventBytes+4096)
+	for i := range b {
+		if r.IntN(6) == 0 {
+			b[i] = ' '
+		} else {
+			b[i] = 'a' + byte(r.IntN(26))
+		}
+	}
+	return string(b)
+}
+
+// benchEvent is one single-line assistant/chunk text-delta event padded to
+// exactly size bytes (or its minimum size, if larger). pad comes from
+// benchPadding(size) or is at least size+4096 bytes of safe text.
+func benchEvent(seq, timeMs int64, size int, pad string) string {
+	b := make([]byte, 0, max(size, 160))
+	b = append(b, `{"type":"assistant/chunk","seq":`...)
+	b = strconv.AppendInt(b, seq, 10)
+	b = append(b, `,"time":`...)
+	b = strconv.AppendInt(b, timeMs, 10)
+	b = append(b, `,"data":{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"`...)
+	const tail = `"}}}`
+	n := max(size-len(b)-len(tail), 0)
+	off := int(seq*131) % 4096
+	b = append(b, pad[off:off+n]...)
+	return string(append(b, tail...))
+}

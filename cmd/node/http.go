@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/cluster"
+)
+
+// newHTTPHandler serves the node's HTTP port (API.md "HTTP").
+func newHTTPHandler(node *cluster.Node, reg *prometheus.Registry, logger *slog.Logger) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := node.Ready(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /v1/sessions/{id}/session.jsonl", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
+		defer cancel()
+		_, rev, text, err := node.RawText(ctx, r.PathValue("id"))
+		if err != nil {
+			httpError(w, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/x-ndjson; charset=utf-8")
+		w.Header().Set("ETag", `"`+rev+`"`)
+		http.ServeContent(w, r, "session.jsonl", time.Time{}, bytes.NewReader(text))
+	})
+	mux.HandleFunc("GET /v1/sessions/{id}/session.jsonl.zstd", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
+		defer cancel()
+		rev, path, data, err := node.Artifact(ctx, r.PathValue("id"))
+		if err != nil {
+			httpError(w, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/zstd")
+		w.Header().Set("ETag", `"`+rev+`"`)
+		if path != "" {
+			f, err := os.Open(path)
+			if err == nil {
+				defer f.Close()
+				http.ServeContent(w, r, "session.jsonl.zstd", time.Time{}, f)
+				return
+			}
+			logger.Warn("artifact vanished while serving; rendering from state", "err", err)
+			_, _, data, err = node.Artifact(ctx, r.PathValue("id"))
+			if err != nil {
+				httpError(w, err)
+				return
+			}
+		}
+		http.ServeContent(w, r, "session.jsonl.zstd", time.Time{}, bytes.NewReader(data))
+	})
+	return mux
+}
+
+func httpError(w http.ResponseWriter, err error) {
+	code := http.StatusInternalServerError
+	var de *sessionstore.Error
+	if errors.As(err, &de) {
+		switch de.Reason {
+		case sessionstore.ReasonNotFound:
+			code = http.StatusNotFound
+		case sessionstore.ReasonNoLeader, sessionstore.ReasonShuttingDown, sessionstore.ReasonOutcomeUnknown:
+			code = http.StatusServiceUnavailable
+		}
+	}
+	http.Error(w, err.Error(), code)
+}
+
+// registerNodeMetrics exports raft and state-database gauges read at scrape time.
+func registerNodeMetrics(reg *prometheus.Registry, node *cluster.Node) {
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sessionstore_raft_is_leader", Help: "1 when this node is the Raft leader."},
+			func() float64 {
+				if node.Raft().State() == raft.Leader {
+					return 1
+				}
+				return 0
+			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sessionstore_raft_commit_index", Help: "Raft commit index."},
+			func() float64 { return float64(node.Raft().CommitIndex()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sessionstore_raft_applied_index", Help: "Raft index applied to the state database."},
+			func() float64 { return float64(node.Raft().AppliedIndex()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sessionstore_state_db_bytes", Help: "Size of the state database file."},
+			func() float64 { return float64(node.State().Size()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sessionstore_ready", Help: "1 when /readyz would answer 200."},
+			func() float64 {
+				if node.Ready() == nil {
+					return 1
+				}
+				return 0
+			}),
+	)
+}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+const usage = `node: a replicated store for AI-agent session logs
+
+Usage:
+  node [serve] [flags]     run a node (the default subcommand)
+  node bench [flags]       measure append throughput and latency against a running node
+
+Run 'node <subcommand> --help' for the flags of each.
+`
+
+// run dispatches a subcommand and returns the process exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cmd := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	var err error
+	switch cmd {
+	case "serve":
+		err = serve(ctx, args, stdout, stderr)
+	case "bench":
+		err = bench(ctx, args, stdout, stderr)
+	case "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "node: unknown subcommand %q\n\n%s", cmd, usage)
+		return 2
+	}
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
+	default:
+		fmt.Fprintf(stderr, "node %s: %v\n", cmd, err)
+		return 1
+	}
+}
+
+var errUsage = errors.New("usage error")

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/sessionstore/sessionstore/api/rpc"
+	"github.com/sessionstore/sessionstore/cluster"
+)
+
+// serveConfig is everything `node serve` needs.
+type serveConfig struct {
+	Cluster         cluster.Config
+	GRPCAddr        string
+	HTTPAddr        string
+	MaxMessageBytes int
+	LogFormat       string
+	LogLevel        string
+}
+
+func defaultServeConfig() serveConfig {
+	return serveConfig{
+		Cluster:         cluster.DefaultConfig(),
+		GRPCAddr:        "127.0.0.1:7400",
+		HTTPAddr:        "127.0.0.1:7480",
+		MaxMessageBytes: 16 << 20,
+		LogFormat:       "text",
+		LogLevel:        "info",
+	}
+}
+
+func serveFlags(cfg *serveConfig, fs *flag.FlagSet) {
+	c := &cfg.Cluster
+	fs.StringVar(&c.NodeID, "node-id", c.NodeID, "this node's id (unique in the cluster)")
+	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for the state, the Raft log, snapshots and artifacts")
+	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", cfg.GRPCAddr, "gRPC listen address (the persistence API)")
+	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "HTTP listen address (/healthz, /readyz, /metrics, artifact download)")
+	fs.StringVar(&c.RaftAddr, "raft-addr", c.RaftAddr, "Raft transport listen address")
+	fs.StringVar(&c.RaftAdvertise, "advertise-addr", "", "host:port other nodes reach this node's Raft transport at (default: --raft-addr)")
+	fs.Uint64Var(&c.SnapshotThreshold, "snapshot-threshold", c.SnapshotThreshold, "Raft entries since the last snapshot that trigger a new one")
+	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", c.SnapshotInterval, "how often to check the snapshot threshold")
+	fs.Uint64Var(&c.TrailingLogs, "trailing-logs", c.TrailingLogs, "Raft entries kept after a snapshot")
+	fs.IntVar(&c.MaxEventBytes, "max-event-bytes", c.MaxEventBytes, "largest accepted event")
+	fs.IntVar(&c.MaxBatchBytes, "max-batch-bytes", c.MaxBatchBytes, "largest accepted append batch in bytes")
+	fs.IntVar(&c.MaxBatchCount, "max-batch-events", c.MaxBatchCount, "most events in one append batch")
+	fs.IntVar(&cfg.MaxMessageBytes, "max-message-bytes", cfg.MaxMessageBytes, "largest gRPC message, both directions")
+	fs.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "log format: text or json")
+	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log level: debug, info, warn or error")
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log level %q: %w", level, err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	default:
+		return nil, fmt.Errorf("log format %q: want text or json", format)
+	}
+}
+
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg := defaultServeConfig()
+	fs := flag.NewFlagSet("node serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	serveFlags(&cfg, fs)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: node serve [flags]\n\nRuns one node of the session store. Every flag can also be set as\nSESSIONSTORE_<FLAG> (e.g. SESSIONSTORE_DATA_DIR); flags win.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	logger, err := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	s, err := startServer(cfg, logger, stderr)
+	if err != nil {
+		return err
+	}
+	logger.Info("serving", "grpc_addr", s.grpcAddr, "http_addr", s.httpAddr, "data_dir", cfg.Cluster.DataDir,
+		"node_id", cfg.Cluster.NodeID)
+	<-ctx.Done()
+	logger.Info("shutting down")
+	return s.Close()
+}
+
+// server is one running node with its listeners; tests start it in-process.
+type server struct {
+	logger   *slog.Logger
+	node     *cluster.Node
+	grpc     *grpc.Server
+	health   *health.Server
+	http     *http.Server
+	grpcAddr string
+	httpAddr string
+	stop     context.CancelFunc
+	done     chan struct{}
+}
+
+// startServer wires storage → fsm → cluster → api, in that order.
+func startServer(cfg serveConfig, logger *slog.Logger, raftLog io.Writer) (*server, error) {
+	if cfg.Cluster.DataDir == "" {
+		return nil, errors.New("--data-dir must not be empty")
+	}
+	dir, err := filepath.Abs(cfg.Cluster.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Cluster.DataDir = dir
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	gl, err := net.Listen("tcp", cfg.GRPCAddr)
+	if err != nil {
+		return nil, fmt.Errorf("grpc listen: %w", err)
+	}
+	hl, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		gl.Close()
+		return nil, fmt.Errorf("http listen: %w", err)
+	}
+	warnIfExposed(logger, gl.Addr(), hl.Addr())
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	cfg.Cluster.HTTPBase = "http://" + hl.Addr().String()
+	cfg.Cluster.RaftLogOutput = raftLog
+	node, err := cluster.Open(cfg.Cluster, logger, reg)
+	if err != nil {
+		gl.Close()
+		hl.Close()
+		return nil, err
+	}
+	s := &server{logger: logger, node: node, grpcAddr: gl.Addr().String(), httpAddr: hl.Addr().String(), done: make(chan struct{})}
+	opts := append(rpc.Interceptors(logger, rpc.NewMetrics(reg)),
+		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes), grpc.MaxSendMsgSize(cfg.MaxMessageBytes))
+	s.grpc = grpc.NewServer(opts...)
+	rpc.NewPersistence(node, cfg.MaxMessageBytes).Register(s.grpc)
+	s.health = health.NewServer()
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	reflection.Register(s.grpc)
+	registerNodeMetrics(reg, node)
+	s.http = &http.Server{Handler: newHTTPHandler(node, reg, logger), ReadHeaderTimeout: 10 * time.Second}
+
+	var ctx context.Context
+	ctx, s.stop = context.WithCancel(context.Background())
+	go func() { _ = s.grpc.Serve(gl) }()
+	go func() { _ = s.http.Serve(hl) }()
+	go func() { defer close(s.done); s.watchHealth(ctx) }()
+	return s, nil
+}
+
+// watchHealth keeps the standard gRPC health service in step with readiness.
+func (s *server) watchHealth(ctx context.Context) {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	last := healthpb.HealthCheckResponse_UNKNOWN
+	for {
+		st := healthpb.HealthCheckResponse_SERVING
+		if err := s.node.Ready(); err != nil {
+			st = healthpb.HealthCheckResponse_NOT_SERVING
+		}
+		if st != last {
+			s.health.SetServingStatus("", st)
+			s.health.SetServingStatus("sessionstore.v1.SessionPersistence", st)
+			last = st
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Close shuts down outside-in: listeners first, then Raft and storage.
+func (s *server) Close() error {
+	s.stop()
+	<-s.done
+	s.health.Shutdown()
+	stopped := make(chan struct{})
+	go func() { s.grpc.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		s.grpc.Stop()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_ = s.http.Shutdown(ctx)
+	cancel()
+	return s.node.Close()
+}
+
+// warnIfExposed warns when a plaintext listener is reachable from other hosts.
+func warnIfExposed(logger *slog.Logger, addrs ...net.Addr) {
+	for _, a := range addrs {
+		ta, ok := a.(*net.TCPAddr)
+		if ok && !ta.IP.IsLoopback() {
+			logger.Warn("listening WITHOUT TLS or authentication on a non-loopback address; anyone who can reach it can read and write every session",
+				"addr", a.String())
+		}
+	}
+}
+
+var _ = strings.TrimSpace

@@ -1,0 +1,322 @@
+package fsm
+
+import (
+	"bytes"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/fsm/fsmpb"
+	"github.com/sessionstore/sessionstore/sessionlog"
+	"github.com/sessionstore/sessionstore/storage"
+)
+
+// applier applies the commands of one entry. now is the clamped leader time.
+type applier struct {
+	tx    *storage.Tx
+	index uint64
+	now   int64
+}
+
+// apply runs one command. It returns the command's result, the session it
+// changed ("" if none), and an error only for a storage failure (which stops
+// the node). Every check runs before any write, so a refused command writes
+// nothing.
+func (a *applier) apply(c *fsmpb.Command) (*fsmpb.Result, string, error) {
+	switch cmd := c.Cmd.(type) {
+	case *fsmpb.Command_SetClusterId:
+		if a.tx.ClusterID() == "" && cmd.SetClusterId.ClusterId != "" {
+			return &fsmpb.Result{}, "", a.tx.SetClusterID(cmd.SetClusterId.ClusterId)
+		}
+		return &fsmpb.Result{}, "", nil
+	case *fsmpb.Command_Create:
+		return a.deduped(cmd.Create.GetHeader().GetId(), cmd.Create.RequestId, func() (*fsmpb.Result, bool, error) {
+			return a.create(cmd.Create)
+		})
+	case *fsmpb.Command_Append:
+		return a.append(cmd.Append)
+	case *fsmpb.Command_Repair:
+		return a.deduped(cmd.Repair.SessionId, cmd.Repair.RequestId, func() (*fsmpb.Result, bool, error) {
+			return a.repair(cmd.Repair)
+		})
+	case *fsmpb.Command_KeepAlive:
+		return a.deduped(cmd.KeepAlive.SessionId, cmd.KeepAlive.RequestId, func() (*fsmpb.Result, bool, error) {
+			return a.keepAlive(cmd.KeepAlive)
+		})
+	case *fsmpb.Command_Release:
+		return a.deduped(cmd.Release.SessionId, cmd.Release.RequestId, func() (*fsmpb.Result, bool, error) {
+			return a.release(cmd.Release)
+		})
+	default:
+		panic(fmt.Sprintf("fsm: unknown command %T at index %d", c.Cmd, a.index))
+	}
+}
+
+// deduped returns the stored result of a repeated request id, or runs fn and
+// remembers its result (DESIGN.md "Retries and outcomes").
+func (a *applier) deduped(id, requestID string, fn func() (*fsmpb.Result, bool, error)) (*fsmpb.Result, string, error) {
+	if prev := a.tx.RequestResult(id, requestID); prev != nil {
+		var r fsmpb.Result
+		if err := proto.Unmarshal(prev, &r); err != nil {
+			return nil, "", fmt.Errorf("stored result of request %q: %w", requestID, err)
+		}
+		return &r, "", nil
+	}
+	res, changed, err := fn()
+	if err != nil {
+		return nil, "", err
+	}
+	touched := ""
+	if changed {
+		touched = id
+	}
+	// Only a session that exists can remember request ids; a stale repair is a
+	// non-answer the proposer retries, so it is not remembered.
+	if requestID != "" && !res.Stale && a.tx.Record(id) != nil {
+		b, err := proto.Marshal(res)
+		if err != nil {
+			return nil, "", err
+		}
+		if err := a.tx.PutRequestResult(id, requestID, a.now, b); err != nil {
+			return nil, "", err
+		}
+	}
+	return res, touched, nil
+}
+
+func (a *applier) record(id string) (*fsmpb.SessionRecord, error) {
+	return DecodeRecord(a.tx.Record(id))
+}
+
+func (a *applier) putRecord(id string, r *fsmpb.SessionRecord) error {
+	b, err := proto.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return a.tx.PutRecord(id, b)
+}
+
+func (a *applier) revision(r *fsmpb.SessionRecord) string {
+	return Revision(a.tx.ClusterID(), r)
+}
+
+func (a *applier) create(c *fsmpb.Create) (*fsmpb.Result, bool, error) {
+	h := c.GetHeader()
+	id := h.GetId()
+	rec, err := a.record(id)
+	if err != nil {
+		return nil, false, err
+	}
+	if rec != nil {
+		if rec.Materialized {
+			return errResult(sessionstore.Errorf(sessionstore.ReasonAlreadyExists,
+				"session %s already has a persisted log on disk; load/resume it instead of creating", sessionstore.Quote(id))), false, nil
+		}
+		if proto.Equal(rec.Header, h) {
+			return &fsmpb.Result{Revision: a.revision(rec)}, false, nil
+		}
+		return errResult(sessionstore.Errorf(sessionstore.ReasonAlreadyExists,
+			"session %s already exists in this backend", sessionstore.Quote(id))), false, nil
+	}
+	rec = &fsmpb.SessionRecord{Header: h, Incarnation: a.index, CreatedUnixMs: a.now}
+	if err := a.putRecord(id, rec); err != nil {
+		return nil, false, err
+	}
+	return &fsmpb.Result{Revision: a.revision(rec)}, true, nil
+}
+
+func (a *applier) append(c *fsmpb.Append) (*fsmpb.Result, string, error) {
+	id := c.SessionId
+	rec, err := a.record(id)
+	if err != nil {
+		return nil, "", err
+	}
+	if rec == nil {
+		return errResult(sessionstore.NotFound(id)), "", nil
+	}
+	// Idempotence by content runs first: a re-sent batch whose every event is
+	// byte-identical to the stored one succeeds as a duplicate.
+	n := int64(len(c.Events))
+	if n > 0 && c.FirstSeq >= 0 && c.FirstSeq+n <= rec.NextSeq {
+		same := true
+		for i, ev := range c.Events {
+			if !bytes.Equal(a.tx.Event(id, c.FirstSeq+int64(i)), ev) {
+				same = false
+				break
+			}
+		}
+		if same {
+			return &fsmpb.Result{Revision: a.revision(rec), NextSeq: rec.NextSeq, Duplicate: true}, "", nil
+		}
+	}
+	if rec.Epoch > 0 && c.LeaseEpoch != rec.Epoch {
+		return errResult(fenced(id, rec.Epoch, c.LeaseEpoch)), "", nil
+	}
+	if c.ExpectedRevision != "" && c.ExpectedRevision != a.revision(rec) {
+		return errResult(sessionstore.Errorf(sessionstore.ReasonRevisionMismatch,
+			"session %s is at revision %s, not the expected %s", sessionstore.Quote(id), a.revision(rec), c.ExpectedRevision)), "", nil
+	}
+	if c.FirstSeq != rec.NextSeq {
+		return errResult(SeqMismatch(id, rec.NextSeq, 0, c.FirstSeq)), "", nil
+	}
+	if n == 0 {
+		return &fsmpb.Result{Revision: a.revision(rec), NextSeq: rec.NextSeq}, "", nil
+	}
+	if err := a.writeFrame(id, rec, c.Events); err != nil {
+		return nil, "", err
+	}
+	return &fsmpb.Result{Revision: a.revision(rec), NextSeq: rec.NextSeq}, id, nil
+}
+
+// writeFrame appends events as one artifact frame and advances the record.
+func (a *applier) writeFrame(id string, rec *fsmpb.SessionRecord, events [][]byte) error {
+	if err := a.tx.PutEvents(id, rec.NextSeq, events); err != nil {
+		return err
+	}
+	rec.NextSeq += int64(len(events))
+	rec.Materialized = true
+	rec.Frames++
+	rec.LastChangeIndex = a.index
+	if err := a.tx.PutFrame(id, rec.Frames, rec.NextSeq); err != nil {
+		return err
+	}
+	return a.putRecord(id, rec)
+}
+
+// SeqMismatch is the reference text for a non-contiguous append (persistence-spec §7.4).
+func SeqMismatch(id string, expected, index, got int64) *sessionstore.Error {
+	return sessionstore.Errorf(sessionstore.ReasonSeqMismatch,
+		"append seq mismatch for %s: expected %d at index %d, got %d", sessionstore.Quote(id), expected+index, index, got)
+}
+
+func fenced(id string, current, got uint64) *sessionstore.Error {
+	return sessionstore.Errorf(sessionstore.ReasonLeaseFenced,
+		"session %s is owned under lease epoch %d; a write with epoch %d is fenced", sessionstore.Quote(id), current, got)
+}
+
+func (a *applier) leaseLive(rec *fsmpb.SessionRecord) bool {
+	return rec.Lease != nil && rec.Lease.ExpiresAtUnixMs > a.now
+}
+
+func (a *applier) repair(c *fsmpb.Repair) (*fsmpb.Result, bool, error) {
+	id := c.SessionId
+	rec, err := a.record(id)
+	if err != nil {
+		return nil, false, err
+	}
+	if rec == nil || !rec.Materialized {
+		return errResult(sessionstore.NotFound(id)), false, nil
+	}
+	if c.ExpectedRevision != "" && c.ExpectedRevision != a.revision(rec) {
+		return &fsmpb.Result{Stale: true, Revision: a.revision(rec)}, false, nil
+	}
+	live := a.leaseLive(rec)
+	if c.Mode == fsmpb.Repair_PREPARE && live {
+		if rec.Lease.Owner == c.Owner {
+			return a.viewResult(rec, false), false, nil
+		}
+		return errResult(sessionstore.Errorf(sessionstore.ReasonSessionLive,
+			"cannot prepare session %s while it is live", sessionstore.Quote(id))), false, nil
+	}
+	events, err := a.tx.Events(id, 0, rec.NextSeq)
+	if err != nil {
+		return nil, false, err
+	}
+	norm, err := sessionlog.Normalize(id, events, "")
+	if err != nil {
+		return errResult(asDomain(sessionlog.WrapCorruption(id, err))), false, nil
+	}
+	closers, err := sessionlog.Closers(norm)
+	if err != nil {
+		return errResult(asDomain(sessionlog.WrapCorruption(id, err))), false, nil
+	}
+	if c.Mode == fsmpb.Repair_LOAD {
+		if len(closers) == 0 {
+			return a.viewResult(rec, false), false, nil
+		}
+		if live {
+			return errResult(sessionstore.Errorf(sessionstore.ReasonLiveTurnOpen,
+				"cannot load session %s while its live turn is open; use the live Session or wait for the turn to close", sessionstore.Quote(id))), false, nil
+		}
+		if rec.Epoch > 0 {
+			// The old owner's lease has expired with a turn open: fence it.
+			rec.Epoch++
+			rec.Lease = nil
+		}
+		if err := a.writeFrame(id, rec, closers); err != nil {
+			return nil, false, err
+		}
+		return a.viewResult(rec, true), true, nil
+	}
+	// Prepare on a cold session: repair, bump the epoch, grant the lease.
+	repaired := len(closers) > 0
+	if repaired {
+		if err := a.writeFrame(id, rec, closers); err != nil {
+			return nil, false, err
+		}
+	}
+	rec.Epoch++
+	rec.Lease = &fsmpb.Lease{Owner: c.Owner, Epoch: rec.Epoch, ExpiresAtUnixMs: a.now + c.TtlMs}
+	rec.LeaseTtlMs = c.TtlMs
+	if err := a.putRecord(id, rec); err != nil {
+		return nil, false, err
+	}
+	return a.viewResult(rec, repaired), true, nil
+}
+
+func (a *applier) viewResult(rec *fsmpb.SessionRecord, repaired bool) *fsmpb.Result {
+	r := &fsmpb.Result{Revision: a.revision(rec), NextSeq: rec.NextSeq, Repaired: repaired}
+	if rec.Lease != nil {
+		r.Lease = proto.Clone(rec.Lease).(*fsmpb.Lease)
+	}
+	return r
+}
+
+func (a *applier) keepAlive(c *fsmpb.KeepAlive) (*fsmpb.Result, bool, error) {
+	id := c.SessionId
+	rec, err := a.record(id)
+	if err != nil {
+		return nil, false, err
+	}
+	if rec == nil {
+		return errResult(sessionstore.NotFound(id)), false, nil
+	}
+	if rec.Lease == nil || rec.Epoch != c.Epoch || rec.Lease.Owner != c.Owner {
+		return errResult(fenced(id, rec.Epoch, c.Epoch)), false, nil
+	}
+	rec.Lease.ExpiresAtUnixMs = a.now + rec.LeaseTtlMs
+	if err := a.putRecord(id, rec); err != nil {
+		return nil, false, err
+	}
+	return a.viewResult(rec, false), true, nil
+}
+
+func (a *applier) release(c *fsmpb.Release) (*fsmpb.Result, bool, error) {
+	id := c.SessionId
+	rec, err := a.record(id)
+	if err != nil {
+		return nil, false, err
+	}
+	if rec == nil {
+		return errResult(sessionstore.NotFound(id)), false, nil
+	}
+	if rec.Epoch != c.LeaseEpoch {
+		return errResult(fenced(id, rec.Epoch, c.LeaseEpoch)), false, nil
+	}
+	if rec.Lease == nil {
+		return a.viewResult(rec, false), false, nil // already released
+	}
+	rec.Lease = nil
+	if err := a.putRecord(id, rec); err != nil {
+		return nil, false, err
+	}
+	return a.viewResult(rec, false), true, nil
+}
+
+func asDomain(err error) *sessionstore.Error {
+	if e, ok := err.(*sessionstore.Error); ok {
+		return e
+	}
+	return sessionstore.Errorf(sessionstore.ReasonInvalidStored, "%v", err)
+}

@@ -1,0 +1,321 @@
+package fsm
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/fsm/fsmpb"
+	"github.com/sessionstore/sessionstore/sessionlog"
+	"github.com/sessionstore/sessionstore/storage"
+)
+
+// Artifacts keeps this node's JSONL artifacts (DESIGN.md §8): after each
+// commit it appends one zstd frame per Append or repair command, in log order,
+// without fsync, and records a per-session watermark in the node-local store.
+// A session whose watermark lags, or whose file does not have the watermark's
+// length, is rebuilt whole from the state database; frame boundaries are stored,
+// so a rebuild is byte-identical. Write errors are counted, reported by
+// Healthy, and retried; they never reach Apply.
+//
+// The writer goroutine is started by Run and stops when its context ends.
+type Artifacts struct {
+	root    string
+	db      *storage.StateDB
+	local   *storage.RaftStore
+	logger  *slog.Logger
+	metrics *Metrics
+
+	mu      sync.Mutex
+	dirty   map[string]struct{}
+	all     bool // check every session (start-up, restore)
+	wake    chan struct{}
+	lastErr error
+	marks   map[string]storage.Watermark
+	idle    chan struct{} // closed when nothing is pending
+}
+
+// NewArtifacts returns a writer for artifacts under root.
+func NewArtifacts(root string, db *storage.StateDB, local *storage.RaftStore, logger *slog.Logger, metrics *Metrics) *Artifacts {
+	if metrics == nil {
+		metrics = NewMetrics(nil)
+	}
+	return &Artifacts{root: root, db: db, local: local, logger: logger.With("component", "artifacts"), metrics: metrics,
+		dirty: map[string]struct{}{}, all: true, wake: make(chan struct{}, 1), idle: make(chan struct{})}
+}
+
+// Root is the artifact directory.
+func (a *Artifacts) Root() string { return a.root }
+
+// Observe is the FSM observer: it marks changed sessions for writing.
+func (a *Artifacts) Observe(ap Applied) {
+	a.mu.Lock()
+	if ap.Restored {
+		a.all = true
+		a.marks = nil // reloaded (after the clear) by the writer
+	}
+	for _, id := range ap.Sessions {
+		a.dirty[id] = struct{}{}
+	}
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Healthy reports the last write error, nil when artifacts are current or catching up.
+func (a *Artifacts) Healthy() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.lastErr
+}
+
+// Current returns the artifact path of a session when its artifact on disk
+// holds exactly the state at lastChange; ok is false while it lags.
+func (a *Artifacts) Current(id string, lastChange uint64) (string, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	w, ok := a.marks[id]
+	if !ok || w.LastIndex != lastChange {
+		return "", false
+	}
+	return w.Path, true
+}
+
+// WaitIdle blocks until every known change is written or ctx ends.
+func (a *Artifacts) WaitIdle(ctx context.Context) error {
+	for {
+		a.mu.Lock()
+		pending := a.all || len(a.dirty) > 0
+		idle := a.idle
+		a.mu.Unlock()
+		if !pending {
+			select {
+			case <-idle:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(10 * time.Millisecond):
+				// idle is closed at the end of a pass; poll in case no pass runs.
+				a.mu.Lock()
+				pending = a.all || len(a.dirty) > 0
+				a.mu.Unlock()
+				if !pending {
+					return nil
+				}
+			}
+			continue
+		}
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Run writes artifacts until ctx ends.
+func (a *Artifacts) Run(ctx context.Context) {
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	for {
+		a.mu.Lock()
+		all := a.all
+		dirty := a.dirty
+		a.all = false
+		a.dirty = map[string]struct{}{}
+		marks := a.marks
+		a.mu.Unlock()
+		if all || len(dirty) > 0 {
+			err := a.pass(all, dirty, marks)
+			a.mu.Lock()
+			a.lastErr = err
+			if err != nil {
+				// Retry the whole pass later; keep what was pending.
+				a.all = a.all || all
+				for id := range dirty {
+					a.dirty[id] = struct{}{}
+				}
+			}
+			if !a.all && len(a.dirty) == 0 {
+				close(a.idle)
+				a.idle = make(chan struct{})
+			}
+			a.mu.Unlock()
+			if err != nil {
+				a.metrics.ArtifactErrors.Inc()
+				a.logger.Error("artifact write failed; will retry", "err", err)
+				retry.Reset(time.Second)
+				select {
+				case <-ctx.Done():
+					return
+				case <-retry.C:
+				}
+				continue
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.wake:
+		}
+	}
+}
+
+// pass brings the given sessions (or all) up to date.
+func (a *Artifacts) pass(all bool, dirty map[string]struct{}, marks map[string]storage.Watermark) error {
+	if marks == nil || all {
+		if all && marks == nil {
+			// After a restore every artifact is rebuilt: watermarks refer to the old state.
+			loaded, err := a.local.Watermarks()
+			if err != nil {
+				return err
+			}
+			marks = loaded
+		}
+	}
+	if all {
+		ids := map[string]struct{}{}
+		err := a.db.View(func(tx *storage.Tx) error {
+			return tx.ForEachSession("", false, func(id string, _ []byte) error {
+				ids[id] = struct{}{}
+				return nil
+			})
+		})
+		if err != nil {
+			return err
+		}
+		for id := range dirty {
+			ids[id] = struct{}{}
+		}
+		dirty = ids
+	}
+	updates := map[string]storage.Watermark{}
+	var firstErr error
+	lagging := 0
+	for id := range dirty {
+		w, err := a.sync(id, marks[id])
+		if err != nil {
+			lagging++
+			if firstErr == nil {
+				firstErr = fmt.Errorf("artifact of session %q: %w", id, err)
+			}
+			continue
+		}
+		if w != marks[id] {
+			updates[id] = w
+		}
+	}
+	if err := a.local.PutWatermarks(updates); err != nil && firstErr == nil {
+		firstErr = err
+	}
+	a.mu.Lock()
+	if a.marks == nil {
+		a.marks = marks
+	}
+	for id, w := range updates {
+		if w.Path == "" {
+			delete(a.marks, id)
+		} else {
+			a.marks[id] = w
+		}
+	}
+	a.mu.Unlock()
+	a.metrics.ArtifactLagging.Set(float64(lagging))
+	return firstErr
+}
+
+// sync makes one session's artifact current and returns its new watermark.
+func (a *Artifacts) sync(id string, w storage.Watermark) (storage.Watermark, error) {
+	var (
+		rec    *fsmpb.SessionRecord
+		frames [][]byte
+		full   bool
+		path   string
+	)
+	err := a.db.View(func(tx *storage.Tx) error {
+		var err error
+		rec, err = DecodeRecord(tx.Record(id))
+		if err != nil || rec == nil || !rec.Materialized {
+			return err
+		}
+		path, err = storage.ArtifactPath(a.root, HeaderFromPB(rec.Header))
+		if err != nil {
+			return err
+		}
+		if w.Path == path && w.LastIndex == rec.LastChangeIndex && w.Frames == rec.Frames && sizeIs(path, w.Bytes) {
+			return nil
+		}
+		full = !(w.Path == path && w.Frames <= rec.Frames && w.Bytes > 0 && sizeIs(path, w.Bytes))
+		from := w.Frames + 1
+		if full {
+			from = 1
+			frames = append(frames, EncodeHeaderFrame(HeaderFromPB(rec.Header)))
+		}
+		more, err := EncodeFrames(tx, id, from, rec.Frames)
+		frames = append(frames, more...)
+		return err
+	})
+	if err != nil {
+		return w, err
+	}
+	if rec == nil || !rec.Materialized {
+		return w, nil
+	}
+	if frames == nil {
+		return w, nil
+	}
+	var data []byte
+	for _, f := range frames {
+		data = append(data, f...)
+	}
+	var size int64
+	if full {
+		if err := storage.WriteArtifact(path, data); err != nil {
+			return w, err
+		}
+		size = int64(len(data))
+	} else {
+		size, err = storage.AppendArtifact(path, w.Bytes, data)
+		if err != nil {
+			return w, err
+		}
+	}
+	a.metrics.ArtifactBytes.Add(float64(len(data)))
+	return storage.Watermark{LastIndex: rec.LastChangeIndex, Bytes: size, Frames: rec.Frames, Path: path}, nil
+}
+
+func sizeIs(path string, n int64) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Size() == n
+}
+
+// EncodeHeaderFrame is frame 1 of every artifact: exactly the header line.
+func EncodeHeaderFrame(h sessionstore.Header) []byte {
+	return storage.EncodeFrame(nil, append(sessionlog.HeaderLine(h), '\n'))
+}
+
+// EncodeFrames encodes a session's event frames from..to (1-based, inclusive),
+// each holding the events of one Append or repair command, one line each.
+func EncodeFrames(tx *storage.Tx, id string, from, to uint64) ([][]byte, error) {
+	var out [][]byte
+	var plain []byte
+	for n := from; n <= to && n >= 1; n++ {
+		start, end := tx.FrameEnd(id, n-1), tx.FrameEnd(id, n)
+		plain = plain[:0]
+		err := tx.ForEachEvent(id, start, end, func(_ int64, ev []byte) error {
+			plain = append(append(plain, ev...), '\n')
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, storage.EncodeFrame(nil, plain))
+	}
+	return out, nil
+}

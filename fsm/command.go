@@ -1,0 +1,85 @@
+package fsm
+
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/fsm/fsmpb"
+)
+
+// CommandVersion is the command encoding this build proposes and applies.
+// Entries of a newer version make Apply panic: a replica must never apply a
+// command it does not understand (rolling upgrades propose a new version only
+// once every voter supports it).
+const CommandVersion = 1
+
+// Encode serialises an entry for the Raft log.
+func Encode(e *fsmpb.Entry) ([]byte, error) {
+	e.Version = CommandVersion
+	return proto.Marshal(e)
+}
+
+// Decode parses a Raft log entry.
+func Decode(data []byte) (*fsmpb.Entry, error) {
+	var e fsmpb.Entry
+	if err := proto.Unmarshal(data, &e); err != nil {
+		return nil, fmt.Errorf("decode entry: %w", err)
+	}
+	if e.Version == 0 || e.Version > CommandVersion {
+		return nil, fmt.Errorf("decode entry: command version %d not supported (this build: %d)", e.Version, CommandVersion)
+	}
+	return &e, nil
+}
+
+// HeaderToPB converts a domain header to its stored form.
+func HeaderToPB(h sessionstore.Header) *fsmpb.Header {
+	return &fsmpb.Header{
+		Version: h.Version, Id: h.ID, CreatedAt: h.CreatedAt, Cwd: h.Cwd,
+		ParentSession: h.ParentSession, SeedLength: h.SeedLength, Origin: h.Origin,
+		DelegationDepth: h.DelegationDepth, AgentPreset: h.AgentPreset,
+	}
+}
+
+// HeaderFromPB converts a stored header to the domain type.
+func HeaderFromPB(p *fsmpb.Header) sessionstore.Header {
+	if p == nil {
+		return sessionstore.Header{}
+	}
+	return sessionstore.Header{
+		Version: p.Version, ID: p.Id, CreatedAt: p.CreatedAt, Cwd: p.Cwd,
+		ParentSession: p.ParentSession, SeedLength: p.SeedLength, Origin: p.Origin,
+		DelegationDepth: p.DelegationDepth, AgentPreset: p.AgentPreset,
+	}
+}
+
+// DecodeRecord parses a stored session record; nil input gives nil.
+func DecodeRecord(b []byte) (*fsmpb.SessionRecord, error) {
+	if b == nil {
+		return nil, nil
+	}
+	var r fsmpb.SessionRecord
+	if err := proto.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("decode session record: %w", err)
+	}
+	return &r, nil
+}
+
+// Revision renders a session's revision: <cluster-id>:<incarnation>:<last change
+// index>. Equal on every replica; changed by every append and committed repair.
+func Revision(clusterID string, r *fsmpb.SessionRecord) string {
+	return fmt.Sprintf("%s:%d:%d", clusterID, r.Incarnation, r.LastChangeIndex)
+}
+
+// ResultError turns a failed result into its domain error (nil on success).
+func ResultError(r *fsmpb.Result) error {
+	if r == nil || r.Reason == "" {
+		return nil
+	}
+	return &sessionstore.Error{Reason: sessionstore.Reason(r.Reason), Message: r.Message}
+}
+
+func errResult(err *sessionstore.Error) *fsmpb.Result {
+	return &fsmpb.Result{Reason: string(err.Reason), Message: err.Message}
+}

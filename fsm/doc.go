@@ -1,0 +1,18 @@
+// Package fsm is the deterministic state machine every replica runs over the
+// committed Raft log, and the encoding of that log's entries.
+//
+// Determinism rules: Apply never reads the clock, randomness, the network or
+// map order. Time arrives in the entry, stamped by the proposing leader, and is
+// clamped to the largest time applied so far. Crash closers are computed here
+// from the stored log, so every replica appends the same bytes.
+//
+// Durability: each ApplyBatch is one bbolt transaction that also records the
+// last applied index. raft runs with NoSnapshotRestoreOnStart, so on restart the
+// entries at or below that index are replayed by raft and skipped here; the
+// node's start-up guard (cluster) restores the latest snapshot first whenever
+// the state file is missing, unreadable or older than that snapshot.
+//
+// Artifacts are written after the commit by an Artifacts writer and never fail
+// Apply. A bbolt failure inside Apply panics: a replica that cannot apply an
+// entry must not go on and diverge.
+package fsm

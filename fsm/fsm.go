@@ -1,0 +1,206 @@
+package fsm
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/sessionstore/sessionstore/fsm/fsmpb"
+	"github.com/sessionstore/sessionstore/storage"
+)
+
+// GroupResult is the response of one applied entry: one result per command,
+// in order. A skipped (already applied) entry has a nil response.
+type GroupResult struct {
+	Results []*fsmpb.Result
+}
+
+// Applied describes one committed ApplyBatch, for observers (artifact writer,
+// watchers).
+type Applied struct {
+	Index    uint64
+	Sessions []string // sessions whose log or record changed
+	Restored bool     // the whole state was replaced by a snapshot
+}
+
+// FSM applies committed entries to the state database.
+type FSM struct {
+	db      *storage.StateDB
+	logger  *slog.Logger
+	metrics *Metrics
+
+	mu       sync.Mutex
+	applied  uint64
+	changed  chan struct{} // closed and replaced after every commit
+	observer func(Applied)
+}
+
+// New returns an FSM over db. Observer, when set, runs after every committed
+// batch in the apply goroutine: it must not block.
+func New(db *storage.StateDB, logger *slog.Logger, metrics *Metrics, observer func(Applied)) (*FSM, error) {
+	idx, _, err := db.AppliedIndex()
+	if err != nil {
+		return nil, err
+	}
+	if metrics == nil {
+		metrics = NewMetrics(nil)
+	}
+	return &FSM{db: db, logger: logger.With("component", "fsm"), metrics: metrics,
+		applied: idx, changed: make(chan struct{}), observer: observer}, nil
+}
+
+// AppliedIndex is the last Raft index whose effects are committed in bbolt.
+func (f *FSM) AppliedIndex() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.applied
+}
+
+// Changed returns a channel closed at the next commit.
+func (f *FSM) Changed() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.changed
+}
+
+func (f *FSM) published(a Applied) {
+	f.mu.Lock()
+	if a.Index > f.applied || a.Restored {
+		f.applied = a.Index
+	}
+	close(f.changed)
+	f.changed = make(chan struct{})
+	f.mu.Unlock()
+	if f.observer != nil {
+		f.observer(a)
+	}
+}
+
+// Apply applies one entry (raft calls ApplyBatch; this is for completeness).
+func (f *FSM) Apply(l *raft.Log) interface{} {
+	return f.ApplyBatch([]*raft.Log{l})[0]
+}
+
+// ApplyBatch applies entries in one bbolt transaction that also records the
+// last applied index; entries at or below the stored index are skipped.
+func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
+	start := time.Now()
+	out := make([]interface{}, len(logs))
+	changed := map[string]struct{}{}
+	var order []string
+	var lastIndex uint64
+	err := f.db.Update(func(tx *storage.Tx) error {
+		applied, _ := tx.Applied()
+		var last *raft.Log
+		for i, l := range logs {
+			if l.Index <= applied {
+				continue
+			}
+			last = l
+			if l.Type != raft.LogCommand {
+				continue
+			}
+			e, err := Decode(l.Data)
+			if err != nil {
+				// Replicas must not diverge: stop this node rather than skip.
+				panic(fmt.Sprintf("fsm: undecodable entry at index %d: %v", l.Index, err))
+			}
+			a := &applier{tx: tx, index: l.Index, now: clamp(tx, e.NowUnixMs)}
+			res := make([]*fsmpb.Result, len(e.Commands))
+			for j, c := range e.Commands {
+				r, touched, err := a.apply(c)
+				if err != nil {
+					return fmt.Errorf("apply index %d command %d: %w", l.Index, j, err)
+				}
+				res[j] = r
+				if touched != "" {
+					if _, ok := changed[touched]; !ok {
+						changed[touched] = struct{}{}
+						order = append(order, touched)
+					}
+				}
+			}
+			if err := tx.SetClock(a.now); err != nil {
+				return err
+			}
+			out[i] = &GroupResult{Results: res}
+		}
+		if last == nil {
+			return nil
+		}
+		lastIndex = last.Index
+		return tx.SetApplied(last.Index, last.Term)
+	})
+	if err != nil {
+		panic(fmt.Sprintf("fsm: state database failed while applying up to index %d: %v", logs[len(logs)-1].Index, err))
+	}
+	f.metrics.observeBatch(len(logs), time.Since(start))
+	if lastIndex > 0 {
+		f.published(Applied{Index: lastIndex, Sessions: order})
+	}
+	return out
+}
+
+// clamp returns the entry's stamped time, never earlier than any applied before.
+func clamp(tx *storage.Tx, stamped int64) int64 {
+	if c := tx.Clock(); c > stamped {
+		return c
+	}
+	return stamped
+}
+
+// Snapshot captures a point-in-time read transaction; Persist streams it.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	sn, err := f.db.BeginSnapshot()
+	if err != nil {
+		return nil, err
+	}
+	return &fsmSnapshot{sn: sn, metrics: f.metrics, logger: f.logger}, nil
+}
+
+// Restore replaces the whole state with a snapshot.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	start := time.Now()
+	if err := f.db.Restore(rc); err != nil {
+		return err
+	}
+	idx, _, err := f.db.AppliedIndex()
+	if err != nil {
+		return err
+	}
+	f.metrics.Restores.Inc()
+	f.logger.Info("restored state from snapshot", "raft_index", idx, "dur", time.Since(start))
+	f.published(Applied{Index: idx, Restored: true})
+	return nil
+}
+
+type fsmSnapshot struct {
+	sn      *storage.Snapshot
+	metrics *Metrics
+	logger  *slog.Logger
+}
+
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	start := time.Now()
+	n, err := s.sn.WriteTo(sink)
+	if err != nil {
+		_ = sink.Cancel()
+		return err
+	}
+	if err := sink.Close(); err != nil {
+		return err
+	}
+	s.metrics.SnapshotBytes.Set(float64(n))
+	s.metrics.SnapshotSeconds.Observe(time.Since(start).Seconds())
+	s.logger.Info("snapshot persisted", "bytes", n, "dur", time.Since(start))
+	return nil
+}
+
+func (s *fsmSnapshot) Release() { s.sn.Release() }
+
+var _ raft.BatchingFSM = (*FSM)(nil)

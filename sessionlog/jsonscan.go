@@ -1,0 +1,562 @@
+package sessionlog
+
+import (
+	"math"
+	"strconv"
+	"unicode/utf8"
+)
+
+// maxDepth bounds nesting so that a hostile event cannot exhaust the stack.
+// JavaScript engines refuse far shallower documents than Go could parse, so
+// nothing the reference accepts in practice is refused here.
+const maxDepth = 10000
+
+// syntaxError describes why a text is not a single-line JSON object without
+// duplicate keys. The detail is our wording; callers prefix it.
+type syntaxError struct {
+	detail string
+	off    int
+}
+
+func (e *syntaxError) Error() string {
+	return e.detail + " at byte " + strconv.Itoa(e.off)
+}
+
+// scanner is the lexer shared by the validating skip (CheckEvent's hot path,
+// which allocates nothing for ordinary events) and the tree parser used by
+// the read side. It works on one complete text.
+type scanner struct {
+	data []byte
+	pos  int
+	err  *syntaxError
+	// lossyAt is the offset of the first number outside the lossless-JSON
+	// domain (-1 when none). Syntax errors win over it: a text that is not
+	// JSON at all is NOT_JSON, whatever its numbers.
+	lossyAt int
+	// keys is a stack of the member names of the objects being scanned, used
+	// to find duplicate keys at any depth without a map per object.
+	keys [][]byte
+}
+
+func newScanner(data []byte) *scanner {
+	return &scanner{data: data, lossyAt: -1}
+}
+
+func (s *scanner) fail(detail string) bool {
+	if s.err == nil {
+		s.err = &syntaxError{detail: detail, off: s.pos}
+	}
+	return false
+}
+
+// skipSpace skips the JSON whitespace allowed between tokens. Line breaks are
+// refused outright: an event is one line of the log.
+func (s *scanner) skipSpace() bool {
+	for s.pos < len(s.data) {
+		switch s.data[s.pos] {
+		case ' ', '\t':
+			s.pos++
+		case '\n', '\r':
+			return s.fail("raw line break")
+		default:
+			return true
+		}
+	}
+	return true
+}
+
+// skipValue validates one value at s.pos. It records the spans of nothing and
+// allocates only for escaped object keys and very wide objects.
+func (s *scanner) skipValue(depth int) bool {
+	if !s.skipSpace() {
+		return false
+	}
+	if s.pos >= len(s.data) {
+		return s.fail("unexpected end of text")
+	}
+	switch c := s.data[s.pos]; c {
+	case '{':
+		return s.skipObject(depth + 1)
+	case '[':
+		return s.skipArray(depth + 1)
+	case '"':
+		_, _, ok := s.scanString()
+		return ok
+	case 't':
+		return s.literal("true")
+	case 'f':
+		return s.literal("false")
+	case 'n':
+		return s.literal("null")
+	default:
+		if c == '-' || (c >= '0' && c <= '9') {
+			start := s.pos
+			if !s.scanNumber() {
+				return false
+			}
+			if s.lossyAt < 0 && !numberLossless(s.data[start:s.pos]) {
+				s.lossyAt = start
+			}
+			return true
+		}
+		return s.fail("unexpected character " + strconv.QuoteRune(rune(c)))
+	}
+}
+
+func (s *scanner) literal(word string) bool {
+	if len(s.data)-s.pos < len(word) || string(s.data[s.pos:s.pos+len(word)]) != word {
+		return s.fail("invalid literal")
+	}
+	s.pos += len(word)
+	return true
+}
+
+func (s *scanner) skipObject(depth int) bool {
+	if depth > maxDepth {
+		return s.fail("nesting too deep")
+	}
+	s.pos++ // '{'
+	base := len(s.keys)
+	defer func() { s.keys = s.keys[:base] }()
+	var seen map[string]struct{}
+	if !s.skipSpace() {
+		return false
+	}
+	if s.pos < len(s.data) && s.data[s.pos] == '}' {
+		s.pos++
+		return true
+	}
+	for {
+		if !s.skipSpace() {
+			return false
+		}
+		if s.pos >= len(s.data) || s.data[s.pos] != '"' {
+			return s.fail("expected an object key")
+		}
+		keyAt := s.pos
+		start, end, esc, ok := s.scanStringSpan()
+		if !ok {
+			return false
+		}
+		key := s.data[start:end]
+		if esc {
+			key = decodeString(nil, key)
+		}
+		if !s.addKey(base, key, keyAt, &seen) {
+			return false
+		}
+		if !s.skipSpace() {
+			return false
+		}
+		if s.pos >= len(s.data) || s.data[s.pos] != ':' {
+			return s.fail("expected ':' after an object key")
+		}
+		s.pos++
+		if !s.skipValue(depth) {
+			return false
+		}
+		if !s.skipSpace() {
+			return false
+		}
+		if s.pos >= len(s.data) {
+			return s.fail("unterminated object")
+		}
+		switch s.data[s.pos] {
+		case ',':
+			s.pos++
+		case '}':
+			s.pos++
+			return true
+		default:
+			return s.fail("expected ',' or '}' in an object")
+		}
+	}
+}
+
+// addKey records a member name of the innermost object and refuses a
+// repeat. Keys compare by their decoded value ("a" and "\u0061" collide),
+// as JSON.parse would silently keep only the last one.
+// A wide object switches to a map so that a hostile event cannot make the
+// check quadratic.
+func (s *scanner) addKey(base int, key []byte, at int, seen *map[string]struct{}) bool {
+	dup := false
+	if *seen != nil {
+		_, dup = (*seen)[string(key)]
+		if !dup {
+			(*seen)[string(key)] = struct{}{}
+		}
+	} else {
+		for _, k := range s.keys[base:] {
+			if string(k) == string(key) {
+				dup = true
+				break
+			}
+		}
+		if !dup && len(s.keys)-base >= 32 {
+			*seen = make(map[string]struct{}, 64)
+			for _, k := range s.keys[base:] {
+				(*seen)[string(k)] = struct{}{}
+			}
+			(*seen)[string(key)] = struct{}{}
+		}
+	}
+	if dup {
+		s.pos = at
+		return s.fail("duplicate key " + strconv.Quote(string(key)))
+	}
+	s.keys = append(s.keys, key)
+	return true
+}
+
+func (s *scanner) skipArray(depth int) bool {
+	if depth > maxDepth {
+		return s.fail("nesting too deep")
+	}
+	s.pos++ // '['
+	if !s.skipSpace() {
+		return false
+	}
+	if s.pos < len(s.data) && s.data[s.pos] == ']' {
+		s.pos++
+		return true
+	}
+	for {
+		if !s.skipValue(depth) {
+			return false
+		}
+		if !s.skipSpace() {
+			return false
+		}
+		if s.pos >= len(s.data) {
+			return s.fail("unterminated array")
+		}
+		switch s.data[s.pos] {
+		case ',':
+			s.pos++
+		case ']':
+			s.pos++
+			return true
+		default:
+			return s.fail("expected ',' or ']' in an array")
+		}
+	}
+}
+
+// scanString validates a string token and returns its content span.
+func (s *scanner) scanString() (start, end int, ok bool) {
+	start, end, _, ok = s.scanStringSpan()
+	return start, end, ok
+}
+
+// scanStringSpan validates the string token at s.pos (which is '"'): escapes,
+// no raw control characters, valid UTF-8. It reports whether the content
+// holds escapes, in which case decodeString yields the value.
+func (s *scanner) scanStringSpan() (start, end int, escaped, ok bool) {
+	s.pos++
+	start = s.pos
+	d := s.data
+	for s.pos < len(d) {
+		// Fast path: the run of plain ASCII that makes up most text.
+		i := s.pos
+		for i < len(d) && plainASCII[d[i]] {
+			i++
+		}
+		s.pos = i
+		if i >= len(d) {
+			break
+		}
+		c := d[s.pos]
+		switch {
+		case c == '"':
+			end = s.pos
+			s.pos++
+			return start, end, escaped, true
+		case c == '\\':
+			escaped = true
+			if s.pos+1 >= len(d) {
+				return 0, 0, false, s.fail("unterminated string")
+			}
+			switch d[s.pos+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				s.pos += 2
+			case 'u':
+				if s.pos+6 > len(d) || !isHex4(d[s.pos+2:s.pos+6]) {
+					return 0, 0, false, s.fail("invalid \\u escape")
+				}
+				s.pos += 6
+			default:
+				return 0, 0, false, s.fail("invalid escape")
+			}
+		case c == '\n' || c == '\r':
+			return 0, 0, false, s.fail("raw line break")
+		case c < 0x20:
+			return 0, 0, false, s.fail("raw control character in a string")
+		case c < utf8.RuneSelf:
+			s.pos++
+		default:
+			r, size := utf8.DecodeRune(d[s.pos:])
+			if r == utf8.RuneError && size <= 1 {
+				return 0, 0, false, s.fail("invalid UTF-8 in a string")
+			}
+			s.pos += size
+		}
+	}
+	return 0, 0, false, s.fail("unterminated string")
+}
+
+// scanNumber checks the JSON number grammar at s.pos.
+func (s *scanner) scanNumber() bool {
+	d := s.data
+	if s.pos < len(d) && d[s.pos] == '-' {
+		s.pos++
+	}
+	switch {
+	case s.pos < len(d) && d[s.pos] == '0':
+		s.pos++
+	case s.pos < len(d) && d[s.pos] >= '1' && d[s.pos] <= '9':
+		for s.pos < len(d) && isDigit(d[s.pos]) {
+			s.pos++
+		}
+	default:
+		return s.fail("invalid number")
+	}
+	if s.pos < len(d) && d[s.pos] == '.' {
+		s.pos++
+		if s.pos >= len(d) || !isDigit(d[s.pos]) {
+			return s.fail("invalid number")
+		}
+		for s.pos < len(d) && isDigit(d[s.pos]) {
+			s.pos++
+		}
+	}
+	if s.pos < len(d) && (d[s.pos] == 'e' || d[s.pos] == 'E') {
+		s.pos++
+		if s.pos < len(d) && (d[s.pos] == '+' || d[s.pos] == '-') {
+			s.pos++
+		}
+		if s.pos >= len(d) || !isDigit(d[s.pos]) {
+			return s.fail("invalid number")
+		}
+		for s.pos < len(d) && isDigit(d[s.pos]) {
+			s.pos++
+		}
+	}
+	return true
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// plainASCII marks the bytes a string token holds without any check:
+// printable ASCII other than the quote and the backslash.
+var plainASCII = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+func isHex4(b []byte) bool {
+	for _, c := range b {
+		if !isHexDigit(c) {
+			return false
+		}
+	}
+	return true
+}
+
+func isHexDigit(c byte) bool {
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
+}
+
+func hexVal(c byte) rune {
+	switch {
+	case c >= '0' && c <= '9':
+		return rune(c - '0')
+	case c >= 'a' && c <= 'f':
+		return rune(c-'a') + 10
+	default:
+		return rune(c-'A') + 10
+	}
+}
+
+// decodeString appends the value of validated string content to dst. The
+// result is WTF-8: a lone surrogate escape (legal JSON, and a legal
+// JavaScript string) is kept as its three-byte generalised UTF-8 form so that
+// re-serialisation can give it back as \udXXX, as JSON.stringify does.
+func decodeString(dst, content []byte) []byte {
+	for i := 0; i < len(content); {
+		c := content[i]
+		if c != '\\' {
+			dst = append(dst, c)
+			i++
+			continue
+		}
+		switch content[i+1] {
+		case '"':
+			dst = append(dst, '"')
+		case '\\':
+			dst = append(dst, '\\')
+		case '/':
+			dst = append(dst, '/')
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			r := hex4(content[i+2 : i+6])
+			i += 6
+			if r >= 0xD800 && r < 0xDC00 && i+6 <= len(content) && content[i] == '\\' && content[i+1] == 'u' {
+				lo := hex4(content[i+2 : i+6])
+				if lo >= 0xDC00 && lo < 0xE000 {
+					dst = utf8.AppendRune(dst, 0x10000+(r-0xD800)<<10+(lo-0xDC00))
+					i += 6
+					continue
+				}
+			}
+			dst = appendWTF8(dst, r)
+			continue
+		}
+		i += 2
+	}
+	return dst
+}
+
+func hex4(b []byte) rune {
+	return hexVal(b[0])<<12 | hexVal(b[1])<<8 | hexVal(b[2])<<4 | hexVal(b[3])
+}
+
+// appendWTF8 encodes a code point, including a surrogate, as generalised UTF-8.
+func appendWTF8(dst []byte, r rune) []byte {
+	if r >= 0xD800 && r < 0xE000 {
+		return append(dst, 0xE0|byte(r>>12), 0x80|byte(r>>6)&0x3F, 0x80|byte(r)&0x3F)
+	}
+	return utf8.AppendRune(dst, r)
+}
+
+// numberLossless reports whether a JSON number text survives a JavaScript
+// JSON.parse + JSON.stringify without changing value: it must be finite in
+// float64, not negative zero, and equal (as a decimal) to the float64 it
+// rounds to. 1.0, 0.1 and 1e2 pass; 1e400, -0 and 9007199254740993 do not.
+func numberLossless(t []byte) bool {
+	neg := t[0] == '-'
+	i := 0
+	if neg {
+		i = 1
+	}
+	j := i
+	for j < len(t) && isDigit(t[j]) {
+		j++
+	}
+	if j == len(t) && j-i <= 15 {
+		// Fast path: every integer below 10^15 is exact in float64.
+		return !(neg && j-i == 1 && t[i] == '0')
+	}
+	f, err := strconv.ParseFloat(string(t), 64)
+	if err != nil && !isRangeError(err) {
+		return false
+	}
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return false
+	}
+	if f == 0 {
+		// 0.0 and 0e5 stay 0; -0.0 becomes negative zero, 1e-400 becomes 0.
+		return !neg && !hasNonZeroMantissa(t)
+	}
+	var buf [32]byte
+	short := strconv.AppendFloat(buf[:0], f, 'e', -1, 64)
+	return sameDecimal(t, short)
+}
+
+func isRangeError(err error) bool {
+	ne, ok := err.(*strconv.NumError)
+	return ok && ne.Err == strconv.ErrRange
+}
+
+func hasNonZeroMantissa(t []byte) bool {
+	for _, c := range t {
+		if c == 'e' || c == 'E' {
+			break
+		}
+		if c >= '1' && c <= '9' {
+			return true
+		}
+	}
+	return false
+}
+
+// decimal is a number text reduced to digits × 10^exp with no leading or
+// trailing zero digits, so that equal values compare equal.
+type decimal struct {
+	neg    bool
+	digits []byte
+	exp    int64
+}
+
+func parseDecimal(t []byte, scratch []byte) decimal {
+	d := decimal{digits: scratch[:0]}
+	i := 0
+	if i < len(t) && (t[i] == '-' || t[i] == '+') {
+		d.neg = t[i] == '-'
+		i++
+	}
+	var frac int64
+	inFrac := false
+	for ; i < len(t); i++ {
+		c := t[i]
+		if c == '.' {
+			inFrac = true
+			continue
+		}
+		if c == 'e' || c == 'E' {
+			break
+		}
+		if len(d.digits) == 0 && c == '0' {
+			if inFrac {
+				frac++
+			}
+			continue
+		}
+		d.digits = append(d.digits, c)
+		if inFrac {
+			frac++
+		}
+	}
+	var e int64
+	if i < len(t) {
+		i++
+		eneg := false
+		if i < len(t) && (t[i] == '+' || t[i] == '-') {
+			eneg = t[i] == '-'
+			i++
+		}
+		for ; i < len(t); i++ {
+			if e < 1<<40 {
+				e = e*10 + int64(t[i]-'0')
+			}
+		}
+		if eneg {
+			e = -e
+		}
+	}
+	n := len(d.digits)
+	for n > 0 && d.digits[n-1] == '0' {
+		n--
+		e++
+	}
+	d.digits = d.digits[:n]
+	d.exp = e - frac
+	return d
+}
+
+func sameDecimal(a, b []byte) bool {
+	var sa, sb [40]byte
+	da := parseDecimal(a, sa[:])
+	db := parseDecimal(b, sb[:])
+	return da.neg == db.neg && da.exp == db.exp && string(da.digits) == string(db.digits)
+}

@@ -1,0 +1,177 @@
+package storage
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"go.etcd.io/bbolt"
+
+	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/sessionlog"
+)
+
+// ArtifactName is the file name of a session's artifact (compression "zstd").
+const ArtifactName = "session.jsonl.zstd"
+
+// ArtifactPath is where a session's artifact lives under root, exactly as the
+// reference JSONL backend lays it out (persistence-spec §6.2):
+// <root>/<projectKey(cwd)|_no-cwd>/<encodeSegment(id)>/session.jsonl.zstd.
+// Every component is an encoded single segment, so no id or cwd can leave root.
+func ArtifactPath(root string, h sessionstore.Header) (string, error) {
+	project := "_no-cwd"
+	if h.Cwd != nil {
+		k, err := sessionlog.ProjectKey(*h.Cwd)
+		if err != nil {
+			return "", err
+		}
+		project = k
+	}
+	seg, err := sessionlog.EncodeSegment(h.ID)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, project, seg, ArtifactName), nil
+}
+
+// AppendArtifact appends data to the artifact at path, which must currently be
+// exactly size bytes long (the caller's watermark); it returns the new size. A
+// different size means the file and the watermark disagree and the caller must
+// rebuild. No fsync: artifacts are a view rebuilt from the state database.
+func AppendArtifact(path string, size int64, data []byte) (int64, error) {
+	if size == 0 {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return 0, err
+		}
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	if st.Size() != size {
+		return 0, fmt.Errorf("artifact %s is %d bytes, watermark says %d", path, st.Size(), size)
+	}
+	if _, err := f.WriteAt(data, size); err != nil {
+		// Leave no partial frame behind for the next append to build on.
+		_ = f.Truncate(size)
+		return 0, err
+	}
+	return size + int64(len(data)), f.Close()
+}
+
+// WriteArtifact replaces the artifact at path with data: a temporary file in the
+// same directory renamed over it, so a reader never sees a half-written file.
+func WriteArtifact(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ArtifactName+".*.tmp")
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	return nil
+}
+
+// Watermark is how far a session's artifact on this node has been written.
+type Watermark struct {
+	LastIndex uint64 // Raft index of the last change written
+	Bytes     int64  // artifact length
+	Frames    uint64 // event frames written after the header frame
+	Path      string // where it was written
+}
+
+var bucketWatermarks = []byte("artifact_watermarks")
+
+func encodeWatermark(w Watermark) []byte {
+	b := make([]byte, 24, 24+len(w.Path))
+	binary.BigEndian.PutUint64(b, w.LastIndex)
+	binary.BigEndian.PutUint64(b[8:], uint64(w.Bytes))
+	binary.BigEndian.PutUint64(b[16:], w.Frames)
+	return append(b, w.Path...)
+}
+
+func decodeWatermark(b []byte) (Watermark, bool) {
+	if len(b) < 24 {
+		return Watermark{}, false
+	}
+	return Watermark{
+		LastIndex: binary.BigEndian.Uint64(b),
+		Bytes:     int64(binary.BigEndian.Uint64(b[8:])),
+		Frames:    binary.BigEndian.Uint64(b[16:]),
+		Path:      string(b[24:]),
+	}, true
+}
+
+// Watermarks returns every recorded watermark.
+func (s *RaftStore) Watermarks() (map[string]Watermark, error) {
+	out := map[string]Watermark{}
+	err := s.View(func(tx *bbolt.Tx) error {
+		b := tx.Bucket(bucketWatermarks)
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, v []byte) error {
+			if w, ok := decodeWatermark(v); ok {
+				out[string(k)] = w
+			}
+			return nil
+		})
+	})
+	return out, err
+}
+
+// PutWatermarks records watermarks in one transaction; a zero-value Path
+// deletes the session's watermark.
+func (s *RaftStore) PutWatermarks(ws map[string]Watermark) error {
+	if len(ws) == 0 {
+		return nil
+	}
+	return s.Update(func(tx *bbolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucketWatermarks)
+		if err != nil {
+			return err
+		}
+		for id, w := range ws {
+			if w.Path == "" {
+				if err := b.Delete([]byte(id)); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := b.Put([]byte(id), encodeWatermark(w)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// ClearWatermarks forgets every watermark (after a snapshot restore every
+// artifact is rebuilt).
+func (s *RaftStore) ClearWatermarks() error {
+	return s.Update(func(tx *bbolt.Tx) error {
+		if tx.Bucket(bucketWatermarks) == nil {
+			return nil
+		}
+		return tx.DeleteBucket(bucketWatermarks)
+	})
+}

@@ -1,0 +1,37 @@
+package storage
+
+// Every bucket and key of the state database, in one place. Changing any of them
+// is a format change: bump StateFormatVersion and add a migration.
+//
+//	meta/                       applied_index, applied_term, cluster_id, clock_ms, format
+//	sessions/<id>/              one nested bucket per session id (raw id bytes; ids may hold any byte)
+//	    r                       the session record (fsmpb.SessionRecord, encoded by fsm)
+//	    e/<seq:8 BE>            event bytes, verbatim
+//	    f/<frame:8 BE>          end seq (exclusive, 8 BE) of artifact frame n (frame 0 is the header)
+//	    q/k<request id>         <order:8 BE><time ms:8 BE><encoded result>
+//	    q/o<order:8 BE>         <request id>
+//	    q/n                     next order number (8 BE)
+const StateFormatVersion = 1
+
+var (
+	bucketMeta     = []byte("meta")
+	bucketSessions = []byte("sessions")
+
+	keyAppliedIndex = []byte("applied_index")
+	keyAppliedTerm  = []byte("applied_term")
+	keyClusterID    = []byte("cluster_id")
+	keyClock        = []byte("clock_ms")
+	keyFormat       = []byte("format")
+
+	keyRecord    = []byte("r")
+	bucketEvents = []byte("e")
+	bucketFrames = []byte("f")
+	bucketReqs   = []byte("q")
+	keyReqNext   = []byte("n")
+)
+
+// Request-id deduplication bounds (DESIGN.md "Retries and outcomes").
+const (
+	MaxRequestIDs     = 1000
+	RequestIDLifetime = 24 * 60 * 60 * 1000 // ms
+)

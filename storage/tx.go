@@ -1,0 +1,279 @@
+package storage
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"go.etcd.io/bbolt"
+)
+
+// Tx is a state-database transaction with typed accessors. Byte slices returned
+// by getters are valid only inside the transaction (bbolt's rule); copy to keep.
+type Tx struct {
+	tx *bbolt.Tx
+}
+
+func (t *Tx) meta() *bbolt.Bucket     { return t.tx.Bucket(bucketMeta) }
+func (t *Tx) sessions() *bbolt.Bucket { return t.tx.Bucket(bucketSessions) }
+
+// Applied returns the last applied Raft index and term.
+func (t *Tx) Applied() (index, term uint64) {
+	m := t.meta()
+	return getU64(m.Get(keyAppliedIndex)), getU64(m.Get(keyAppliedTerm))
+}
+
+// SetApplied records the last applied Raft index and term.
+func (t *Tx) SetApplied(index, term uint64) error {
+	m := t.meta()
+	if err := m.Put(keyAppliedIndex, u64(index)); err != nil {
+		return err
+	}
+	return m.Put(keyAppliedTerm, u64(term))
+}
+
+// ClusterID is the cluster identity minted by the first leader ("" before).
+func (t *Tx) ClusterID() string { return string(t.meta().Get(keyClusterID)) }
+
+// SetClusterID stores the cluster identity.
+func (t *Tx) SetClusterID(id string) error { return t.meta().Put(keyClusterID, []byte(id)) }
+
+// Clock is the largest leader-stamped time applied so far (ms).
+func (t *Tx) Clock() int64 { return int64(getU64(t.meta().Get(keyClock))) }
+
+// SetClock stores the clamped clock.
+func (t *Tx) SetClock(ms int64) error { return t.meta().Put(keyClock, u64(uint64(ms))) }
+
+func (t *Tx) session(id string) *bbolt.Bucket {
+	if id == "" {
+		return nil
+	}
+	return t.sessions().Bucket([]byte(id))
+}
+
+// Record returns a session's encoded record, or nil when the id is unknown.
+func (t *Tx) Record(id string) []byte {
+	b := t.session(id)
+	if b == nil {
+		return nil
+	}
+	return b.Get(keyRecord)
+}
+
+// PutRecord stores a session's encoded record, creating the session's buckets.
+func (t *Tx) PutRecord(id string, rec []byte) error {
+	b, err := t.sessions().CreateBucketIfNotExists([]byte(id))
+	if err != nil {
+		return fmt.Errorf("session bucket: %w", err)
+	}
+	return b.Put(keyRecord, rec)
+}
+
+func (t *Tx) sub(id string, name []byte, create bool) (*bbolt.Bucket, error) {
+	b := t.session(id)
+	if b == nil {
+		return nil, fmt.Errorf("session %q has no record", id)
+	}
+	if sb := b.Bucket(name); sb != nil || !create {
+		return sb, nil
+	}
+	return b.CreateBucket(name)
+}
+
+// PutEvents stores events at seqs first, first+1, ...
+func (t *Tx) PutEvents(id string, first int64, events [][]byte) error {
+	b, err := t.sub(id, bucketEvents, true)
+	if err != nil {
+		return err
+	}
+	b.FillPercent = 1.0 // append-only keys: pack pages full
+	for i, ev := range events {
+		if err := b.Put(u64(uint64(first+int64(i))), ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Event returns the stored event at seq, or nil.
+func (t *Tx) Event(id string, seq int64) []byte {
+	b, _ := t.sub(id, bucketEvents, false)
+	if b == nil || seq < 0 {
+		return nil
+	}
+	return b.Get(u64(uint64(seq)))
+}
+
+// ErrStop ends a ForEachEvent walk early without an error.
+var ErrStop = errors.New("stop")
+
+// ForEachEvent calls fn for each stored event with from <= seq < to, in order.
+func (t *Tx) ForEachEvent(id string, from, to int64, fn func(seq int64, ev []byte) error) error {
+	b, _ := t.sub(id, bucketEvents, false)
+	if b == nil || from >= to {
+		return nil
+	}
+	if from < 0 {
+		from = 0
+	}
+	c := b.Cursor()
+	for k, v := c.Seek(u64(uint64(from))); k != nil; k, v = c.Next() {
+		seq := int64(binary.BigEndian.Uint64(k))
+		if seq >= to {
+			break
+		}
+		if err := fn(seq, v); err != nil {
+			if errors.Is(err, ErrStop) {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// Events copies the stored events with from <= seq < to.
+func (t *Tx) Events(id string, from, to int64) ([][]byte, error) {
+	var out [][]byte
+	err := t.ForEachEvent(id, from, to, func(_ int64, ev []byte) error {
+		out = append(out, bytes.Clone(ev))
+		return nil
+	})
+	return out, err
+}
+
+// PutFrame records that artifact frame n (n >= 1) ends before seq end.
+func (t *Tx) PutFrame(id string, n uint64, end int64) error {
+	b, err := t.sub(id, bucketFrames, true)
+	if err != nil {
+		return err
+	}
+	b.FillPercent = 1.0
+	return b.Put(u64(n), u64(uint64(end)))
+}
+
+// FrameEnds returns the end seqs of frames 1..n in order.
+func (t *Tx) FrameEnds(id string) []int64 {
+	b, _ := t.sub(id, bucketFrames, false)
+	if b == nil {
+		return nil
+	}
+	var out []int64
+	_ = b.ForEach(func(_, v []byte) error {
+		out = append(out, int64(getU64(v)))
+		return nil
+	})
+	return out
+}
+
+// RequestResult returns the stored result of a request id, or nil.
+func (t *Tx) RequestResult(id, requestID string) []byte {
+	if requestID == "" {
+		return nil
+	}
+	b, _ := t.sub(id, bucketReqs, false)
+	if b == nil {
+		return nil
+	}
+	v := b.Get(append([]byte("k"), requestID...))
+	if len(v) < 16 {
+		return nil
+	}
+	return v[16:]
+}
+
+// PutRequestResult remembers a request id's result, keeping at most
+// MaxRequestIDs per session and none older than RequestIDLifetime (by the
+// leader-stamped clock, so every replica prunes the same entries).
+func (t *Tx) PutRequestResult(id, requestID string, nowMs int64, result []byte) error {
+	if requestID == "" {
+		return nil
+	}
+	b, err := t.sub(id, bucketReqs, true)
+	if err != nil {
+		return err
+	}
+	order := getU64(b.Get(keyReqNext))
+	if err := b.Put(keyReqNext, u64(order+1)); err != nil {
+		return err
+	}
+	val := make([]byte, 16+len(result))
+	binary.BigEndian.PutUint64(val, order)
+	binary.BigEndian.PutUint64(val[8:], uint64(nowMs))
+	copy(val[16:], result)
+	key := append([]byte("k"), requestID...)
+	if old := b.Get(key); len(old) >= 8 {
+		if err := b.Delete(append([]byte("o"), old[:8]...)); err != nil {
+			return err
+		}
+	}
+	if err := b.Put(key, val); err != nil {
+		return err
+	}
+	if err := b.Put(append([]byte("o"), u64(order)...), []byte(requestID)); err != nil {
+		return err
+	}
+	// Prune the oldest entries: past the count bound or the lifetime.
+	c := b.Cursor()
+	count := 0
+	for k, _ := c.Seek([]byte("o")); k != nil && k[0] == 'o'; k, _ = c.Next() {
+		count++
+	}
+	for k, v := c.Seek([]byte("o")); k != nil && k[0] == 'o'; k, v = c.Seek([]byte("o")) {
+		rk := append([]byte("k"), v...)
+		rv := b.Get(rk)
+		expired := len(rv) >= 16 && nowMs-int64(getU64(rv[8:16])) > RequestIDLifetime
+		if count <= MaxRequestIDs && !expired {
+			break
+		}
+		if err := b.Delete(rk); err != nil {
+			return err
+		}
+		if err := b.Delete(bytes.Clone(k)); err != nil {
+			return err
+		}
+		count--
+	}
+	return nil
+}
+
+// ForEachSession calls fn for every session id >= after (exclusive when
+// exclusive is set), in byte order, with its encoded record.
+func (t *Tx) ForEachSession(after string, exclusive bool, fn func(id string, rec []byte) error) error {
+	c := t.sessions().Cursor()
+	var k []byte
+	if after == "" {
+		k, _ = c.First()
+	} else {
+		k, _ = c.Seek([]byte(after))
+		if exclusive && k != nil && string(k) == after {
+			k, _ = c.Next()
+		}
+	}
+	for ; k != nil; k, _ = c.Next() {
+		b := t.sessions().Bucket(k)
+		if b == nil {
+			continue
+		}
+		if err := fn(string(k), b.Get(keyRecord)); err != nil {
+			if errors.Is(err, ErrStop) {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// FrameEnd returns the end seq of frame n (0 for the header frame n = 0).
+func (t *Tx) FrameEnd(id string, n uint64) int64 {
+	if n == 0 {
+		return 0
+	}
+	b, _ := t.sub(id, bucketFrames, false)
+	if b == nil {
+		return 0
+	}
+	return int64(getU64(b.Get(u64(n))))
+}
