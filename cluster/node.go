@@ -93,8 +93,11 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 	if n.snaps, err = raft.NewFileSnapshotStoreWithLogger(raftDir(cfg.DataDir), 1, hl); err != nil {
 		return nil, err
 	}
-	restored, err := guardState(statePath(cfg.DataDir), n.snaps, n.logger)
+	restored, err := guardState(statePath(cfg.DataDir), n.snaps, n.logger, needsVerify(cfg.DataDir))
 	if err != nil {
+		return nil, err
+	}
+	if err := writeBootMarker(cfg.DataDir, false); err != nil {
 		return nil, err
 	}
 	if n.state, err = storage.OpenState(statePath(cfg.DataDir), storage.DefaultStateOptions()); err != nil {
@@ -144,7 +147,8 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 			return nil, fmt.Errorf("bootstrap: %w", err)
 		}
 	}
-	n.wg.Add(3)
+	n.wg.Add(4)
+	go func() { defer n.wg.Done(); n.runSyncer() }()
 	go func() { defer n.wg.Done(); n.artifacts.Run(n.ctx) }()
 	go func() { defer n.wg.Done(); n.runProposer() }()
 	go func() { defer n.wg.Done(); n.runLeadership() }()
@@ -157,7 +161,10 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 // state file is missing, cannot be opened, or is older than the latest
 // snapshot (a crash during a snapshot install, a restored old file), restore
 // that snapshot into place. A damaged file is kept aside, never deleted.
-func guardState(path string, snaps raft.SnapshotStore, logger *slog.Logger) (bool, error) {
+//
+// When verify is set (the operating system may have crashed since the file
+// was last synced), the whole file is checked page by page first.
+func guardState(path string, snaps raft.SnapshotStore, logger *slog.Logger, verify bool) (bool, error) {
 	metas, err := snaps.List()
 	if err != nil {
 		return false, fmt.Errorf("list snapshots: %w", err)
@@ -169,6 +176,12 @@ func guardState(path string, snaps raft.SnapshotStore, logger *slog.Logger) (boo
 		return false, err
 	} else {
 		db, err := storage.OpenState(path, storage.StateOptions{})
+		if err == nil && verify {
+			logger.Info("verifying the state database after an unclean stop of the previous boot")
+			if err = db.Check(); err != nil {
+				db.Close()
+			}
+		}
 		if err != nil {
 			aside := fmt.Sprintf("%s.damaged-%d", path, time.Now().UnixNano())
 			logger.Error("state database cannot be opened; moving it aside and rebuilding", "err", err, "moved_to", aside)
@@ -348,7 +361,11 @@ func (n *Node) Close() error {
 func (n *Node) closeStores() error {
 	var errs []error
 	if n.state != nil {
-		errs = append(errs, n.state.Close())
+		err := n.state.Close()
+		errs = append(errs, err)
+		if err == nil {
+			errs = append(errs, writeBootMarker(n.cfg.DataDir, true))
+		}
 	}
 	if n.local != nil {
 		errs = append(errs, n.local.Close())

@@ -37,7 +37,16 @@ type Artifacts struct {
 	lastErr error
 	marks   map[string]storage.Watermark
 	idle    chan struct{} // closed when nothing is pending
+
+	// unflushed watermarks; persisted at most every flushEvery so the writer
+	// does not compete with the Raft log for its file's single writer lock. A
+	// crash loses only some watermarks: those sessions are rebuilt at start-up.
+	unflushed map[string]storage.Watermark
+	lastFlush time.Time
 }
+
+// flushEvery bounds how often watermarks are persisted.
+const flushEvery = 500 * time.Millisecond
 
 // NewArtifacts returns a writer for artifacts under root.
 func NewArtifacts(root string, db *storage.StateDB, local *storage.RaftStore, logger *slog.Logger, metrics *Metrics) *Artifacts {
@@ -159,10 +168,21 @@ func (a *Artifacts) Run(ctx context.Context) {
 				continue
 			}
 		}
+		var flush <-chan time.Time
+		if len(a.unflushed) > 0 {
+			flush = time.After(flushEvery)
+		}
 		select {
 		case <-ctx.Done():
+			if err := a.flushWatermarks(true); err != nil {
+				a.logger.Warn("persisting artifact watermarks at stop failed; those artifacts are rebuilt at start-up", "err", err)
+			}
 			return
 		case <-a.wake:
+		case <-flush:
+			if err := a.flushWatermarks(true); err != nil {
+				a.logger.Warn("persisting artifact watermarks failed; will retry", "err", err)
+			}
 		}
 	}
 }
@@ -211,7 +231,13 @@ func (a *Artifacts) pass(all bool, dirty map[string]struct{}, marks map[string]s
 			updates[id] = w
 		}
 	}
-	if err := a.local.PutWatermarks(updates); err != nil && firstErr == nil {
+	if a.unflushed == nil {
+		a.unflushed = map[string]storage.Watermark{}
+	}
+	for id, w := range updates {
+		a.unflushed[id] = w
+	}
+	if err := a.flushWatermarks(false); err != nil && firstErr == nil {
 		firstErr = err
 	}
 	a.mu.Lock()
@@ -228,6 +254,19 @@ func (a *Artifacts) pass(all bool, dirty map[string]struct{}, marks map[string]s
 	a.mu.Unlock()
 	a.metrics.ArtifactLagging.Set(float64(lagging))
 	return firstErr
+}
+
+// flushWatermarks persists pending watermarks (always when force is set).
+func (a *Artifacts) flushWatermarks(force bool) error {
+	if len(a.unflushed) == 0 || (!force && time.Since(a.lastFlush) < flushEvery) {
+		return nil
+	}
+	if err := a.local.PutWatermarks(a.unflushed); err != nil {
+		return err
+	}
+	a.unflushed = nil
+	a.lastFlush = time.Now()
+	return nil
 }
 
 // sync makes one session's artifact current and returns its new watermark.

@@ -173,18 +173,12 @@ func Closers(normalized [][]byte) ([][]byte, error) {
 		return nil, err
 	}
 	var r repairScan
-	if err := r.scan(evs); err != nil {
+	open, err := r.run(evs)
+	if err != nil || !open {
 		return nil, err
 	}
-	if !r.turnOpen || len(evs) == 0 {
-		return nil, nil
-	}
 	last := evs[len(evs)-1]
-	lastSeq := last.get("seq")
-	if lastSeq == nil || lastSeq.k != kNumber {
-		return nil, storedErr("cannot close the open turn: the last event has no numeric seq")
-	}
-	seq := lastSeq.n + 1
+	seq := last.get("seq").n + 1
 	time := last.get("time")
 	var out [][]byte
 	closer := func(typ string, data *value, extra ...member) {
@@ -239,8 +233,20 @@ func OpenTurn(normalized [][]byte) (bool, error) {
 		return false, err
 	}
 	var r repairScan
+	return r.run(evs)
+}
+
+// run scans the log and reports whether a turn is left open. An open turn
+// needs the last event's seq to number its closers.
+func (r *repairScan) run(evs []*storedEvent) (bool, error) {
 	if err := r.scan(evs); err != nil {
 		return false, err
 	}
-	return r.turnOpen && len(evs) > 0, nil
+	if !r.turnOpen || len(evs) == 0 {
+		return false, nil
+	}
+	if seq := evs[len(evs)-1].get("seq"); seq == nil || seq.k != kNumber {
+		return false, storedErr("cannot close the open turn: the last event has no numeric seq")
+	}
+	return true, nil
 }

@@ -167,7 +167,8 @@ func isEnvelopeKey(k []byte) bool {
 // envelope members of §1.1 with their JSON types, the three legacy shapes
 // refused on append (§3.6) and the plan/mode boolean invariant
 // (INVALID_EVENT). Message shapes, surface rules and unknown types are left
-// to the read side, as the reference does.
+// to the read side, as the reference does. The EventInfo is meaningful only
+// when the error is nil.
 func CheckEvent(sessionID string, raw []byte) (EventInfo, error) {
 	var info EventInfo
 	s := scanner{data: raw, lossyAt: -1}
@@ -252,27 +253,27 @@ func CheckEvent(sessionID string, raw []byte) (EventInfo, error) {
 
 	switch typ {
 	case "request/header-delta":
-		return info, sessionstore.Errorf(sessionstore.ReasonInvalidEvent,
+		return EventInfo{}, sessionstore.Errorf(sessionstore.ReasonInvalidEvent,
 			"session %s contains unsupported legacy request/header-delta event at seq %d", sessionstore.Quote(sessionID), info.Seq)
 	case "mode/set":
-		return info, sessionstore.Errorf(sessionstore.ReasonInvalidEvent,
+		return EventInfo{}, sessionstore.Errorf(sessionstore.ReasonInvalidEvent,
 			"session %s contains unsupported legacy mode/set event at seq %d", sessionstore.Quote(sessionID), info.Seq)
 	case "request/header":
 		data, _ := parseValue(dataRaw)
 		if data.isNull() {
 			// The reference reads data.reason unguarded: a null payload makes
 			// its append throw this TypeError.
-			return info, sessionstore.Errorf(sessionstore.ReasonInvalidEvent, "%s", nullRead("reason"))
+			return EventInfo{}, sessionstore.Errorf(sessionstore.ReasonInvalidEvent, "%s", nullRead("reason"))
 		}
 		if data.get("reason").strEq("fallback") {
-			return info, sessionstore.Errorf(sessionstore.ReasonInvalidEvent,
+			return EventInfo{}, sessionstore.Errorf(sessionstore.ReasonInvalidEvent,
 				`session %s contains unsupported legacy request/header reason "fallback" at seq %d`, sessionstore.Quote(sessionID), info.Seq)
 		}
 	case "plan/mode":
 		data, _ := parseValue(dataRaw)
 		active := data.get("active")
 		if active == nil || (active.k != kTrue && active.k != kFalse) {
-			return info, sessionstore.Errorf(sessionstore.ReasonInvalidEvent,
+			return EventInfo{}, sessionstore.Errorf(sessionstore.ReasonInvalidEvent,
 				"plan/mode carries invalid active state %s; expected a boolean", jsonStringify(active))
 		}
 	}

@@ -21,11 +21,19 @@ type StateOptions struct {
 	// transaction blocks any write that must remap the file, so this is large: a
 	// remap during a snapshot would stall Apply for the whole transfer (bbolt DB.Begin).
 	InitialMmapSize int
+	// NoSync skips the fdatasync of each commit. Durability then comes from the
+	// Raft log (fsynced before an entry commits): after a crash the state
+	// database is at some applied index and Raft replays the entries above it.
+	// The caller must call Sync periodically and before Close, and must verify
+	// the file after an operating-system crash (see cluster's start-up guard),
+	// because without fsync the page writes of one commit may reach the disk in
+	// any order.
+	NoSync bool
 }
 
 // DefaultStateOptions returns the shipped settings.
 func DefaultStateOptions() StateOptions {
-	return StateOptions{InitialMmapSize: 8 << 30}
+	return StateOptions{InitialMmapSize: 8 << 30, NoSync: true}
 }
 
 // StateDB is the FSM's source of truth: session records, events, frames and
@@ -56,6 +64,7 @@ func openStateFile(path string, opts StateOptions) (*bbolt.DB, error) {
 		InitialMmapSize: opts.InitialMmapSize,
 		NoFreelistSync:  true,
 		FreelistType:    bbolt.FreelistMapType,
+		NoSync:          opts.NoSync,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open state database %s: %w", path, err)
@@ -86,11 +95,31 @@ func openStateFile(path string, opts StateOptions) (*bbolt.DB, error) {
 // Path is the database file.
 func (s *StateDB) Path() string { return s.path }
 
-// Close closes the database.
+// Close flushes and closes the database.
 func (s *StateDB) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.db.Close()
+	return errors.Join(s.db.Sync(), s.db.Close())
+}
+
+// Sync flushes committed transactions to disk (fdatasync).
+func (s *StateDB) Sync() error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.db.Sync()
+}
+
+// Check walks every page of the database and reports the first inconsistency.
+func (s *StateDB) Check() error {
+	return s.View(func(tx *Tx) error {
+		var first error
+		for err := range tx.tx.Check() { // drain: the checker runs until it closes the channel
+			if first == nil {
+				first = err
+			}
+		}
+		return first
+	})
 }
 
 // Update runs fn in one write transaction, committed (and fsynced) on success.
