@@ -28,11 +28,13 @@ func (n *Node) readBarrier(ctx context.Context, c sessionstore.Consistency) erro
 	return n.waitApplied(ctx, n.raft.CommitIndex())
 }
 
-// waitApplied blocks until the FSM has applied index or ctx ends.
+// waitApplied blocks until the FSM holds the effects of every entry up to
+// index, or ctx ends.
 func (n *Node) waitApplied(ctx context.Context, index uint64) error {
+	target := n.lastStateIndex(index)
 	for {
 		ch := n.fsm.Changed()
-		if n.fsm.AppliedIndex() >= index {
+		if n.fsm.AppliedIndex() >= target {
 			return nil
 		}
 		select {
@@ -43,6 +45,24 @@ func (n *Node) waitApplied(ctx context.Context, index uint64) error {
 			return sessionstore.ErrShuttingDown
 		}
 	}
+}
+
+// lastStateIndex returns the largest index <= index whose entry changes the
+// FSM. Raft hands the FSM only command and configuration entries: a leader's
+// no-op and barrier entries never advance the FSM's applied index, so waiting
+// for the commit index itself would hang after a restart until the next write.
+func (n *Node) lastStateIndex(index uint64) uint64 {
+	applied := n.fsm.AppliedIndex()
+	for i := index; i > applied; i-- {
+		var l raft.Log
+		if err := n.local.GetLog(i, &l); err != nil {
+			return i // unknown: be conservative
+		}
+		if l.Type == raft.LogCommand || l.Type == raft.LogConfiguration {
+			return i
+		}
+	}
+	return applied
 }
 
 // ReadyForReads reports whether linearizable reads are served here now.

@@ -335,7 +335,7 @@ func (n *Node) ReadFrom(ctx context.Context, id string, from int64, c sessionsto
 		return sessionstore.Header{}, nil, err
 	}
 	path := n.rawLogPath(s.header)
-	if err := sessionlog.CheckStoredHeader(id, s.header, path); err != nil {
+	if err := sessionlog.CheckReadFromHeader(id, s.header, path); err != nil {
 		return sessionstore.Header{}, nil, err
 	}
 	norm, err := sessionlog.Normalize(id, s.events, path)
