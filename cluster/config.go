@@ -41,8 +41,10 @@ type Config struct {
 	MaxBatchBytes int
 	MaxBatchCount int
 
-	// RaftLogOutput receives hashicorp/raft's own log lines (nil: discarded).
+	// RaftLogOutput receives hashicorp/raft's own log lines (nil: discarded),
+	// as JSON when RaftLogJSON is set.
 	RaftLogOutput io.Writer
+	RaftLogJSON   bool
 }
 
 // DefaultConfig returns the shipped defaults.

@@ -84,7 +84,7 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 	if out == nil {
 		out = io.Discard
 	}
-	hl := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Info, Output: out, JSONFormat: true})
+	hl := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Info, Output: out, JSONFormat: cfg.RaftLogJSON})
 
 	var err error
 	if n.local, err = storage.OpenRaftStore(raftStorePath(cfg.DataDir)); err != nil {

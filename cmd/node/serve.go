@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -149,6 +148,7 @@ func startServer(cfg serveConfig, logger *slog.Logger, raftLog io.Writer) (*serv
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cfg.Cluster.HTTPBase = "http://" + hl.Addr().String()
 	cfg.Cluster.RaftLogOutput = raftLog
+	cfg.Cluster.RaftLogJSON = cfg.LogFormat == "json"
 	node, err := cluster.Open(cfg.Cluster, logger, reg)
 	if err != nil {
 		gl.Close()
@@ -225,5 +225,3 @@ func warnIfExposed(logger *slog.Logger, addrs ...net.Addr) {
 		}
 	}
 }
-
-var _ = strings.TrimSpace
