@@ -93,7 +93,7 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 	if n.snaps, err = raft.NewFileSnapshotStoreWithLogger(raftDir(cfg.DataDir), 1, hl); err != nil {
 		return nil, err
 	}
-	restored, err := guardState(statePath(cfg.DataDir), n.snaps, n.logger, needsVerify(cfg.DataDir))
+	restored, err := guardState(statePath(cfg.DataDir), n.snaps, n.local, n.logger, needsVerify(cfg.DataDir))
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +164,14 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 //
 // When verify is set (the operating system may have crashed since the file
 // was last synced), the whole file is checked page by page first.
-func guardState(path string, snaps raft.SnapshotStore, logger *slog.Logger, verify bool) (bool, error) {
+func guardState(path string, snaps raft.SnapshotStore, logs raft.LogStore, logger *slog.Logger, verify bool) (bool, error) {
+	// A restore killed part-way leaves its temporary copy behind.
+	if stale, _ := filepath.Glob(path + ".restore-*.tmp"); len(stale) > 0 {
+		for _, f := range stale {
+			_ = os.Remove(f)
+		}
+		logger.Info("removed temporary files of an interrupted restore", "files", len(stale))
+	}
 	metas, err := snaps.List()
 	if err != nil {
 		return false, fmt.Errorf("list snapshots: %w", err)
@@ -195,7 +202,7 @@ func guardState(path string, snaps raft.SnapshotStore, logger *slog.Logger, veri
 			if err != nil {
 				return false, err
 			}
-			if len(metas) > 0 && idx < metas[0].Index {
+			if len(metas) > 0 && idx < metas[0].Index && changesState(logs, idx, metas[0].Index) {
 				logger.Warn("state database is older than the latest snapshot; restoring it", "applied_index", idx, "snapshot_index", metas[0].Index)
 				need = true
 			}
@@ -222,6 +229,23 @@ func guardState(path string, snaps raft.SnapshotStore, logger *slog.Logger, veri
 		d.Close()
 	}
 	return true, nil
+}
+
+// changesState reports whether any entry in (from, to] would change the FSM,
+// or cannot be read. A snapshot taken right after a leadership change is
+// stamped with the index of a no-op or barrier entry, which the FSM never
+// sees; a state database that applied everything before it is current.
+func changesState(logs raft.LogStore, from, to uint64) bool {
+	for i := to; i > from; i-- {
+		var l raft.Log
+		if err := logs.GetLog(i, &l); err != nil {
+			return true
+		}
+		if l.Type == raft.LogCommand || l.Type == raft.LogConfiguration {
+			return true
+		}
+	}
+	return false
 }
 
 // runLeadership mints the cluster id once and confirms each new leadership

@@ -1,0 +1,904 @@
+package main
+
+// Helpers of crash_test.go: the crash tests run the real binary (built once
+// per test run), kill it with SIGKILL, tamper with its data directory and
+// restart it. Every name starts with "cr" (other test files of this package
+// use other prefixes).
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/status"
+
+	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/api/client"
+	"github.com/sessionstore/sessionstore/api/sessionpb"
+	"github.com/sessionstore/sessionstore/sessionlog"
+	"github.com/sessionstore/sessionstore/storage"
+)
+
+const (
+	// crReadyTimeout bounds a node's start-up (process start to /readyz 200
+	// and a served linearizable read).
+	crReadyTimeout = 30 * time.Second
+	// crResolveTimeout bounds the re-sending of one batch whose outcome was
+	// unknown.
+	crResolveTimeout = 45 * time.Second
+	// crTime0 is the time of seq 0 of every test session.
+	crTime0 = int64(1755600000000)
+	// crBinPrefix names the temp directories holding the built binary.
+	crBinPrefix = "sessionstore-crnode-"
+)
+
+// crSeed returns the seed of a test's randomness: $SESSIONSTORE_CRASH_SEED if
+// set (to replay a failure), else the clock. It is logged either way.
+func crSeed(t *testing.T) uint64 {
+	t.Helper()
+	if s := os.Getenv("SESSIONSTORE_CRASH_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("SESSIONSTORE_CRASH_SEED=%q: %v", s, err)
+		}
+		t.Logf("seed %d (from SESSIONSTORE_CRASH_SEED)", v)
+		return v
+	}
+	v := uint64(time.Now().UnixNano())
+	t.Logf("seed %d (replay with SESSIONSTORE_CRASH_SEED=%d)", v, v)
+	return v
+}
+
+var crBuild struct {
+	once sync.Once
+	path string
+	err  error
+	dur  time.Duration
+}
+
+// crBinary builds ./ (the node command; tests run in its package directory)
+// once per test run, without -race, into a temp directory, and returns the
+// binary's path. The directory outlives the run (the package has no TestMain to
+// remove it), so directories of earlier runs older than an hour are removed.
+func crBinary(t *testing.T) string {
+	t.Helper()
+	crBuild.once.Do(func() {
+		start := time.Now()
+		if old, _ := filepath.Glob(filepath.Join(os.TempDir(), crBinPrefix+"*")); len(old) > 0 {
+			for _, d := range old {
+				if st, err := os.Stat(d); err == nil && time.Since(st.ModTime()) > time.Hour {
+					_ = os.RemoveAll(d)
+				}
+			}
+		}
+		dir, err := os.MkdirTemp("", crBinPrefix+"*")
+		if err != nil {
+			crBuild.err = err
+			return
+		}
+		bin := filepath.Join(dir, "node")
+		cmd := exec.Command("go", "build", "-o", bin, ".")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			crBuild.err = fmt.Errorf("go build -o %s .: %v\n%s", bin, err, out)
+			return
+		}
+		crBuild.path, crBuild.dur = bin, time.Since(start)
+	})
+	if crBuild.err != nil {
+		t.Fatalf("build the node binary: %v", crBuild.err)
+	}
+	t.Logf("node binary %s (built in %v)", crBuild.path, crBuild.dur.Round(time.Millisecond))
+	return crBuild.path
+}
+
+// crBuffer is a goroutine-safe byte buffer (a process's stderr).
+type crBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *crBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *crBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// crFreeAddr picks a free loopback port by listening on port 0 and closing.
+func crFreeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("pick a free port: %v", err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// crRun is one run of the node process.
+type crRun struct {
+	n      int
+	args   []string
+	cmd    *exec.Cmd
+	log    *crBuffer
+	exited chan struct{}
+	err    error // Wait's result, valid once exited is closed
+}
+
+// crNode is the real binary on one data directory. Its ports are picked once
+// and reused by every run, so one client connection follows the restarts.
+type crNode struct {
+	t        *testing.T
+	bin      string
+	Dir      string
+	GRPCAddr string
+	HTTPAddr string
+	RaftAddr string
+	Extra    []string // flags added to every run
+
+	runs []*crRun
+	cur  *crRun // the running process, nil when stopped
+}
+
+// crNewNode prepares (does not start) a node on dir. At the end of the test
+// a running process is killed, and on failure the logs of its runs are
+// printed.
+func crNewNode(t *testing.T, bin, dir string, extra ...string) *crNode {
+	t.Helper()
+	n := &crNode{t: t, bin: bin, Dir: dir, GRPCAddr: crFreeAddr(t), HTTPAddr: crFreeAddr(t), RaftAddr: crFreeAddr(t), Extra: extra}
+	t.Cleanup(func() {
+		if n.cur != nil {
+			_ = n.cur.cmd.Process.Kill()
+			<-n.cur.exited
+			n.cur = nil
+		}
+		if t.Failed() {
+			n.dumpLogs()
+		}
+	})
+	return n
+}
+
+// dumpLogs prints the runs' stderr: the last three in full (up to 96 KiB
+// each), the earlier ones' last 4 KiB.
+func (n *crNode) dumpLogs() {
+	for i, r := range n.runs {
+		s := r.log.String()
+		limit := 4 << 10
+		if i >= len(n.runs)-3 {
+			limit = 96 << 10
+		}
+		if len(s) > limit {
+			s = "…(cut)…\n" + s[len(s)-limit:]
+		}
+		n.t.Logf("==== node run %d: %s\n%s==== end of run %d (exit: %v)", r.n, strings.Join(r.args, " "), s, r.n, r.err)
+	}
+}
+
+// Start runs the binary (it must not be running).
+func (n *crNode) Start() {
+	n.t.Helper()
+	if n.cur != nil {
+		n.t.Fatalf("node run %d is still running", n.cur.n)
+	}
+	args := []string{"serve", "--node-id", "crash-node", "--data-dir", n.Dir, "--grpc-addr", n.GRPCAddr,
+		"--http-addr", n.HTTPAddr, "--raft-addr", n.RaftAddr}
+	args = append(args, n.Extra...)
+	r := &crRun{n: len(n.runs) + 1, args: args, log: &crBuffer{}, exited: make(chan struct{})}
+	r.cmd = exec.Command(n.bin, args...)
+	r.cmd.Stdout = r.log
+	r.cmd.Stderr = r.log
+	r.cmd.Env = crNodeEnv()
+	if err := r.cmd.Start(); err != nil {
+		n.t.Fatalf("start node: %v", err)
+	}
+	go func() { r.err = r.cmd.Wait(); close(r.exited) }()
+	n.runs = append(n.runs, r)
+	n.cur = r
+}
+
+// crNodeEnv is the environment of the node: this process's, without any
+// SESSIONSTORE_* setting that would change the node's configuration.
+func crNodeEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SESSIONSTORE_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// Log is the current (or last) run's stderr.
+func (n *crNode) Log() string {
+	if len(n.runs) == 0 {
+		return ""
+	}
+	return n.runs[len(n.runs)-1].log.String()
+}
+
+// Kill sends SIGKILL and waits for the process to be gone.
+func (n *crNode) Kill() {
+	n.t.Helper()
+	if n.cur == nil {
+		n.t.Fatalf("kill: node not running")
+	}
+	_ = n.cur.cmd.Process.Kill()
+	<-n.cur.exited
+	n.cur = nil
+}
+
+// Term sends SIGTERM and waits (20 s) for a clean exit with status 0.
+func (n *crNode) Term() {
+	n.t.Helper()
+	if n.cur == nil {
+		n.t.Fatalf("term: node not running")
+	}
+	r := n.cur
+	_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-r.exited:
+	case <-time.After(20 * time.Second):
+		_ = r.cmd.Process.Kill()
+		<-r.exited
+		n.cur = nil
+		n.t.Fatalf("node run %d did not exit within 20 s of SIGTERM", r.n)
+	}
+	n.cur = nil
+	if r.err != nil {
+		n.t.Errorf("node run %d exited with %v after SIGTERM, want status 0", r.n, r.err)
+	}
+}
+
+// Exited reports whether the current run has ended by itself.
+func (n *crNode) Exited() bool {
+	if n.cur == nil {
+		return true
+	}
+	select {
+	case <-n.cur.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// WaitReady polls GET /readyz until 200, then waits until a linearizable read
+// is served (the client retries NO_LEADER), all within crReadyTimeout.
+func (n *crNode) WaitReady(c *client.Client) time.Duration {
+	n.t.Helper()
+	start := time.Now()
+	deadline := start.Add(crReadyTimeout)
+	hc := &http.Client{Timeout: time.Second}
+	last := ""
+	for {
+		if n.Exited() {
+			r := n.runs[len(n.runs)-1]
+			n.cur = nil
+			n.t.Fatalf("node run %d exited during start-up: %v", r.n, r.err)
+		}
+		resp, err := hc.Get("http://" + n.HTTPAddr + "/readyz")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+			last = fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(b)))
+		} else {
+			last = err.Error()
+		}
+		if time.Now().After(deadline) {
+			n.t.Fatalf("node run %d not ready after %v: last /readyz: %s", n.cur.n, crReadyTimeout, last)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if c != nil {
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, err := c.List(ctx, &sessionpb.ListRequest{PageSize: 1})
+			cancel()
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				n.t.Fatalf("node run %d: /readyz is 200 but a linearizable List still fails after %v: %v", n.cur.n, crReadyTimeout, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return time.Since(start)
+}
+
+// crDial connects a client to addr that reconnects quickly after the node
+// restarts (gRPC's default reconnect backoff grows to two minutes).
+func crDial(t *testing.T, addr string) *client.Client {
+	t.Helper()
+	c, err := client.Dial(context.Background(), addr, grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff:           backoff.Config{BaseDelay: 20 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 200 * time.Millisecond},
+		MinConnectTimeout: 2 * time.Second,
+	}))
+	if err != nil {
+		t.Fatalf("dial %s: %v", addr, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// crCtx is a context with a timeout, cancelled at the end of the test.
+func crCtx(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// crUnknown reports whether an Append error leaves the outcome unknown to the
+// client (DESIGN.md "Retries and outcomes"): OUTCOME_UNKNOWN, and everything
+// without an ErrorInfo (transport errors, UNAVAILABLE, DEADLINE_EXCEEDED,
+// CANCELLED). NO_LEADER and SHUTTING_DOWN are definite refusals of the last
+// attempt, but an earlier attempt of the client's own retries may have been
+// applied, so they are treated as unknown too. Every other reason is definite.
+func crUnknown(err error) bool {
+	var se *sessionstore.Error
+	if errors.As(err, &se) {
+		switch se.Reason {
+		case sessionstore.ReasonOutcomeUnknown, sessionstore.ReasonNoLeader, sessionstore.ReasonShuttingDown:
+			return true
+		}
+		return false
+	}
+	return true
+}
+
+// crErrKind is a short classification of an error for the statistics.
+func crErrKind(err error) string {
+	var se *sessionstore.Error
+	if errors.As(err, &se) {
+		return string(se.Reason)
+	}
+	if st, ok := status.FromError(err); ok {
+		return st.Code().String()
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "ctx-deadline"
+	}
+	return "other"
+}
+
+// crEvent is one marker event: ignorable (never opens a turn, returned
+// verbatim by every read), unique per session, seq and batch start.
+func crEvent(w int, seq, batch int64) string {
+	return fmt.Sprintf(`{"type":"x-test/mark","seq":%d,"time":%d,"data":{"w":%d,"n":%d,"b":%d,"txt":"é<&> \"q\" \\ crash"},"ignorable":true}`,
+		seq, crTime0+seq, w, seq, batch)
+}
+
+// crSession is one session and its writer's record: the acknowledged events
+// in order and the batch in flight (sent, outcome not yet known).
+type crSession struct {
+	ID  string
+	Cwd string
+	W   int
+
+	mu      sync.Mutex
+	acked   []string
+	pending []string
+	stats   crStats
+}
+
+// crStats counts what happened to a session's appends.
+type crStats struct {
+	Batches       int            // acknowledged batches
+	Unknown       int            // batches whose first answer was an unknown outcome
+	Resends       int            // re-sends of such batches
+	ResolvedDup   int            // unknown batches a re-send confirmed as stored (duplicate = true)
+	ResolvedFresh int            // unknown batches a re-send stored (they had not been applied)
+	FirstDup      int            // batches whose first Append call answered duplicate (client-internal retry)
+	Errs          map[string]int // unknown-outcome errors by kind
+}
+
+func (a *crStats) add(b crStats) {
+	a.Batches += b.Batches
+	a.Unknown += b.Unknown
+	a.Resends += b.Resends
+	a.ResolvedDup += b.ResolvedDup
+	a.ResolvedFresh += b.ResolvedFresh
+	a.FirstDup += b.FirstDup
+	if a.Errs == nil {
+		a.Errs = map[string]int{}
+	}
+	for k, v := range b.Errs {
+		a.Errs[k] += v
+	}
+}
+
+// crMakeSessions returns n sessions "<prefix>-<i>"; the one at index n/2 has a
+// space and a "/" in its id.
+func crMakeSessions(prefix string, n int, cwd string) []*crSession {
+	out := make([]*crSession, n)
+	for i := range out {
+		id := fmt.Sprintf("%s-%d", prefix, i)
+		if i == n/2 {
+			id = fmt.Sprintf("%s %d/with space+slash", prefix, i)
+		}
+		out[i] = &crSession{ID: id, Cwd: cwd, W: i}
+	}
+	return out
+}
+
+// crCreateAll registers every session.
+func crCreateAll(t *testing.T, c *client.Client, ss []*crSession) {
+	t.Helper()
+	for _, s := range ss {
+		cwd := s.Cwd
+		h := &sessionpb.SessionHeader{Version: 0, Id: s.ID, CreatedAt: crTime0 - 1, Cwd: &cwd}
+		if err := c.Create(crCtx(t, 30*time.Second), &sessionpb.CreateRequest{Header: h}); err != nil {
+			t.Fatalf("create %q: %v", s.ID, err)
+		}
+	}
+}
+
+// Acked returns a copy of the acknowledged events.
+func (s *crSession) Acked() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.acked)
+}
+
+// planned returns the acknowledged events followed by the batch in flight.
+func (s *crSession) planned() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append(slices.Clone(s.acked), s.pending...)
+}
+
+// Stats returns a copy of the session's counters.
+func (s *crSession) Stats() crStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var st crStats
+	st.add(s.stats)
+	return st
+}
+
+// AppendBatch appends k new events and does not return before their outcome
+// is known: after an unknown outcome it re-sends the identical request until
+// it gets an answer, which must be ok or duplicate = true (both mean stored)
+// with next_seq just past the batch. It returns an error for a definite
+// failure or when the outcome stays unknown for crResolveTimeout.
+func (s *crSession) AppendBatch(c *client.Client, k int) error {
+	s.mu.Lock()
+	if s.pending != nil {
+		s.mu.Unlock()
+		return fmt.Errorf("session %q: a batch is still in flight", s.ID)
+	}
+	next := int64(len(s.acked))
+	evs := make([]string, k)
+	for i := range evs {
+		evs[i] = crEvent(s.W, next+int64(i), next)
+	}
+	s.pending = evs
+	s.mu.Unlock()
+
+	req := &sessionpb.AppendRequest{SessionId: s.ID, Events: evs}
+	deadline := time.Now().Add(crResolveTimeout)
+	sends := 0
+	var errs []string
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		resp, err := c.Append(ctx, req)
+		cancel()
+		sends++
+		if err == nil {
+			if got, want := resp.GetNextSeq(), next+int64(k); got != want {
+				return fmt.Errorf("session %q: append seqs %d..%d (send %d, duplicate=%v): next_seq %d, want %d",
+					s.ID, next, next+int64(k)-1, sends, resp.GetDuplicate(), got, want)
+			}
+			s.mu.Lock()
+			s.acked = append(s.acked, evs...)
+			s.pending = nil
+			s.stats.Batches++
+			switch {
+			case sends == 1 && resp.GetDuplicate():
+				s.stats.FirstDup++
+			case sends > 1 && resp.GetDuplicate():
+				s.stats.ResolvedDup++
+			case sends > 1:
+				s.stats.ResolvedFresh++
+			}
+			s.mu.Unlock()
+			return nil
+		}
+		if !crUnknown(err) {
+			return fmt.Errorf("session %q: append seqs %d..%d, send %d (earlier unknown outcomes: %v): definite failure %s: %w",
+				s.ID, next, next+int64(k)-1, sends, errs, crErrKind(err), err)
+		}
+		s.mu.Lock()
+		if sends == 1 {
+			s.stats.Unknown++
+		} else {
+			s.stats.Resends++
+		}
+		if s.stats.Errs == nil {
+			s.stats.Errs = map[string]int{}
+		}
+		s.stats.Errs[crErrKind(err)]++
+		s.mu.Unlock()
+		if len(errs) < 5 {
+			errs = append(errs, crErrKind(err))
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("session %q: append seqs %d..%d: outcome still unknown after %d sends in %v: %w",
+				s.ID, next, next+int64(k)-1, sends, crResolveTimeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// crWriteLoad appends at least perSession more events to every session, one
+// writer per session, in batches of 1–5 events.
+func crWriteLoad(t *testing.T, c *client.Client, ss []*crSession, perSession int, seed uint64) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, s := range ss {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, uint64(s.W)+1))
+			for done := 0; done < perSession; {
+				k := 1 + rng.IntN(5)
+				if err := s.AppendBatch(c, k); err != nil {
+					t.Errorf("write load: %v", err)
+					return
+				}
+				done += k
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+}
+
+// crCheckStored reads every session from seq 0 (linearizable) and checks it
+// against the writer's record. exact (no writer active): the stored log equals
+// the acknowledged events. Otherwise (writers active): every event
+// acknowledged before the read is stored, in order, and the stored log is a
+// prefix of the acknowledged events followed by the batch in flight, so there
+// is no gap, duplicate or foreign event. It returns the total number of
+// stored events.
+func crCheckStored(t *testing.T, c *client.Client, ss []*crSession, exact bool, what string) int {
+	t.Helper()
+	total := 0
+	for _, s := range ss {
+		before := s.Acked()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		rf, err := c.ReadFrom(ctx, &sessionpb.ReadFromRequest{SessionId: s.ID})
+		cancel()
+		if err != nil {
+			t.Errorf("%s: ReadFrom(%q, 0): %v (%d events acknowledged)", what, s.ID, err, len(before))
+			continue
+		}
+		got := rf.GetEvents()
+		total += len(got)
+		if h := rf.GetHeader(); h.GetId() != s.ID || h.GetCwd() != s.Cwd {
+			t.Errorf("%s: ReadFrom(%q) header id %q cwd %q, want %q %q", what, s.ID, h.GetId(), h.GetCwd(), s.ID, s.Cwd)
+		}
+		want := s.planned()
+		if exact {
+			if len(want) != len(before) {
+				t.Errorf("%s: session %q has a batch in flight during an exact check", what, s.ID)
+			}
+			want = before
+		}
+		if i := crFirstDiff(got, want); i >= 0 && i < len(got) {
+			t.Errorf("%s: session %q: stored event %d differs from the writer's record (stored %d events, acknowledged %d, planned %d)\n stored: %s\n record: %s",
+				what, s.ID, i, len(got), len(before), len(want), got[i], crAt(want, i))
+			continue
+		}
+		if len(got) < len(before) {
+			t.Errorf("%s: session %q lost acknowledged events: %d stored, %d acknowledged; first missing: %s",
+				what, s.ID, len(got), len(before), before[len(got)])
+			continue
+		}
+		if exact && len(got) != len(want) {
+			t.Errorf("%s: session %q: %d events stored, %d acknowledged", what, s.ID, len(got), len(want))
+		}
+	}
+	return total
+}
+
+// crFirstDiff is the first index where a and b differ within the shorter
+// length, or -1 (a prefix relation is not a difference).
+func crFirstDiff(a, b []string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	if len(a) > len(b) {
+		return len(b)
+	}
+	return -1
+}
+
+func crAt(s []string, i int) string {
+	if i < len(s) {
+		return s[i]
+	}
+	return "(none: past the end)"
+}
+
+// crArtifactPath is where the node writes a session's artifact.
+func crArtifactPath(t *testing.T, dataDir string, s *crSession) string {
+	t.Helper()
+	pk, err := sessionlog.ProjectKey(s.Cwd)
+	if err != nil {
+		t.Fatalf("ProjectKey(%q): %v", s.Cwd, err)
+	}
+	seg, err := sessionlog.EncodeSegment(s.ID)
+	if err != nil {
+		t.Fatalf("EncodeSegment(%q): %v", s.ID, err)
+	}
+	return filepath.Join(dataDir, "artifacts", pk, seg, storage.ArtifactName)
+}
+
+// crCheckArtifacts waits (30 s in all) until every session's artifact file
+// decodes (every frame's checksum verified, no torn tail) to exactly ReadRaw's
+// content, and checks that content is the header line followed by the
+// acknowledged events, one per line.
+func crCheckArtifacts(t *testing.T, c *client.Client, dataDir string, ss []*crSession) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for _, s := range ss {
+		path := crArtifactPath(t, dataDir, s)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		rr, err := c.ReadRaw(ctx, &sessionpb.ReadRawRequest{SessionId: s.ID})
+		cancel()
+		if err != nil {
+			t.Errorf("ReadRaw(%q): %v", s.ID, err)
+			continue
+		}
+		raw := rr.GetContent()
+		lines := strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
+		if !bytes.HasSuffix(raw, []byte("\n")) || len(lines) < 1 || !strings.Contains(lines[0], `"id":`+strconv.Quote(s.ID)) {
+			t.Errorf("ReadRaw(%q): content does not start with the header line and end with a newline: %.300q", s.ID, raw)
+			continue
+		}
+		if i := crFirstDiff(lines[1:], s.Acked()); i >= 0 || len(lines)-1 != len(s.Acked()) {
+			t.Errorf("ReadRaw(%q): %d event lines, %d acknowledged; first difference at %d: %.300s", s.ID, len(lines)-1, len(s.Acked()), i, crAt(lines[1:], max(i, 0)))
+			continue
+		}
+		var last string
+		for {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				last = err.Error()
+			} else if d, err := storage.DecodeArtifact(data); err != nil {
+				last = "decode: " + err.Error()
+			} else if d.TornStart != -1 {
+				last = fmt.Sprintf("torn final frame at byte %d", d.TornStart)
+			} else if !bytes.Equal(d.Text, raw) {
+				last = fmt.Sprintf("decoded text (%d bytes, %d frames) differs from ReadRaw (%d bytes) at byte %d",
+					len(d.Text), len(d.Frames), len(raw), crFirstByteDiff(d.Text, raw))
+			} else {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("artifact of %q (%s) never matched ReadRaw: %s", s.ID, path, last)
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+func crFirstByteDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+// crSnapMeta is the part of a Raft snapshot's meta.json the tests use.
+type crSnapMeta struct {
+	ID    string
+	Index uint64
+	Term  uint64
+}
+
+// crLatestSnapshot returns the newest complete snapshot under
+// D/raft/snapshots (a directory with meta.json and state.bin, not *.tmp).
+func crLatestSnapshot(dataDir string) (crSnapMeta, bool) {
+	dirs, _ := filepath.Glob(filepath.Join(dataDir, "raft", "snapshots", "*"))
+	var best crSnapMeta
+	ok := false
+	for _, d := range dirs {
+		if strings.HasSuffix(d, ".tmp") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(d, "meta.json"))
+		if err != nil {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(d, "state.bin")); err != nil {
+			continue
+		}
+		var m crSnapMeta
+		if json.Unmarshal(b, &m) != nil {
+			continue
+		}
+		if !ok || m.Index > best.Index {
+			best, ok = m, true
+		}
+	}
+	return best, ok
+}
+
+// crWaitSnapshot waits (40 s) for a complete snapshot with index > after,
+// calling poke (which should add Raft entries) between polls.
+func crWaitSnapshot(t *testing.T, dataDir string, after uint64, poke func()) crSnapMeta {
+	t.Helper()
+	deadline := time.Now().Add(40 * time.Second)
+	for {
+		if m, ok := crLatestSnapshot(dataDir); ok && m.Index > after {
+			return m
+		}
+		if time.Now().After(deadline) {
+			m, _ := crLatestSnapshot(dataDir)
+			t.Fatalf("no snapshot newer than index %d after 40 s (latest: %+v)", after, m)
+		}
+		if poke != nil {
+			poke()
+		} else {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// crStateFiles lists the data directory's files named state.db*.
+func crStateFiles(dataDir string) []string {
+	m, _ := filepath.Glob(filepath.Join(dataDir, "state.db*"))
+	for i := range m {
+		m[i] = filepath.Base(m[i])
+	}
+	return m
+}
+
+// crCopyFile copies src to dst (dst is replaced).
+func crCopyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatalf("copy %s: %v", src, err)
+	}
+	if err := os.WriteFile(dst, b, 0o600); err != nil {
+		t.Fatalf("copy to %s: %v", dst, err)
+	}
+}
+
+// crAppliedIndex is the applied Raft index recorded in a state database file
+// (read from a scratch copy, so the file itself is not touched).
+func crAppliedIndex(t *testing.T, path string) uint64 {
+	t.Helper()
+	tmp := filepath.Join(t.TempDir(), "probe.db")
+	crCopyFile(t, path, tmp)
+	db, err := storage.OpenState(tmp, storage.StateOptions{})
+	if err != nil {
+		t.Fatalf("open a copy of %s: %v", path, err)
+	}
+	defer db.Close()
+	idx, _, err := db.AppliedIndex()
+	if err != nil {
+		t.Fatalf("applied index of %s: %v", path, err)
+	}
+	return idx
+}
+
+// crSumStats adds up the sessions' counters.
+func crSumStats(ss []*crSession) (crStats, int) {
+	var st crStats
+	events := 0
+	for _, s := range ss {
+		st.add(s.Stats())
+		events += len(s.Acked())
+	}
+	return st, events
+}
+
+// crGrep returns the lines of log containing sub.
+func crGrep(log, sub string) []string {
+	var out []string
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// crMetric returns the value of a gauge from the node's /metrics ("?" if
+// it cannot be read).
+func crMetric(t *testing.T, n *crNode, name string) string {
+	t.Helper()
+	hc := &http.Client{Timeout: 2 * time.Second}
+	resp, err := hc.Get("http://" + n.HTTPAddr + "/metrics")
+	if err != nil {
+		return "?"
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
+			return v
+		}
+	}
+	return "?"
+}
+
+// StartAndKillWhenRestoring starts the node and SIGKILLs it as soon as a new
+// state.db.restore-*.tmp file (the start-up restore's output) appears in the
+// data directory, or after 5 s, or when the process ends by itself (an error
+// of the test). It says what happened.
+func (n *crNode) StartAndKillWhenRestoring() string {
+	n.t.Helper()
+	pattern := filepath.Join(n.Dir, "state.db.restore-*")
+	old := map[string]bool{}
+	m, _ := filepath.Glob(pattern)
+	for _, f := range m {
+		old[f] = true
+	}
+	n.Start()
+	t0 := time.Now()
+	seen := ""
+watch:
+	for time.Since(t0) < 5*time.Second && !n.Exited() {
+		m, _ := filepath.Glob(pattern)
+		for _, f := range m {
+			if !old[f] {
+				seen = filepath.Base(f)
+				break watch
+			}
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	took := time.Since(t0)
+	if n.Exited() {
+		r := n.cur
+		n.Kill()
+		n.t.Errorf("node run %d exited by itself during start-up: %v", r.n, r.err)
+		return "never: the process had exited"
+	}
+	n.Kill()
+	if seen == "" {
+		return fmt.Sprintf("after %v (no restore file seen)", took.Round(time.Millisecond))
+	}
+	return fmt.Sprintf("when %s appeared, %v after exec", seen, took.Round(time.Microsecond))
+}
