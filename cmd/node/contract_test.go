@@ -1153,10 +1153,7 @@ func TestContract_JSStringify_ServerWrittenJSONIsNotEscaped(t *testing.T) {
 // expanded, persistence-spec §6.4) append in batches of 10 and load with the
 // event counts of testdata/recorded/README.md.
 func TestContract_Recorded_LogsLoadWithTheirEventCounts(t *testing.T) {
-	const dir = "/work/shared/testdata/recorded"
-	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("recorded logs not available: %v", err)
-	}
+	dir := ctRecordedDir(t)
 	files, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no recorded logs in %s (%v)", dir, err)
