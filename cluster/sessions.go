@@ -367,11 +367,12 @@ func (n *Node) RawText(ctx context.Context, id string) (sessionstore.Header, str
 }
 
 // Artifact returns what the HTTP download serves for a session: the path of
-// its artifact when that file is current, else the artifact's bytes encoded
-// from the state database (identical, frame for frame).
-func (n *Node) Artifact(ctx context.Context, id string) (revision, path string, data []byte, err error) {
+// its artifact and the length of the prefix that holds the current revision
+// when that file is current, else the artifact's bytes encoded from the state
+// database (identical, frame for frame).
+func (n *Node) Artifact(ctx context.Context, id string) (revision, path string, size int64, data []byte, err error) {
 	if err := n.readBarrier(ctx, sessionstore.Linearizable); err != nil {
-		return "", "", nil, err
+		return "", "", 0, nil, err
 	}
 	err = n.state.View(func(tx *storage.Tx) error {
 		rec, err := fsm.DecodeRecord(tx.Record(id))
@@ -382,8 +383,8 @@ func (n *Node) Artifact(ctx context.Context, id string) (revision, path string, 
 			return sessionstore.NotFound(id)
 		}
 		revision = fsm.Revision(tx.ClusterID(), rec)
-		if p, ok := n.artifacts.Current(id, rec.LastChangeIndex); ok {
-			path = p
+		if p, sz, ok := n.artifacts.Current(id, rec.LastChangeIndex); ok {
+			path, size = p, sz
 			return nil
 		}
 		data = fsm.EncodeHeaderFrame(fsm.HeaderFromPB(rec.Header))
@@ -393,7 +394,7 @@ func (n *Node) Artifact(ctx context.Context, id string) (revision, path string, 
 		}
 		return err
 	})
-	return revision, path, data, err
+	return revision, path, size, data, err
 }
 
 // List returns materialised sessions in id order, a page at a time.

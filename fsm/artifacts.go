@@ -84,16 +84,17 @@ func (a *Artifacts) Healthy() error {
 	return a.lastErr
 }
 
-// Current returns the artifact path of a session when its artifact on disk
-// holds exactly the state at lastChange; ok is false while it lags.
-func (a *Artifacts) Current(id string, lastChange uint64) (string, bool) {
+// Current returns the artifact path of a session and the length of its
+// prefix that holds exactly the state at lastChange; ok is false while the
+// artifact lags. (The file may already be longer: serve only that prefix.)
+func (a *Artifacts) Current(id string, lastChange uint64) (string, int64, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	w, ok := a.marks[id]
 	if !ok || w.LastIndex != lastChange {
-		return "", false
+		return "", 0, false
 	}
-	return w.Path, true
+	return w.Path, w.Bytes, true
 }
 
 // WaitIdle blocks until every known change is written or ctx ends.
@@ -189,15 +190,14 @@ func (a *Artifacts) Run(ctx context.Context) {
 
 // pass brings the given sessions (or all) up to date.
 func (a *Artifacts) pass(all bool, dirty map[string]struct{}, marks map[string]storage.Watermark) error {
-	if marks == nil || all {
-		if all && marks == nil {
-			// After a restore every artifact is rebuilt: watermarks refer to the old state.
-			loaded, err := a.local.Watermarks()
-			if err != nil {
-				return err
-			}
-			marks = loaded
+	if marks == nil {
+		// First pass, or after a restore: start from the persisted watermarks;
+		// sync checks each against the state and the file.
+		loaded, err := a.local.Watermarks()
+		if err != nil {
+			return err
 		}
+		marks = loaded
 	}
 	if all {
 		ids := map[string]struct{}{}

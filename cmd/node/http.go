@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
@@ -53,7 +54,7 @@ func newHTTPHandler(node *cluster.Node, reg *prometheus.Registry, logger *slog.L
 	mux.HandleFunc("GET /v1/sessions/{id}/session.jsonl.zstd", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
 		defer cancel()
-		rev, path, data, err := node.Artifact(ctx, r.PathValue("id"))
+		rev, path, size, data, err := node.Artifact(ctx, r.PathValue("id"))
 		if err != nil {
 			httpError(w, err)
 			return
@@ -64,11 +65,13 @@ func newHTTPHandler(node *cluster.Node, reg *prometheus.Registry, logger *slog.L
 			f, err := os.Open(path)
 			if err == nil {
 				defer f.Close()
-				http.ServeContent(w, r, "session.jsonl.zstd", time.Time{}, f)
+				// The writer may be appending newer frames: serve exactly the
+				// frames of this revision.
+				http.ServeContent(w, r, "session.jsonl.zstd", time.Time{}, io.NewSectionReader(f, 0, size))
 				return
 			}
 			logger.Warn("artifact vanished while serving; rendering from state", "err", err)
-			_, _, data, err = node.Artifact(ctx, r.PathValue("id"))
+			_, _, _, data, err = node.Artifact(ctx, r.PathValue("id"))
 			if err != nil {
 				httpError(w, err)
 				return
