@@ -84,3 +84,16 @@ func NotFound(id string) *Error {
 // Quote renders a string the way the reference's template literals do: inside
 // plain double quotes, with no escaping (`session "<id>" not found`).
 func Quote(s string) string { return `"` + s + `"` }
+
+// NotLeaderError says this node is not the leader and names the leader, so the
+// API layer can forward the call there. It never reaches a client: a call that
+// cannot be forwarded fails with NO_LEADER (before it was sent) or
+// OUTCOME_UNKNOWN (after).
+type NotLeaderError struct {
+	LeaderID  string
+	LeaderAPI string // the leader's gRPC address
+}
+
+func (e *NotLeaderError) Error() string {
+	return fmt.Sprintf("not the leader; the leader is %s at %s", e.LeaderID, e.LeaderAPI)
+}

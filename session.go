@@ -84,3 +84,24 @@ type WatchEvent struct {
 	Revision     string
 	AppliedIndex uint64
 }
+
+// NodeStatus is one node's view of the cluster (the Cluster service's Status).
+type NodeStatus struct {
+	NodeID        string
+	State         string // Leader, Follower, Candidate, Shutdown
+	LeaderID      string
+	LeaderAddress string // the leader's gRPC API address
+	Term          uint64
+	CommitIndex   uint64
+	AppliedIndex  uint64
+	ClusterID     string
+}
+
+// Member is one server of the Raft configuration joined with gossip health.
+type Member struct {
+	NodeID      string
+	RaftAddress string
+	APIAddress  string
+	Suffrage    string // Voter, Nonvoter
+	Health      string // alive, suspect, dead, left, unknown
+}

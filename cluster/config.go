@@ -15,8 +15,23 @@ type Config struct {
 	// RaftAdvertise is the address other nodes reach this node's Raft transport at
 	// (defaults to RaftAddr).
 	RaftAdvertise string
-	// Bootstrap makes a node with no Raft state bootstrap a one-voter cluster.
-	Bootstrap bool
+	// APIAdvertise is the gRPC address other nodes and clients reach this
+	// node at (published in gossip; followers forward to the leader's).
+	APIAdvertise string
+	// GossipAddr is the memberlist bind address; GossipAdvertise the address
+	// peers reach it at (defaults to GossipAddr).
+	GossipAddr      string
+	GossipAdvertise string
+	// Join lists gossip seeds (host:port). Empty: a lone node.
+	Join []string
+	// BootstrapExpect is how many servers must see each other before exactly
+	// one cluster is bootstrapped; 0 means: 1 for a lone node (no Join),
+	// otherwise never bootstrap (only join a formed cluster). A node with Raft
+	// state never bootstraps again.
+	BootstrapExpect int
+	// ReconcileInterval is how often the leader folds gossip into the Raft
+	// configuration (also on every membership event).
+	ReconcileInterval time.Duration
 	// HTTPBase is the base URL of this node's HTTP server (for Locate's url).
 	HTTPBase string
 
@@ -53,7 +68,8 @@ func DefaultConfig() Config {
 		NodeID:            "node1",
 		DataDir:           "data",
 		RaftAddr:          "127.0.0.1:7401",
-		Bootstrap:         true,
+		GossipAddr:        "127.0.0.1:7402",
+		ReconcileInterval: time.Second,
 		SnapshotThreshold: 65536,
 		SnapshotInterval:  2 * time.Minute,
 		TrailingLogs:      65536,
@@ -79,6 +95,9 @@ func (c Config) Validate() error {
 	if c.RaftAddr == "" {
 		errs = append(errs, errors.New("raft address must not be empty"))
 	}
+	if c.BootstrapExpect < 0 {
+		errs = append(errs, fmt.Errorf("bootstrap-expect must be >= 0, got %d", c.BootstrapExpect))
+	}
 	if c.InFlight < 1 {
 		errs = append(errs, fmt.Errorf("in-flight entries must be >= 1, got %d", c.InFlight))
 	}
@@ -89,4 +108,13 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("limits: event %d, batch %d bytes, %d events are inconsistent", c.MaxEventBytes, c.MaxBatchBytes, c.MaxBatchCount))
 	}
 	return errors.Join(errs...)
+}
+
+// bootstrapExpect applies DESIGN.md's default: a lone node bootstraps itself;
+// a node given seeds only joins unless told the cluster size.
+func (c Config) bootstrapExpect() int {
+	if c.BootstrapExpect == 0 && len(c.Join) == 0 {
+		return 1
+	}
+	return c.BootstrapExpect
 }

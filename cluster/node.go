@@ -36,6 +36,7 @@ type Node struct {
 	fsm       *fsm.FSM
 	artifacts *fsm.Artifacts
 	raft      *raft.Raft
+	gossip    *gossip
 	metrics   *Metrics
 
 	proposals chan *proposal
@@ -48,6 +49,7 @@ type Node struct {
 	mu          sync.Mutex
 	clusterID   string
 	readyTerm   uint64 // term in which this leader's barrier completed (0: none)
+	remover     func(ctx context.Context, leaderAPI, nodeID string) error
 	closed      bool
 	closeOnce   sync.Once
 	closeResult error
@@ -140,20 +142,23 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 	if n.raft, err = raft.NewRaft(rc, n.fsm, n.local, n.local, n.snaps, n.transport); err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
-	if cfg.Bootstrap && !hasState {
-		f := n.raft.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{
-			Suffrage: raft.Voter, ID: rc.LocalID, Address: n.transport.LocalAddr()}}})
-		if err := f.Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
-			return nil, fmt.Errorf("bootstrap: %w", err)
-		}
+	self := memberMeta{ID: cfg.NodeID, Raft: string(n.transport.LocalAddr()), API: cfg.APIAdvertise,
+		HasState: hasState, ClusterID: n.ClusterID(), Applied: n.fsm.AppliedIndex()}
+	if n.gossip, err = newGossip(cfg, self, logger); err != nil {
+		_ = n.raft.Shutdown().Error()
+		return nil, err
 	}
-	n.wg.Add(4)
+	n.wg.Add(7)
 	go func() { defer n.wg.Done(); n.runSyncer() }()
 	go func() { defer n.wg.Done(); n.artifacts.Run(n.ctx) }()
 	go func() { defer n.wg.Done(); n.runProposer() }()
 	go func() { defer n.wg.Done(); n.runLeadership() }()
+	go func() { defer n.wg.Done(); n.runJoin() }()
+	go func() { defer n.wg.Done(); n.runReconcile() }()
+	go func() { defer n.wg.Done(); n.runBootstrap(hasState) }()
 	ok = true
-	n.logger.Info("node started", "raft_addr", cfg.RaftAddr, "data_dir", cfg.DataDir, "bootstrap", cfg.Bootstrap && !hasState)
+	n.logger.Info("node started", "raft_addr", n.transport.LocalAddr(), "gossip_addr", cfg.GossipAddr,
+		"data_dir", cfg.DataDir, "has_state", hasState, "bootstrap_expect", cfg.bootstrapExpect(), "join", cfg.Join)
 	return n, nil
 }
 
@@ -338,6 +343,28 @@ func (n *Node) Ready() error {
 	return nil
 }
 
+// SetRemover gives the node the way to ask the leader (over its API) to remove
+// a server; cmd/node wires it to the Cluster service's RemoveMember.
+func (n *Node) SetRemover(fn func(ctx context.Context, leaderAPI, nodeID string) error) {
+	n.mu.Lock()
+	n.remover = fn
+	n.mu.Unlock()
+}
+
+func (n *Node) askLeaderToRemove(ctx context.Context) error {
+	_, api := n.leaderAPI()
+	n.mu.Lock()
+	fn := n.remover
+	n.mu.Unlock()
+	if api == "" || fn == nil {
+		return sessionstore.ErrNoLeader
+	}
+	return fn(ctx, api, n.cfg.NodeID)
+}
+
+// GossipAddr is the gossip address other nodes can --join.
+func (n *Node) GossipAddr() string { return n.gossip.addr() }
+
 // Artifacts exposes the artifact writer (HTTP download, tests).
 func (n *Node) Artifacts() *fsm.Artifacts { return n.artifacts }
 
@@ -359,6 +386,16 @@ func (n *Node) Close() error {
 		n.closed = true
 		n.mu.Unlock()
 		var errs []error
+		if n.raft != nil && n.raft.State() == raft.Leader && n.voters() > 1 {
+			// Hand leadership over so the cluster does not wait for an election.
+			if err := n.raft.LeadershipTransfer().Error(); err != nil {
+				n.logger.Warn("leadership transfer at shutdown failed", "err", err)
+			}
+		}
+		if n.gossip != nil {
+			_ = n.gossip.leave(time.Second)
+			_ = n.gossip.shutdown()
+		}
 		if n.raft != nil {
 			if err := n.raft.Shutdown().Error(); err != nil {
 				errs = append(errs, err)
@@ -380,6 +417,43 @@ func (n *Node) Close() error {
 		n.closeResult = errors.Join(errs...)
 	})
 	return n.closeResult
+}
+
+// runJoin contacts the gossip seeds until one answers.
+func (n *Node) runJoin() {
+	if len(n.cfg.Join) == 0 {
+		return
+	}
+	for attempt := 0; ; attempt++ {
+		k, err := n.gossip.join(n.cfg.Join)
+		if err == nil && k > 0 {
+			n.logger.Info("joined the gossip pool", "seeds", n.cfg.Join, "reached", k)
+			return
+		}
+		if attempt%10 == 0 {
+			n.logger.Warn("no gossip seed answered yet; retrying", "seeds", n.cfg.Join, "err", err)
+		}
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// voters counts the voters of the current configuration.
+func (n *Node) voters() int {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return 0
+	}
+	c := 0
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			c++
+		}
+	}
+	return c
 }
 
 func (n *Node) closeStores() error {

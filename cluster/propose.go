@@ -38,7 +38,7 @@ func (n *Node) propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, 
 		return nil, sessionstore.ErrShuttingDown
 	}
 	if n.raft.State() != raft.Leader {
-		return nil, sessionstore.ErrNoLeader
+		return nil, n.notLeader()
 	}
 	p := &proposal{cmd: cmd, size: proto.Size(cmd), done: make(chan proposalResult, 1)}
 	select {

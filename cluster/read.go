@@ -17,7 +17,7 @@ func (n *Node) readBarrier(ctx context.Context, c sessionstore.Consistency) erro
 		return nil
 	}
 	if n.raft.State() != raft.Leader {
-		return sessionstore.ErrNoLeader
+		return n.notLeader()
 	}
 	if !n.isLeaderReady() {
 		return sessionstore.ErrNoLeader

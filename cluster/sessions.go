@@ -451,9 +451,8 @@ func (n *Node) Watch(ctx context.Context, id string, from int64, progress time.D
 	if from < 0 {
 		return sessionstore.Errorf(sessionstore.ReasonInvalidArgument, "from_seq must be non-negative, got %d", from)
 	}
-	if err := n.readBarrier(ctx, sessionstore.Linearizable); err != nil {
-		return err
-	}
+	// Watch serves this node's applied state (DESIGN.md "Cluster"): any node can
+	// serve it, followers included; the stream catches up as the node applies.
 	if progress <= 0 {
 		progress = 5 * time.Second
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sessionstore/sessionstore"
 	pb "github.com/sessionstore/sessionstore/api/sessionpb"
@@ -22,11 +23,13 @@ type Persistence struct {
 	MaxMessageBytes int
 	// WatchProgress is the interval of empty progress messages on Watch.
 	WatchProgress time.Duration
+	fwd           *Forwarder
 }
 
-// NewPersistence returns the service over b.
-func NewPersistence(b Backend, maxMessageBytes int) *Persistence {
-	return &Persistence{b: b, MaxMessageBytes: maxMessageBytes, WatchProgress: 5 * time.Second}
+// NewPersistence returns the service over b; calls a follower cannot serve
+// go to the leader through fwd (nil: answer NO_LEADER instead).
+func NewPersistence(b Backend, maxMessageBytes int, fwd *Forwarder) *Persistence {
+	return &Persistence{b: b, MaxMessageBytes: maxMessageBytes, WatchProgress: 5 * time.Second, fwd: fwd}
 }
 
 // Register adds the service to s.
@@ -45,6 +48,10 @@ func (p *Persistence) Create(ctx context.Context, r *pb.CreateRequest) (*pb.Crea
 		return nil, toStatus(sessionstore.Errorf(sessionstore.ReasonInvalidHeader, "create needs a header"))
 	}
 	if err := p.b.Create(ctx, headerFromPB(r.Header), r.RequestId); err != nil {
+		if nl := leaderOf(err); nl != nil {
+			out := new(pb.CreateResponse)
+			return out, p.fwd.unary(ctx, nl, pb.SessionPersistence_Create_FullMethodName, r, out, true)
+		}
 		return nil, toStatus(err)
 	}
 	return &pb.CreateResponse{}, nil
@@ -53,6 +60,10 @@ func (p *Persistence) Create(ctx context.Context, r *pb.CreateRequest) (*pb.Crea
 func (p *Persistence) Append(ctx context.Context, r *pb.AppendRequest) (*pb.AppendResponse, error) {
 	res, err := p.b.Append(ctx, r.SessionId, toBytes(r.Events), r.LeaseEpoch, r.ExpectedRevision)
 	if err != nil {
+		if nl := leaderOf(err); nl != nil {
+			out := new(pb.AppendResponse)
+			return out, p.fwd.unary(ctx, nl, pb.SessionPersistence_Append_FullMethodName, r, out, true)
+		}
 		return nil, toStatus(err)
 	}
 	return &pb.AppendResponse{Revision: res.Revision, NextSeq: res.NextSeq, Duplicate: res.Duplicate}, nil
@@ -70,6 +81,10 @@ func (p *Persistence) viewToPB(v sessionstore.View) (*pb.SessionView, error) {
 func (p *Persistence) Load(ctx context.Context, r *pb.LoadRequest) (*pb.SessionView, error) {
 	v, err := p.b.Load(ctx, r.SessionId, r.RequestId)
 	if err != nil {
+		if nl := leaderOf(err); nl != nil {
+			out := new(pb.SessionView)
+			return out, p.fwd.unary(ctx, nl, pb.SessionPersistence_Load_FullMethodName, r, out, true)
+		}
 		return nil, toStatus(err)
 	}
 	out, err := p.viewToPB(v)
@@ -79,6 +94,10 @@ func (p *Persistence) Load(ctx context.Context, r *pb.LoadRequest) (*pb.SessionV
 func (p *Persistence) Inspect(ctx context.Context, r *pb.InspectRequest) (*pb.SessionView, error) {
 	v, err := p.b.Inspect(ctx, r.SessionId, consistency(r.Consistency))
 	if err != nil {
+		if nl := leaderOf(err); nl != nil {
+			out := new(pb.SessionView)
+			return out, p.fwd.unary(ctx, nl, pb.SessionPersistence_Inspect_FullMethodName, r, out, false)
+		}
 		return nil, toStatus(err)
 	}
 	out, err := p.viewToPB(v)
@@ -88,6 +107,10 @@ func (p *Persistence) Inspect(ctx context.Context, r *pb.InspectRequest) (*pb.Se
 func (p *Persistence) Prepare(ctx context.Context, r *pb.PrepareRequest) (*pb.PrepareResponse, error) {
 	v, err := p.b.Prepare(ctx, r.SessionId, r.Owner, time.Duration(r.TtlMs)*time.Millisecond, r.RequestId)
 	if err != nil {
+		if nl := leaderOf(err); nl != nil {
+			out := new(pb.PrepareResponse)
+			return out, p.fwd.unary(ctx, nl, pb.SessionPersistence_Prepare_FullMethodName, r, out, true)
+		}
 		return nil, toStatus(err)
 	}
 	out, err := p.viewToPB(v)
@@ -121,6 +144,11 @@ func streamView(v sessionstore.View, send func(*pb.SessionViewPart) error) error
 func (p *Persistence) LoadStream(r *pb.LoadRequest, s grpc.ServerStreamingServer[pb.SessionViewPart]) error {
 	v, err := p.b.Load(s.Context(), r.SessionId, r.RequestId)
 	if err != nil {
+		if nl := leaderOf(err); nl != nil {
+			return p.fwd.stream(s.Context(), nl, pb.SessionPersistence_LoadStream_FullMethodName, r,
+				func() proto.Message { return new(pb.SessionViewPart) },
+				func(m proto.Message) error { return s.Send(m.(*pb.SessionViewPart)) }, true)
+		}
 		return toStatus(err)
 	}
 	return streamView(v, s.Send)
@@ -129,6 +157,11 @@ func (p *Persistence) LoadStream(r *pb.LoadRequest, s grpc.ServerStreamingServer
 func (p *Persistence) InspectStream(r *pb.InspectRequest, s grpc.ServerStreamingServer[pb.SessionViewPart]) error {
 	v, err := p.b.Inspect(s.Context(), r.SessionId, consistency(r.Consistency))
 	if err != nil {
+		if nl := leaderOf(err); nl != nil {
+			return p.fwd.stream(s.Context(), nl, pb.SessionPersistence_InspectStream_FullMethodName, r,
+				func() proto.Message { return new(pb.SessionViewPart) },
+				func(m proto.Message) error { return s.Send(m.(*pb.SessionViewPart)) }, false)
+		}
 		return toStatus(err)
 	}
 	return streamView(v, s.Send)
@@ -137,6 +170,11 @@ func (p *Persistence) InspectStream(r *pb.InspectRequest, s grpc.ServerStreaming
 func (p *Persistence) PrepareStream(r *pb.PrepareRequest, s grpc.ServerStreamingServer[pb.SessionViewPart]) error {
 	v, err := p.b.Prepare(s.Context(), r.SessionId, r.Owner, time.Duration(r.TtlMs)*time.Millisecond, r.RequestId)
 	if err != nil {
+		if nl := leaderOf(err); nl != nil {
+			return p.fwd.stream(s.Context(), nl, pb.SessionPersistence_PrepareStream_FullMethodName, r,
+				func() proto.Message { return new(pb.SessionViewPart) },
+				func(m proto.Message) error { return s.Send(m.(*pb.SessionViewPart)) }, true)
+		}
 		return toStatus(err)
 	}
 	return streamView(v, s.Send)
@@ -149,6 +187,10 @@ func (p *Persistence) KeepAlive(ctx context.Context, r *pb.KeepAliveRequest) (*p
 	}
 	out, err := p.b.KeepAlive(ctx, sessionstore.Lease{SessionID: l.SessionId, Owner: l.Owner, Epoch: l.Epoch}, r.RequestId)
 	if err != nil {
+		if nl := leaderOf(err); nl != nil {
+			out := new(pb.KeepAliveResponse)
+			return out, p.fwd.unary(ctx, nl, pb.SessionPersistence_KeepAlive_FullMethodName, r, out, true)
+		}
 		return nil, toStatus(err)
 	}
 	return &pb.KeepAliveResponse{Lease: leaseToPB(&out)}, nil
@@ -156,6 +198,10 @@ func (p *Persistence) KeepAlive(ctx context.Context, r *pb.KeepAliveRequest) (*p
 
 func (p *Persistence) Release(ctx context.Context, r *pb.ReleaseRequest) (*pb.ReleaseResponse, error) {
 	if err := p.b.Release(ctx, r.SessionId, r.LeaseEpoch, r.RequestId); err != nil {
+		if nl := leaderOf(err); nl != nil {
+			out := new(pb.ReleaseResponse)
+			return out, p.fwd.unary(ctx, nl, pb.SessionPersistence_Release_FullMethodName, r, out, true)
+		}
 		return nil, toStatus(err)
 	}
 	return &pb.ReleaseResponse{}, nil
@@ -164,6 +210,11 @@ func (p *Persistence) Release(ctx context.Context, r *pb.ReleaseRequest) (*pb.Re
 func (p *Persistence) ReadFrom(r *pb.ReadFromRequest, s grpc.ServerStreamingServer[pb.ReadFromResponse]) error {
 	h, events, err := p.b.ReadFrom(s.Context(), r.SessionId, r.FromSeq, consistency(r.Consistency))
 	if err != nil {
+		if nl := leaderOf(err); nl != nil {
+			return p.fwd.stream(s.Context(), nl, pb.SessionPersistence_ReadFrom_FullMethodName, r,
+				func() proto.Message { return new(pb.ReadFromResponse) },
+				func(m proto.Message) error { return s.Send(m.(*pb.ReadFromResponse)) }, false)
+		}
 		return toStatus(err)
 	}
 	parts := chunks(events, ChunkBytes)
@@ -186,6 +237,11 @@ func (p *Persistence) ReadFrom(r *pb.ReadFromRequest, s grpc.ServerStreamingServ
 func (p *Persistence) ReadRaw(r *pb.ReadRawRequest, s grpc.ServerStreamingServer[pb.ReadRawResponse]) error {
 	h, _, text, err := p.b.RawText(s.Context(), r.SessionId)
 	if err != nil {
+		if nl := leaderOf(err); nl != nil {
+			return p.fwd.stream(s.Context(), nl, pb.SessionPersistence_ReadRaw_FullMethodName, r,
+				func() proto.Message { return new(pb.ReadRawResponse) },
+				func(m proto.Message) error { return s.Send(m.(*pb.ReadRawResponse)) }, false)
+		}
 		return toStatus(err)
 	}
 	first := true
@@ -207,6 +263,10 @@ func (p *Persistence) ReadRaw(r *pb.ReadRawRequest, s grpc.ServerStreamingServer
 func (p *Persistence) List(ctx context.Context, r *pb.ListRequest) (*pb.ListResponse, error) {
 	snaps, next, err := p.b.List(ctx, consistency(r.Consistency), int(r.PageSize), r.PageToken, r.CwdPrefix)
 	if err != nil {
+		if nl := leaderOf(err); nl != nil {
+			out := new(pb.ListResponse)
+			return out, p.fwd.unary(ctx, nl, pb.SessionPersistence_List_FullMethodName, r, out, false)
+		}
 		return nil, toStatus(err)
 	}
 	out := &pb.ListResponse{NextPageToken: next}
@@ -219,6 +279,10 @@ func (p *Persistence) List(ctx context.Context, r *pb.ListRequest) (*pb.ListResp
 func (p *Persistence) ListSnapshots(ctx context.Context, r *pb.ListSnapshotsRequest) (*pb.ListSnapshotsResponse, error) {
 	snaps, next, err := p.b.List(ctx, consistency(r.Consistency), int(r.PageSize), r.PageToken, r.CwdPrefix)
 	if err != nil {
+		if nl := leaderOf(err); nl != nil {
+			out := new(pb.ListSnapshotsResponse)
+			return out, p.fwd.unary(ctx, nl, pb.SessionPersistence_ListSnapshots_FullMethodName, r, out, false)
+		}
 		return nil, toStatus(err)
 	}
 	out := &pb.ListSnapshotsResponse{NextPageToken: next}

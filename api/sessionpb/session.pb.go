@@ -1758,6 +1758,546 @@ func (x *WatchResponse) GetAppliedIndex() uint64 {
 	return 0
 }
 
+type StatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatusRequest) Reset() {
+	*x = StatusRequest{}
+	mi := &file_api_sessionpb_session_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatusRequest) ProtoMessage() {}
+
+func (x *StatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_sessionpb_session_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
+func (*StatusRequest) Descriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{29}
+}
+
+// StatusResponse is one node's view of the cluster.
+type StatusResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The serving node's id.
+	NodeId string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Its Raft state: Leader, Follower, Candidate or Shutdown.
+	State string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	// The leader this node knows (empty: none).
+	LeaderId string `protobuf:"bytes,3,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	// The leader's gRPC API address (empty: none or unknown).
+	LeaderAddress string `protobuf:"bytes,4,opt,name=leader_address,json=leaderAddress,proto3" json:"leader_address,omitempty"`
+	// The current Raft term.
+	Term uint64 `protobuf:"varint,5,opt,name=term,proto3" json:"term,omitempty"`
+	// The highest log index known committed.
+	CommitIndex uint64 `protobuf:"varint,6,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
+	// The highest log index applied to this node's state.
+	AppliedIndex uint64 `protobuf:"varint,7,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// The cluster's identity (qualifies revisions).
+	ClusterId     string `protobuf:"bytes,8,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatusResponse) Reset() {
+	*x = StatusResponse{}
+	mi := &file_api_sessionpb_session_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatusResponse) ProtoMessage() {}
+
+func (x *StatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_sessionpb_session_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
+func (*StatusResponse) Descriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *StatusResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetLeaderId() string {
+	if x != nil {
+		return x.LeaderId
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetLeaderAddress() string {
+	if x != nil {
+		return x.LeaderAddress
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetCommitIndex() uint64 {
+	if x != nil {
+		return x.CommitIndex
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+type MembersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MembersRequest) Reset() {
+	*x = MembersRequest{}
+	mi := &file_api_sessionpb_session_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MembersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MembersRequest) ProtoMessage() {}
+
+func (x *MembersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_sessionpb_session_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
+func (*MembersRequest) Descriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{31}
+}
+
+type MembersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Members       []*Member              `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MembersResponse) Reset() {
+	*x = MembersResponse{}
+	mi := &file_api_sessionpb_session_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MembersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MembersResponse) ProtoMessage() {}
+
+func (x *MembersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_sessionpb_session_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
+func (*MembersResponse) Descriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *MembersResponse) GetMembers() []*Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+// Member is one server of the Raft configuration joined with gossip health.
+type Member struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// The address Raft peers reach it at.
+	RaftAddress string `protobuf:"bytes,2,opt,name=raft_address,json=raftAddress,proto3" json:"raft_address,omitempty"`
+	// Its gRPC API address (empty if gossip has not told it yet).
+	ApiAddress string `protobuf:"bytes,3,opt,name=api_address,json=apiAddress,proto3" json:"api_address,omitempty"`
+	// Voter or Nonvoter.
+	Suffrage string `protobuf:"bytes,4,opt,name=suffrage,proto3" json:"suffrage,omitempty"`
+	// Gossip health: alive, suspect, dead, left or unknown.
+	Health        string `protobuf:"bytes,5,opt,name=health,proto3" json:"health,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Member) Reset() {
+	*x = Member{}
+	mi := &file_api_sessionpb_session_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Member) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Member) ProtoMessage() {}
+
+func (x *Member) ProtoReflect() protoreflect.Message {
+	mi := &file_api_sessionpb_session_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Member.ProtoReflect.Descriptor instead.
+func (*Member) Descriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *Member) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *Member) GetRaftAddress() string {
+	if x != nil {
+		return x.RaftAddress
+	}
+	return ""
+}
+
+func (x *Member) GetApiAddress() string {
+	if x != nil {
+		return x.ApiAddress
+	}
+	return ""
+}
+
+func (x *Member) GetSuffrage() string {
+	if x != nil {
+		return x.Suffrage
+	}
+	return ""
+}
+
+func (x *Member) GetHealth() string {
+	if x != nil {
+		return x.Health
+	}
+	return ""
+}
+
+type TransferLeadershipRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node to hand leadership to; empty: any suitable node.
+	ToNodeId      string `protobuf:"bytes,1,opt,name=to_node_id,json=toNodeId,proto3" json:"to_node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferLeadershipRequest) Reset() {
+	*x = TransferLeadershipRequest{}
+	mi := &file_api_sessionpb_session_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferLeadershipRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferLeadershipRequest) ProtoMessage() {}
+
+func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_sessionpb_session_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
+func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *TransferLeadershipRequest) GetToNodeId() string {
+	if x != nil {
+		return x.ToNodeId
+	}
+	return ""
+}
+
+type TransferLeadershipResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferLeadershipResponse) Reset() {
+	*x = TransferLeadershipResponse{}
+	mi := &file_api_sessionpb_session_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferLeadershipResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferLeadershipResponse) ProtoMessage() {}
+
+func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_sessionpb_session_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
+func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{35}
+}
+
+type RemoveMemberRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The server to remove from the Raft configuration.
+	NodeId        string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveMemberRequest) Reset() {
+	*x = RemoveMemberRequest{}
+	mi := &file_api_sessionpb_session_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveMemberRequest) ProtoMessage() {}
+
+func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_sessionpb_session_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
+func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *RemoveMemberRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+type RemoveMemberResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveMemberResponse) Reset() {
+	*x = RemoveMemberResponse{}
+	mi := &file_api_sessionpb_session_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveMemberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveMemberResponse) ProtoMessage() {}
+
+func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_sessionpb_session_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
+func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{37}
+}
+
+type LeaveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaveRequest) Reset() {
+	*x = LeaveRequest{}
+	mi := &file_api_sessionpb_session_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaveRequest) ProtoMessage() {}
+
+func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_sessionpb_session_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
+func (*LeaveRequest) Descriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{38}
+}
+
+type LeaveResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaveResponse) Reset() {
+	*x = LeaveResponse{}
+	mi := &file_api_sessionpb_session_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaveResponse) ProtoMessage() {}
+
+func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_sessionpb_session_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
+func (*LeaveResponse) Descriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{39}
+}
+
 var File_api_sessionpb_session_proto protoreflect.FileDescriptor
 
 const file_api_sessionpb_session_proto_rawDesc = "" +
@@ -1896,7 +2436,37 @@ const file_api_sessionpb_session_proto_rawDesc = "" +
 	"\rWatchResponse\x12\x16\n" +
 	"\x06events\x18\x01 \x03(\tR\x06events\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\tR\brevision\x12#\n" +
-	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex**\n" +
+	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"\x0f\n" +
+	"\rStatusRequest\"\xfe\x01\n" +
+	"\x0eStatusResponse\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1b\n" +
+	"\tleader_id\x18\x03 \x01(\tR\bleaderId\x12%\n" +
+	"\x0eleader_address\x18\x04 \x01(\tR\rleaderAddress\x12\x12\n" +
+	"\x04term\x18\x05 \x01(\x04R\x04term\x12!\n" +
+	"\fcommit_index\x18\x06 \x01(\x04R\vcommitIndex\x12#\n" +
+	"\rapplied_index\x18\a \x01(\x04R\fappliedIndex\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\b \x01(\tR\tclusterId\"\x10\n" +
+	"\x0eMembersRequest\"D\n" +
+	"\x0fMembersResponse\x121\n" +
+	"\amembers\x18\x01 \x03(\v2\x17.sessionstore.v1.MemberR\amembers\"\x99\x01\n" +
+	"\x06Member\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
+	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12\x1f\n" +
+	"\vapi_address\x18\x03 \x01(\tR\n" +
+	"apiAddress\x12\x1a\n" +
+	"\bsuffrage\x18\x04 \x01(\tR\bsuffrage\x12\x16\n" +
+	"\x06health\x18\x05 \x01(\tR\x06health\"9\n" +
+	"\x19TransferLeadershipRequest\x12\x1c\n" +
+	"\n" +
+	"to_node_id\x18\x01 \x01(\tR\btoNodeId\"\x1c\n" +
+	"\x1aTransferLeadershipResponse\".\n" +
+	"\x13RemoveMemberRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\x16\n" +
+	"\x14RemoveMemberResponse\"\x0e\n" +
+	"\fLeaveRequest\"\x0f\n" +
+	"\rLeaveResponse**\n" +
 	"\vConsistency\x12\x10\n" +
 	"\fLINEARIZABLE\x10\x00\x12\t\n" +
 	"\x05STALE\x10\x012\x81\n" +
@@ -1918,7 +2488,13 @@ const file_api_sessionpb_session_proto_rawDesc = "" +
 	"\aReadRaw\x12\x1f.sessionstore.v1.ReadRawRequest\x1a .sessionstore.v1.ReadRawResponse0\x01\x12C\n" +
 	"\x04List\x12\x1c.sessionstore.v1.ListRequest\x1a\x1d.sessionstore.v1.ListResponse\x12^\n" +
 	"\rListSnapshots\x12%.sessionstore.v1.ListSnapshotsRequest\x1a&.sessionstore.v1.ListSnapshotsResponse\x12H\n" +
-	"\x05Watch\x12\x1d.sessionstore.v1.WatchRequest\x1a\x1e.sessionstore.v1.WatchResponse0\x01B4Z2github.com/sessionstore/sessionstore/api/sessionpbb\x06proto3"
+	"\x05Watch\x12\x1d.sessionstore.v1.WatchRequest\x1a\x1e.sessionstore.v1.WatchResponse0\x012\xb6\x03\n" +
+	"\aCluster\x12I\n" +
+	"\x06Status\x12\x1e.sessionstore.v1.StatusRequest\x1a\x1f.sessionstore.v1.StatusResponse\x12L\n" +
+	"\aMembers\x12\x1f.sessionstore.v1.MembersRequest\x1a .sessionstore.v1.MembersResponse\x12m\n" +
+	"\x12TransferLeadership\x12*.sessionstore.v1.TransferLeadershipRequest\x1a+.sessionstore.v1.TransferLeadershipResponse\x12[\n" +
+	"\fRemoveMember\x12$.sessionstore.v1.RemoveMemberRequest\x1a%.sessionstore.v1.RemoveMemberResponse\x12F\n" +
+	"\x05Leave\x12\x1d.sessionstore.v1.LeaveRequest\x1a\x1e.sessionstore.v1.LeaveResponseB4Z2github.com/sessionstore/sessionstore/api/sessionpbb\x06proto3"
 
 var (
 	file_api_sessionpb_session_proto_rawDescOnce sync.Once
@@ -1933,38 +2509,49 @@ func file_api_sessionpb_session_proto_rawDescGZIP() []byte {
 }
 
 var file_api_sessionpb_session_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_api_sessionpb_session_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_api_sessionpb_session_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_api_sessionpb_session_proto_goTypes = []any{
-	(Consistency)(0),              // 0: sessionstore.v1.Consistency
-	(*SessionHeader)(nil),         // 1: sessionstore.v1.SessionHeader
-	(*SessionView)(nil),           // 2: sessionstore.v1.SessionView
-	(*Lease)(nil),                 // 3: sessionstore.v1.Lease
-	(*LocateRequest)(nil),         // 4: sessionstore.v1.LocateRequest
-	(*LocateResponse)(nil),        // 5: sessionstore.v1.LocateResponse
-	(*CreateRequest)(nil),         // 6: sessionstore.v1.CreateRequest
-	(*CreateResponse)(nil),        // 7: sessionstore.v1.CreateResponse
-	(*AppendRequest)(nil),         // 8: sessionstore.v1.AppendRequest
-	(*AppendResponse)(nil),        // 9: sessionstore.v1.AppendResponse
-	(*LoadRequest)(nil),           // 10: sessionstore.v1.LoadRequest
-	(*InspectRequest)(nil),        // 11: sessionstore.v1.InspectRequest
-	(*PrepareRequest)(nil),        // 12: sessionstore.v1.PrepareRequest
-	(*PrepareResponse)(nil),       // 13: sessionstore.v1.PrepareResponse
-	(*SessionViewPart)(nil),       // 14: sessionstore.v1.SessionViewPart
-	(*KeepAliveRequest)(nil),      // 15: sessionstore.v1.KeepAliveRequest
-	(*KeepAliveResponse)(nil),     // 16: sessionstore.v1.KeepAliveResponse
-	(*ReleaseRequest)(nil),        // 17: sessionstore.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),       // 18: sessionstore.v1.ReleaseResponse
-	(*ReadFromRequest)(nil),       // 19: sessionstore.v1.ReadFromRequest
-	(*ReadFromResponse)(nil),      // 20: sessionstore.v1.ReadFromResponse
-	(*ReadRawRequest)(nil),        // 21: sessionstore.v1.ReadRawRequest
-	(*ReadRawResponse)(nil),       // 22: sessionstore.v1.ReadRawResponse
-	(*ListRequest)(nil),           // 23: sessionstore.v1.ListRequest
-	(*ListResponse)(nil),          // 24: sessionstore.v1.ListResponse
-	(*ListSnapshotsRequest)(nil),  // 25: sessionstore.v1.ListSnapshotsRequest
-	(*SessionSnapshot)(nil),       // 26: sessionstore.v1.SessionSnapshot
-	(*ListSnapshotsResponse)(nil), // 27: sessionstore.v1.ListSnapshotsResponse
-	(*WatchRequest)(nil),          // 28: sessionstore.v1.WatchRequest
-	(*WatchResponse)(nil),         // 29: sessionstore.v1.WatchResponse
+	(Consistency)(0),                   // 0: sessionstore.v1.Consistency
+	(*SessionHeader)(nil),              // 1: sessionstore.v1.SessionHeader
+	(*SessionView)(nil),                // 2: sessionstore.v1.SessionView
+	(*Lease)(nil),                      // 3: sessionstore.v1.Lease
+	(*LocateRequest)(nil),              // 4: sessionstore.v1.LocateRequest
+	(*LocateResponse)(nil),             // 5: sessionstore.v1.LocateResponse
+	(*CreateRequest)(nil),              // 6: sessionstore.v1.CreateRequest
+	(*CreateResponse)(nil),             // 7: sessionstore.v1.CreateResponse
+	(*AppendRequest)(nil),              // 8: sessionstore.v1.AppendRequest
+	(*AppendResponse)(nil),             // 9: sessionstore.v1.AppendResponse
+	(*LoadRequest)(nil),                // 10: sessionstore.v1.LoadRequest
+	(*InspectRequest)(nil),             // 11: sessionstore.v1.InspectRequest
+	(*PrepareRequest)(nil),             // 12: sessionstore.v1.PrepareRequest
+	(*PrepareResponse)(nil),            // 13: sessionstore.v1.PrepareResponse
+	(*SessionViewPart)(nil),            // 14: sessionstore.v1.SessionViewPart
+	(*KeepAliveRequest)(nil),           // 15: sessionstore.v1.KeepAliveRequest
+	(*KeepAliveResponse)(nil),          // 16: sessionstore.v1.KeepAliveResponse
+	(*ReleaseRequest)(nil),             // 17: sessionstore.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),            // 18: sessionstore.v1.ReleaseResponse
+	(*ReadFromRequest)(nil),            // 19: sessionstore.v1.ReadFromRequest
+	(*ReadFromResponse)(nil),           // 20: sessionstore.v1.ReadFromResponse
+	(*ReadRawRequest)(nil),             // 21: sessionstore.v1.ReadRawRequest
+	(*ReadRawResponse)(nil),            // 22: sessionstore.v1.ReadRawResponse
+	(*ListRequest)(nil),                // 23: sessionstore.v1.ListRequest
+	(*ListResponse)(nil),               // 24: sessionstore.v1.ListResponse
+	(*ListSnapshotsRequest)(nil),       // 25: sessionstore.v1.ListSnapshotsRequest
+	(*SessionSnapshot)(nil),            // 26: sessionstore.v1.SessionSnapshot
+	(*ListSnapshotsResponse)(nil),      // 27: sessionstore.v1.ListSnapshotsResponse
+	(*WatchRequest)(nil),               // 28: sessionstore.v1.WatchRequest
+	(*WatchResponse)(nil),              // 29: sessionstore.v1.WatchResponse
+	(*StatusRequest)(nil),              // 30: sessionstore.v1.StatusRequest
+	(*StatusResponse)(nil),             // 31: sessionstore.v1.StatusResponse
+	(*MembersRequest)(nil),             // 32: sessionstore.v1.MembersRequest
+	(*MembersResponse)(nil),            // 33: sessionstore.v1.MembersResponse
+	(*Member)(nil),                     // 34: sessionstore.v1.Member
+	(*TransferLeadershipRequest)(nil),  // 35: sessionstore.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 36: sessionstore.v1.TransferLeadershipResponse
+	(*RemoveMemberRequest)(nil),        // 37: sessionstore.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),       // 38: sessionstore.v1.RemoveMemberResponse
+	(*LeaveRequest)(nil),               // 39: sessionstore.v1.LeaveRequest
+	(*LeaveResponse)(nil),              // 40: sessionstore.v1.LeaveResponse
 }
 var file_api_sessionpb_session_proto_depIdxs = []int32{
 	1,  // 0: sessionstore.v1.SessionView.header:type_name -> sessionstore.v1.SessionHeader
@@ -1985,43 +2572,54 @@ var file_api_sessionpb_session_proto_depIdxs = []int32{
 	0,  // 15: sessionstore.v1.ListSnapshotsRequest.consistency:type_name -> sessionstore.v1.Consistency
 	1,  // 16: sessionstore.v1.SessionSnapshot.header:type_name -> sessionstore.v1.SessionHeader
 	26, // 17: sessionstore.v1.ListSnapshotsResponse.snapshots:type_name -> sessionstore.v1.SessionSnapshot
-	4,  // 18: sessionstore.v1.SessionPersistence.Locate:input_type -> sessionstore.v1.LocateRequest
-	6,  // 19: sessionstore.v1.SessionPersistence.Create:input_type -> sessionstore.v1.CreateRequest
-	8,  // 20: sessionstore.v1.SessionPersistence.Append:input_type -> sessionstore.v1.AppendRequest
-	10, // 21: sessionstore.v1.SessionPersistence.Load:input_type -> sessionstore.v1.LoadRequest
-	11, // 22: sessionstore.v1.SessionPersistence.Inspect:input_type -> sessionstore.v1.InspectRequest
-	12, // 23: sessionstore.v1.SessionPersistence.Prepare:input_type -> sessionstore.v1.PrepareRequest
-	10, // 24: sessionstore.v1.SessionPersistence.LoadStream:input_type -> sessionstore.v1.LoadRequest
-	11, // 25: sessionstore.v1.SessionPersistence.InspectStream:input_type -> sessionstore.v1.InspectRequest
-	12, // 26: sessionstore.v1.SessionPersistence.PrepareStream:input_type -> sessionstore.v1.PrepareRequest
-	15, // 27: sessionstore.v1.SessionPersistence.KeepAlive:input_type -> sessionstore.v1.KeepAliveRequest
-	17, // 28: sessionstore.v1.SessionPersistence.Release:input_type -> sessionstore.v1.ReleaseRequest
-	19, // 29: sessionstore.v1.SessionPersistence.ReadFrom:input_type -> sessionstore.v1.ReadFromRequest
-	21, // 30: sessionstore.v1.SessionPersistence.ReadRaw:input_type -> sessionstore.v1.ReadRawRequest
-	23, // 31: sessionstore.v1.SessionPersistence.List:input_type -> sessionstore.v1.ListRequest
-	25, // 32: sessionstore.v1.SessionPersistence.ListSnapshots:input_type -> sessionstore.v1.ListSnapshotsRequest
-	28, // 33: sessionstore.v1.SessionPersistence.Watch:input_type -> sessionstore.v1.WatchRequest
-	5,  // 34: sessionstore.v1.SessionPersistence.Locate:output_type -> sessionstore.v1.LocateResponse
-	7,  // 35: sessionstore.v1.SessionPersistence.Create:output_type -> sessionstore.v1.CreateResponse
-	9,  // 36: sessionstore.v1.SessionPersistence.Append:output_type -> sessionstore.v1.AppendResponse
-	2,  // 37: sessionstore.v1.SessionPersistence.Load:output_type -> sessionstore.v1.SessionView
-	2,  // 38: sessionstore.v1.SessionPersistence.Inspect:output_type -> sessionstore.v1.SessionView
-	13, // 39: sessionstore.v1.SessionPersistence.Prepare:output_type -> sessionstore.v1.PrepareResponse
-	14, // 40: sessionstore.v1.SessionPersistence.LoadStream:output_type -> sessionstore.v1.SessionViewPart
-	14, // 41: sessionstore.v1.SessionPersistence.InspectStream:output_type -> sessionstore.v1.SessionViewPart
-	14, // 42: sessionstore.v1.SessionPersistence.PrepareStream:output_type -> sessionstore.v1.SessionViewPart
-	16, // 43: sessionstore.v1.SessionPersistence.KeepAlive:output_type -> sessionstore.v1.KeepAliveResponse
-	18, // 44: sessionstore.v1.SessionPersistence.Release:output_type -> sessionstore.v1.ReleaseResponse
-	20, // 45: sessionstore.v1.SessionPersistence.ReadFrom:output_type -> sessionstore.v1.ReadFromResponse
-	22, // 46: sessionstore.v1.SessionPersistence.ReadRaw:output_type -> sessionstore.v1.ReadRawResponse
-	24, // 47: sessionstore.v1.SessionPersistence.List:output_type -> sessionstore.v1.ListResponse
-	27, // 48: sessionstore.v1.SessionPersistence.ListSnapshots:output_type -> sessionstore.v1.ListSnapshotsResponse
-	29, // 49: sessionstore.v1.SessionPersistence.Watch:output_type -> sessionstore.v1.WatchResponse
-	34, // [34:50] is the sub-list for method output_type
-	18, // [18:34] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	34, // 18: sessionstore.v1.MembersResponse.members:type_name -> sessionstore.v1.Member
+	4,  // 19: sessionstore.v1.SessionPersistence.Locate:input_type -> sessionstore.v1.LocateRequest
+	6,  // 20: sessionstore.v1.SessionPersistence.Create:input_type -> sessionstore.v1.CreateRequest
+	8,  // 21: sessionstore.v1.SessionPersistence.Append:input_type -> sessionstore.v1.AppendRequest
+	10, // 22: sessionstore.v1.SessionPersistence.Load:input_type -> sessionstore.v1.LoadRequest
+	11, // 23: sessionstore.v1.SessionPersistence.Inspect:input_type -> sessionstore.v1.InspectRequest
+	12, // 24: sessionstore.v1.SessionPersistence.Prepare:input_type -> sessionstore.v1.PrepareRequest
+	10, // 25: sessionstore.v1.SessionPersistence.LoadStream:input_type -> sessionstore.v1.LoadRequest
+	11, // 26: sessionstore.v1.SessionPersistence.InspectStream:input_type -> sessionstore.v1.InspectRequest
+	12, // 27: sessionstore.v1.SessionPersistence.PrepareStream:input_type -> sessionstore.v1.PrepareRequest
+	15, // 28: sessionstore.v1.SessionPersistence.KeepAlive:input_type -> sessionstore.v1.KeepAliveRequest
+	17, // 29: sessionstore.v1.SessionPersistence.Release:input_type -> sessionstore.v1.ReleaseRequest
+	19, // 30: sessionstore.v1.SessionPersistence.ReadFrom:input_type -> sessionstore.v1.ReadFromRequest
+	21, // 31: sessionstore.v1.SessionPersistence.ReadRaw:input_type -> sessionstore.v1.ReadRawRequest
+	23, // 32: sessionstore.v1.SessionPersistence.List:input_type -> sessionstore.v1.ListRequest
+	25, // 33: sessionstore.v1.SessionPersistence.ListSnapshots:input_type -> sessionstore.v1.ListSnapshotsRequest
+	28, // 34: sessionstore.v1.SessionPersistence.Watch:input_type -> sessionstore.v1.WatchRequest
+	30, // 35: sessionstore.v1.Cluster.Status:input_type -> sessionstore.v1.StatusRequest
+	32, // 36: sessionstore.v1.Cluster.Members:input_type -> sessionstore.v1.MembersRequest
+	35, // 37: sessionstore.v1.Cluster.TransferLeadership:input_type -> sessionstore.v1.TransferLeadershipRequest
+	37, // 38: sessionstore.v1.Cluster.RemoveMember:input_type -> sessionstore.v1.RemoveMemberRequest
+	39, // 39: sessionstore.v1.Cluster.Leave:input_type -> sessionstore.v1.LeaveRequest
+	5,  // 40: sessionstore.v1.SessionPersistence.Locate:output_type -> sessionstore.v1.LocateResponse
+	7,  // 41: sessionstore.v1.SessionPersistence.Create:output_type -> sessionstore.v1.CreateResponse
+	9,  // 42: sessionstore.v1.SessionPersistence.Append:output_type -> sessionstore.v1.AppendResponse
+	2,  // 43: sessionstore.v1.SessionPersistence.Load:output_type -> sessionstore.v1.SessionView
+	2,  // 44: sessionstore.v1.SessionPersistence.Inspect:output_type -> sessionstore.v1.SessionView
+	13, // 45: sessionstore.v1.SessionPersistence.Prepare:output_type -> sessionstore.v1.PrepareResponse
+	14, // 46: sessionstore.v1.SessionPersistence.LoadStream:output_type -> sessionstore.v1.SessionViewPart
+	14, // 47: sessionstore.v1.SessionPersistence.InspectStream:output_type -> sessionstore.v1.SessionViewPart
+	14, // 48: sessionstore.v1.SessionPersistence.PrepareStream:output_type -> sessionstore.v1.SessionViewPart
+	16, // 49: sessionstore.v1.SessionPersistence.KeepAlive:output_type -> sessionstore.v1.KeepAliveResponse
+	18, // 50: sessionstore.v1.SessionPersistence.Release:output_type -> sessionstore.v1.ReleaseResponse
+	20, // 51: sessionstore.v1.SessionPersistence.ReadFrom:output_type -> sessionstore.v1.ReadFromResponse
+	22, // 52: sessionstore.v1.SessionPersistence.ReadRaw:output_type -> sessionstore.v1.ReadRawResponse
+	24, // 53: sessionstore.v1.SessionPersistence.List:output_type -> sessionstore.v1.ListResponse
+	27, // 54: sessionstore.v1.SessionPersistence.ListSnapshots:output_type -> sessionstore.v1.ListSnapshotsResponse
+	29, // 55: sessionstore.v1.SessionPersistence.Watch:output_type -> sessionstore.v1.WatchResponse
+	31, // 56: sessionstore.v1.Cluster.Status:output_type -> sessionstore.v1.StatusResponse
+	33, // 57: sessionstore.v1.Cluster.Members:output_type -> sessionstore.v1.MembersResponse
+	36, // 58: sessionstore.v1.Cluster.TransferLeadership:output_type -> sessionstore.v1.TransferLeadershipResponse
+	38, // 59: sessionstore.v1.Cluster.RemoveMember:output_type -> sessionstore.v1.RemoveMemberResponse
+	40, // 60: sessionstore.v1.Cluster.Leave:output_type -> sessionstore.v1.LeaveResponse
+	40, // [40:61] is the sub-list for method output_type
+	19, // [19:40] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_api_sessionpb_session_proto_init() }
@@ -2036,9 +2634,9 @@ func file_api_sessionpb_session_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_sessionpb_session_proto_rawDesc), len(file_api_sessionpb_session_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   29,
+			NumMessages:   40,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   2,
 		},
 		GoTypes:           file_api_sessionpb_session_proto_goTypes,
 		DependencyIndexes: file_api_sessionpb_session_proto_depIdxs,

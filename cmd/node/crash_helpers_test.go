@@ -153,13 +153,14 @@ type crRun struct {
 // crNode is the real binary on one data directory. Its ports are picked once
 // and reused by every run, so one client connection follows the restarts.
 type crNode struct {
-	t        *testing.T
-	bin      string
-	Dir      string
-	GRPCAddr string
-	HTTPAddr string
-	RaftAddr string
-	Extra    []string // flags added to every run
+	t          *testing.T
+	bin        string
+	Dir        string
+	GRPCAddr   string
+	HTTPAddr   string
+	RaftAddr   string
+	GossipAddr string
+	Extra      []string // flags added to every run
 
 	runs []*crRun
 	cur  *crRun // the running process, nil when stopped
@@ -170,7 +171,7 @@ type crNode struct {
 // printed.
 func crNewNode(t *testing.T, bin, dir string, extra ...string) *crNode {
 	t.Helper()
-	n := &crNode{t: t, bin: bin, Dir: dir, GRPCAddr: crFreeAddr(t), HTTPAddr: crFreeAddr(t), RaftAddr: crFreeAddr(t), Extra: extra}
+	n := &crNode{t: t, bin: bin, Dir: dir, GRPCAddr: crFreeAddr(t), HTTPAddr: crFreeAddr(t), RaftAddr: crFreeAddr(t), GossipAddr: crFreeAddr(t), Extra: extra}
 	t.Cleanup(func() {
 		if n.cur != nil {
 			_ = n.cur.cmd.Process.Kill()
@@ -207,7 +208,7 @@ func (n *crNode) Start() {
 		n.t.Fatalf("node run %d is still running", n.cur.n)
 	}
 	args := []string{"serve", "--node-id", "crash-node", "--data-dir", n.Dir, "--grpc-addr", n.GRPCAddr,
-		"--http-addr", n.HTTPAddr, "--raft-addr", n.RaftAddr}
+		"--http-addr", n.HTTPAddr, "--raft-addr", n.RaftAddr, "--gossip-addr", n.GossipAddr}
 	args = append(args, n.Extra...)
 	r := &crRun{n: len(n.runs) + 1, args: args, log: &crBuffer{}, exited: make(chan struct{})}
 	r.cmd = exec.Command(n.bin, args...)

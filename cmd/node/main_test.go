@@ -17,12 +17,22 @@ type testNode struct {
 	t      testing.TB
 	dir    string
 	srv    *server
+	tune   func(*serveConfig)
 	Client *client.Client
 }
 
-// startTestNode boots a node in dir (a fresh temp dir when empty) and waits
-// until it is ready to serve.
+// startTestNode boots a lone node in dir (a fresh temp dir when empty) and
+// waits until it is ready to serve.
 func startTestNode(t testing.TB, dir string) *testNode {
+	t.Helper()
+	n := startTestNodeWith(t, dir, nil)
+	n.waitReady(true)
+	return n
+}
+
+// startTestNodeWith boots a node with cfg adjusted by tune (it does not wait
+// for readiness: a cluster member may be waiting for its peers).
+func startTestNodeWith(t testing.TB, dir string, tune func(*serveConfig)) *testNode {
 	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
@@ -33,27 +43,21 @@ func startTestNode(t testing.TB, dir string) *testNode {
 	cfg.GRPCAddr = "127.0.0.1:0"
 	cfg.HTTPAddr = "127.0.0.1:0"
 	cfg.Cluster.RaftAddr = "127.0.0.1:0"
+	cfg.Cluster.GossipAddr = "127.0.0.1:0"
 	var logOut io.Writer = io.Discard
 	if os.Getenv("SESSIONSTORE_TEST_LOG") != "" {
 		logOut = os.Stderr
 	}
 	logger := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	srv, err := startServer(cfg, logger, logOut)
+	if tune != nil {
+		tune(&cfg)
+	}
+	srv, err := startServer(cfg, logger.With("node", cfg.Cluster.NodeID), logOut)
 	if err != nil {
 		t.Fatalf("start node: %v", err)
 	}
-	n := &testNode{t: t, dir: dir, srv: srv}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for srv.node.Ready() != nil || !srv.node.ReadyForReads() {
-		select {
-		case <-ctx.Done():
-			srv.Close()
-			t.Fatalf("node not ready after 30s: %v", srv.node.Ready())
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	c, err := client.Dial(ctx, srv.grpcAddr)
+	n := &testNode{t: t, dir: dir, srv: srv, tune: tune}
+	c, err := client.Dial(context.Background(), srv.grpcAddr)
 	if err != nil {
 		srv.Close()
 		t.Fatalf("dial: %v", err)
@@ -61,6 +65,19 @@ func startTestNode(t testing.TB, dir string) *testNode {
 	n.Client = c
 	t.Cleanup(func() { n.Close() })
 	return n
+}
+
+// waitReady waits until the node has a leader and knows the cluster id, and,
+// with leader set, until it serves linearizable reads itself.
+func (n *testNode) waitReady(leader bool) {
+	n.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for n.srv.node.Ready() != nil || (leader && !n.srv.node.ReadyForReads()) {
+		if time.Now().After(deadline) {
+			n.t.Fatalf("node not ready after 30s: %v", n.srv.node.Ready())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // Close stops the node (idempotent).
@@ -75,11 +92,15 @@ func (n *testNode) Close() {
 	n.srv = nil
 }
 
-// Restart closes the node and starts a new one on the same data directory.
+// Restart closes the node and starts a new one on the same data directory
+// (a lone node waits until it serves again).
 func (n *testNode) Restart() *testNode {
 	n.t.Helper()
 	n.Close()
-	return startTestNode(n.t, n.dir)
+	if n.tune == nil {
+		return startTestNode(n.t, n.dir)
+	}
+	return startTestNodeWith(n.t, n.dir, n.tune)
 }
 
 // WaitArtifacts blocks until the artifact writer has caught up.

@@ -13,6 +13,8 @@ const usage = `node: a replicated store for AI-agent session logs
 
 Usage:
   node [serve] [flags]     run a node (the default subcommand)
+  node status [flags]      print a running node's view of the cluster and its members
+  node leave [flags]       make a running node leave the cluster
   node bench [flags]       measure append throughput and latency against a running node
 
 Run 'node <subcommand> --help' for the flags of each.
@@ -28,6 +30,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch cmd {
 	case "serve":
 		err = serve(ctx, args, stdout, stderr)
+	case "status":
+		err = statusCmd(ctx, args, stdout, stderr)
+	case "leave":
+		err = leaveCmd(ctx, args, stdout, stderr)
 	case "bench":
 		err = bench(ctx, args, stdout, stderr)
 	case "help":

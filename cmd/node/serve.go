@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +21,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/sessionstore/sessionstore/api/client"
 	"github.com/sessionstore/sessionstore/api/rpc"
 	"github.com/sessionstore/sessionstore/cluster"
 )
@@ -32,6 +34,10 @@ type serveConfig struct {
 	MaxMessageBytes int
 	LogFormat       string
 	LogLevel        string
+	// AdvertiseHost is the host other nodes reach this node at; its Raft,
+	// gossip and gRPC ports are those of the listen addresses.
+	AdvertiseHost string
+	Join          string
 }
 
 func defaultServeConfig() serveConfig {
@@ -52,7 +58,10 @@ func serveFlags(cfg *serveConfig, fs *flag.FlagSet) {
 	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", cfg.GRPCAddr, "gRPC listen address (the persistence API)")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "HTTP listen address (/healthz, /readyz, /metrics, artifact download)")
 	fs.StringVar(&c.RaftAddr, "raft-addr", c.RaftAddr, "Raft transport listen address")
-	fs.StringVar(&c.RaftAdvertise, "advertise-addr", "", "host:port other nodes reach this node's Raft transport at (default: --raft-addr)")
+	fs.StringVar(&c.GossipAddr, "gossip-addr", c.GossipAddr, "gossip (memberlist) listen address, TCP and UDP")
+	fs.StringVar(&cfg.AdvertiseHost, "advertise-addr", "", "host other nodes reach this node at (default: the host of the listen addresses; required when they bind all interfaces)")
+	fs.StringVar(&cfg.Join, "join", "", "comma-separated gossip seeds (host:port) of other nodes")
+	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", 0, "servers that must see each other before one cluster is bootstrapped (default: 1 for a lone node without --join; with --join give the cluster size, e.g. 3, or the node only joins)")
 	fs.Uint64Var(&c.SnapshotThreshold, "snapshot-threshold", c.SnapshotThreshold, "Raft entries since the last snapshot that trigger a new one")
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", c.SnapshotInterval, "how often to check the snapshot threshold")
 	fs.Uint64Var(&c.TrailingLogs, "trailing-logs", c.TrailingLogs, "Raft entries kept after a snapshot")
@@ -113,6 +122,7 @@ type server struct {
 	logger   *slog.Logger
 	node     *cluster.Node
 	grpc     *grpc.Server
+	fwd      *rpc.Forwarder
 	health   *health.Server
 	http     *http.Server
 	grpcAddr string
@@ -146,6 +156,11 @@ func startServer(cfg serveConfig, logger *slog.Logger, raftLog io.Writer) (*serv
 	warnIfExposed(logger, gl.Addr(), hl.Addr())
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := advertise(&cfg, gl.Addr().String()); err != nil {
+		gl.Close()
+		hl.Close()
+		return nil, err
+	}
 	cfg.Cluster.HTTPBase = "http://" + hl.Addr().String()
 	cfg.Cluster.RaftLogOutput = raftLog
 	cfg.Cluster.RaftLogJSON = cfg.LogFormat == "json"
@@ -159,7 +174,17 @@ func startServer(cfg serveConfig, logger *slog.Logger, raftLog io.Writer) (*serv
 	opts := append(rpc.Interceptors(logger, rpc.NewMetrics(reg)),
 		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes), grpc.MaxSendMsgSize(cfg.MaxMessageBytes))
 	s.grpc = grpc.NewServer(opts...)
-	rpc.NewPersistence(node, cfg.MaxMessageBytes).Register(s.grpc)
+	s.fwd = rpc.NewForwarder(cfg.MaxMessageBytes)
+	rpc.NewPersistence(node, cfg.MaxMessageBytes, s.fwd).Register(s.grpc)
+	rpc.NewClusterService(node, s.fwd).Register(s.grpc)
+	node.SetRemover(func(ctx context.Context, leaderAPI, nodeID string) error {
+		c, err := client.Dial(ctx, leaderAPI)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		return c.RemoveMember(ctx, nodeID)
+	})
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
@@ -172,6 +197,48 @@ func startServer(cfg serveConfig, logger *slog.Logger, raftLog io.Writer) (*serv
 	go func() { _ = s.http.Serve(hl) }()
 	go func() { defer close(s.done); s.watchHealth(ctx) }()
 	return s, nil
+}
+
+// advertise derives the addresses other nodes use from --advertise-addr (a
+// host) and the listen ports, and splits --join.
+func advertise(cfg *serveConfig, grpcAddr string) error {
+	c := &cfg.Cluster
+	for _, s := range strings.Split(cfg.Join, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			c.Join = append(c.Join, s)
+		}
+	}
+	host := cfg.AdvertiseHost
+	withHost := func(listen string) (string, error) {
+		h, p, err := net.SplitHostPort(listen)
+		if err != nil {
+			return "", fmt.Errorf("address %q: %w", listen, err)
+		}
+		if host != "" {
+			h = host
+		} else if ip := net.ParseIP(h); h == "" || (ip != nil && ip.IsUnspecified()) {
+			return "", fmt.Errorf("%q listens on all interfaces: set --advertise-addr to the host other nodes reach this node at", listen)
+		}
+		return net.JoinHostPort(h, p), nil
+	}
+	var err error
+	if c.APIAdvertise, err = withHost(grpcAddr); err != nil {
+		return err
+	}
+	if host != "" {
+		if c.RaftAdvertise, err = withHost(c.RaftAddr); err != nil {
+			return err
+		}
+		if c.GossipAdvertise, err = withHost(c.GossipAddr); err != nil {
+			return err
+		}
+	} else {
+		// Fail early with the same clear message when binding all interfaces.
+		if _, err := withHost(c.RaftAddr); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // watchHealth keeps the standard gRPC health service in step with readiness.
@@ -212,6 +279,7 @@ func (s *server) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	_ = s.http.Shutdown(ctx)
 	cancel()
+	s.fwd.Close()
 	return s.node.Close()
 }
 

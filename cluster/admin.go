@@ -1,0 +1,118 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/sessionstore/sessionstore"
+)
+
+// Status is this node's view of the cluster.
+func (n *Node) Status(ctx context.Context) (sessionstore.NodeStatus, error) {
+	id, api := n.leaderAPI()
+	return sessionstore.NodeStatus{
+		NodeID: n.cfg.NodeID, State: n.raft.State().String(), LeaderID: id, LeaderAddress: api,
+		Term: n.raft.CurrentTerm(), CommitIndex: n.raft.CommitIndex(), AppliedIndex: n.fsm.AppliedIndex(),
+		ClusterID: n.ClusterID(),
+	}, nil
+}
+
+// Members is the Raft configuration joined with gossip health.
+func (n *Node) Members(ctx context.Context) ([]sessionstore.Member, error) {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, err
+	}
+	ps := n.gossip.peers()
+	var out []sessionstore.Member
+	for _, s := range f.Configuration().Servers {
+		m := sessionstore.Member{NodeID: string(s.ID), RaftAddress: string(s.Address), Suffrage: s.Suffrage.String(), Health: "unknown"}
+		if p, ok := ps[string(s.ID)]; ok {
+			m.APIAddress, m.Health = p.meta.API, p.health()
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// TransferLeadership hands leadership to toNodeID (any suitable voter when
+// empty). Only the leader can; a follower answers with the leader to ask.
+func (n *Node) TransferLeadership(ctx context.Context, toNodeID string) error {
+	if n.raft.State() != raft.Leader {
+		return n.notLeader()
+	}
+	var f raft.Future
+	if toNodeID == "" {
+		f = n.raft.LeadershipTransfer()
+	} else {
+		addr, ok := n.serverAddress(toNodeID)
+		if !ok {
+			return sessionstore.Errorf(sessionstore.ReasonNotFound, "node %s is not a member", sessionstore.Quote(toNodeID))
+		}
+		f = n.raft.LeadershipTransferToServer(raft.ServerID(toNodeID), addr)
+	}
+	if err := f.Error(); err != nil {
+		return sessionstore.Errorf(sessionstore.ReasonOutcomeUnknown, "leadership transfer: %v", err)
+	}
+	return nil
+}
+
+// RemoveMember removes a server from the Raft configuration (the leader does;
+// a follower answers with the leader to ask).
+func (n *Node) RemoveMember(ctx context.Context, nodeID string) error {
+	if n.raft.State() != raft.Leader {
+		return n.notLeader()
+	}
+	if _, ok := n.serverAddress(nodeID); !ok {
+		return sessionstore.Errorf(sessionstore.ReasonNotFound, "node %s is not a member", sessionstore.Quote(nodeID))
+	}
+	if err := n.raft.RemoveServer(raft.ServerID(nodeID), 0, 10*time.Second).Error(); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) {
+			return sessionstore.ErrNoLeader
+		}
+		return sessionstore.Errorf(sessionstore.ReasonOutcomeUnknown, "remove %s: %v", nodeID, err)
+	}
+	n.logger.Info("removed a server from the configuration", "peer_id", nodeID)
+	return nil
+}
+
+// Leave takes this node out of the cluster: leadership is handed over if it
+// leads, the leader removes it from the Raft configuration, and it leaves the
+// gossip pool. The node keeps running until it is stopped.
+func (n *Node) Leave(ctx context.Context) error {
+	if n.raft.State() == raft.Leader && n.voters() > 1 {
+		if err := n.raft.LeadershipTransfer().Error(); err != nil {
+			return sessionstore.Errorf(sessionstore.ReasonOutcomeUnknown, "hand leadership over before leaving: %v", err)
+		}
+	}
+	if n.raft.State() == raft.Leader {
+		// The last voter: removing itself would leave no cluster at all.
+		if n.voters() <= 1 {
+			return sessionstore.Errorf(sessionstore.ReasonInvalidArgument, "node %s is the only voter; it cannot leave", sessionstore.Quote(n.cfg.NodeID))
+		}
+		if err := n.RemoveMember(ctx, n.cfg.NodeID); err != nil {
+			return err
+		}
+	} else {
+		if err := n.askLeaderToRemove(ctx); err != nil {
+			return err
+		}
+	}
+	return n.gossip.leave(5 * time.Second)
+}
+
+func (n *Node) serverAddress(id string) (raft.ServerAddress, bool) {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return "", false
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == id {
+			return s.Address, true
+		}
+	}
+	return "", false
+}

@@ -1,0 +1,112 @@
+package cluster
+
+import (
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// bootstrapStable is how many consecutive checks (500 ms apart) must see the
+// same set of expected servers before the cluster is bootstrapped.
+const bootstrapStable = 4
+
+// runBootstrap forms exactly one cluster (DESIGN.md "Cluster"): a node with
+// Raft state never bootstraps; otherwise, once exactly BootstrapExpect servers
+// without state see each other and that set has been stable for two seconds,
+// the one with the smallest node id bootstraps a configuration of all of them
+// as voters and the others receive it from the new leader. A node that sees a
+// formed cluster (a peer with state) only waits to be added. More servers than
+// expected seeing each other is refused loudly rather than guessed at.
+func (n *Node) runBootstrap(hasState bool) {
+	expect := n.cfg.bootstrapExpect()
+	if hasState || expect == 0 {
+		return
+	}
+	if expect == 1 && len(n.cfg.Join) == 0 {
+		n.bootstrap([]raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(n.cfg.NodeID), Address: n.transport.LocalAddr()}})
+		return
+	}
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	var lastSet string
+	stable := 0
+	warned := time.Time{}
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if n.hasConfiguration() {
+			return // added by a leader
+		}
+		var cands []string
+		formed := false
+		ps := n.gossip.peers()
+		for _, id := range sortedIDs(ps) {
+			p := ps[id]
+			if !p.alive() {
+				continue
+			}
+			if id != n.cfg.NodeID && (p.meta.HasState || p.meta.ClusterID != "") {
+				formed = true
+			}
+			cands = append(cands, id)
+		}
+		if formed {
+			n.logger.Info("a cluster already exists among the gossip peers; waiting to be added to it")
+			return
+		}
+		set := strings.Join(cands, ",")
+		if len(cands) != expect {
+			if time.Since(warned) > 10*time.Second {
+				warned = time.Now()
+				if len(cands) > expect {
+					n.logger.Error("more servers than --bootstrap-expect see each other; not bootstrapping (start exactly that many, then add more)",
+						"expect", expect, "seen", set)
+				} else {
+					n.logger.Info("waiting for servers before bootstrapping", "expect", expect, "seen", set)
+				}
+			}
+			lastSet, stable = "", 0
+			continue
+		}
+		if set != lastSet {
+			lastSet, stable = set, 0
+			continue
+		}
+		if stable++; stable < bootstrapStable {
+			continue
+		}
+		if cands[0] != n.cfg.NodeID {
+			continue // the smallest id bootstraps; we get the configuration from it
+		}
+		servers := make([]raft.Server, 0, len(cands))
+		for _, id := range cands {
+			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(id), Address: raft.ServerAddress(ps[id].meta.Raft)})
+		}
+		n.bootstrap(servers)
+		return
+	}
+}
+
+func (n *Node) bootstrap(servers []raft.Server) {
+	err := n.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error()
+	if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		n.logger.Error("bootstrap failed", "err", err)
+		return
+	}
+	ids := make([]string, len(servers))
+	for i, s := range servers {
+		ids[i] = string(s.ID)
+	}
+	n.logger.Info("bootstrapped the cluster", "voters", strings.Join(ids, ","))
+	n.gossip.update(func(m *memberMeta) { m.HasState = true })
+}
+
+func (n *Node) hasConfiguration() bool {
+	f := n.raft.GetConfiguration()
+	return f.Error() == nil && len(f.Configuration().Servers) > 0
+}

@@ -1,0 +1,216 @@
+package cluster
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// memberMeta is what each node publishes in gossip. Gossip is advisory: only
+// Raft decides membership; the leader folds gossip into the configuration.
+type memberMeta struct {
+	ID        string `json:"id"`
+	Raft      string `json:"raft"`
+	API       string `json:"api"`
+	ClusterID string `json:"cluster,omitempty"`
+	// HasState is set once the node has Raft state: it belongs (or belonged)
+	// to a cluster and must never take part in a bootstrap.
+	HasState bool   `json:"state,omitempty"`
+	Applied  uint64 `json:"applied,omitempty"`
+}
+
+// gossip runs memberlist and tracks the peers' metadata.
+type gossip struct {
+	ml     *memberlist.Memberlist
+	logger *slog.Logger
+
+	mu      sync.Mutex
+	meta    memberMeta
+	members map[string]peer // by memberlist node name, from event callbacks
+	changed chan struct{}   // closed and replaced on every membership event
+}
+
+func newGossip(cfg Config, self memberMeta, logger *slog.Logger) (*gossip, error) {
+	g := &gossip{logger: logger.With("component", "gossip"), meta: self, members: map[string]peer{}, changed: make(chan struct{})}
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = cfg.NodeID
+	host, port, err := splitHostPort(cfg.GossipAddr)
+	if err != nil {
+		return nil, fmt.Errorf("gossip address %q: %w", cfg.GossipAddr, err)
+	}
+	mc.BindAddr, mc.BindPort = host, port
+	mc.AdvertisePort = port
+	if cfg.GossipAdvertise != "" {
+		ah, ap, err := splitHostPort(cfg.GossipAdvertise)
+		if err != nil {
+			return nil, fmt.Errorf("gossip advertise address %q: %w", cfg.GossipAdvertise, err)
+		}
+		mc.AdvertiseAddr, mc.AdvertisePort = ah, ap
+	}
+	mc.Delegate = g
+	mc.Events = g
+	mc.Logger = log.New(&memberlistLog{logger: g.logger}, "", 0)
+	if g.ml, err = memberlist.Create(mc); err != nil {
+		return nil, fmt.Errorf("start gossip on %s: %w", cfg.GossipAddr, err)
+	}
+	return g, nil
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return "", 0, err
+	}
+	return h, port, nil
+}
+
+// join contacts the seeds; it succeeds when at least one answered.
+func (g *gossip) join(seeds []string) (int, error) {
+	if len(seeds) == 0 {
+		return 0, nil
+	}
+	return g.ml.Join(seeds)
+}
+
+// peers returns every known member with decodable metadata, by node id.
+// memberlist mutates the Nodes that Members returns without a lock, so the
+// metadata is copied in the event callbacks (which run under its lock) instead.
+func (g *gossip) peers() map[string]peer {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make(map[string]peer, len(g.members)+1)
+	for _, p := range g.members {
+		out[p.meta.ID] = p
+	}
+	out[g.meta.ID] = peer{meta: g.meta, state: memberlist.StateAlive}
+	return out
+}
+
+type peer struct {
+	meta  memberMeta
+	state memberlist.NodeStateType
+}
+
+func (p peer) alive() bool { return p.state == memberlist.StateAlive }
+
+func (p peer) health() string {
+	switch p.state {
+	case memberlist.StateAlive:
+		return "alive"
+	case memberlist.StateSuspect:
+		return "suspect"
+	case memberlist.StateDead:
+		return "dead"
+	case memberlist.StateLeft:
+		return "left"
+	}
+	return "unknown"
+}
+
+// update changes this node's metadata and gossips it when it changed.
+func (g *gossip) update(fn func(*memberMeta)) {
+	g.mu.Lock()
+	old := g.meta
+	fn(&g.meta)
+	same := old == g.meta
+	g.mu.Unlock()
+	if !same {
+		if err := g.ml.UpdateNode(time.Second); err != nil {
+			g.logger.Warn("gossiping metadata failed", "err", err)
+		}
+	}
+}
+
+// events returns a channel closed at the next membership event.
+func (g *gossip) events() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.changed
+}
+
+func (g *gossip) notify() {
+	g.mu.Lock()
+	close(g.changed)
+	g.changed = make(chan struct{})
+	g.mu.Unlock()
+}
+
+func (g *gossip) leave(timeout time.Duration) error { return g.ml.Leave(timeout) }
+
+func (g *gossip) shutdown() error { return g.ml.Shutdown() }
+
+// memberlist.Delegate: only the metadata is used.
+func (g *gossip) NodeMeta(limit int) []byte {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	b, _ := json.Marshal(g.meta)
+	if len(b) > limit {
+		return nil
+	}
+	return b
+}
+func (g *gossip) NotifyMsg([]byte)                           {}
+func (g *gossip) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (g *gossip) LocalState(join bool) []byte                { return nil }
+func (g *gossip) MergeRemoteState(buf []byte, join bool)     {}
+
+// memberlist.EventDelegate: called under memberlist's lock, so n may be read.
+func (g *gossip) NotifyJoin(n *memberlist.Node)   { g.record(n) }
+func (g *gossip) NotifyLeave(n *memberlist.Node)  { g.record(n) }
+func (g *gossip) NotifyUpdate(n *memberlist.Node) { g.record(n) }
+
+func (g *gossip) record(n *memberlist.Node) {
+	var meta memberMeta
+	if err := json.Unmarshal(n.Meta, &meta); err == nil && meta.ID != "" {
+		g.mu.Lock()
+		g.members[n.Name] = peer{meta: meta, state: n.State}
+		g.mu.Unlock()
+	}
+	g.notify()
+}
+
+// memberlistLog forwards memberlist's own log lines ("[WARN] ...") to slog,
+// dropping its debug chatter.
+type memberlistLog struct{ logger *slog.Logger }
+
+func (w *memberlistLog) Write(p []byte) (int, error) {
+	line := string(bytes.TrimSpace(p))
+	switch {
+	case bytes.Contains(p, []byte("[DEBUG]")):
+	case bytes.Contains(p, []byte("[ERR]")):
+		w.logger.Error(line)
+	case bytes.Contains(p, []byte("[WARN]")):
+		w.logger.Warn(line)
+	default:
+		w.logger.Info(line)
+	}
+	return len(p), nil
+}
+
+// sortedIDs returns the keys of peers in order.
+func sortedIDs(ps map[string]peer) []string {
+	ids := make([]string, 0, len(ps))
+	for id := range ps {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// addr is the gossip address peers reach this node at.
+func (g *gossip) addr() string {
+	return g.ml.LocalNode().Address()
+}

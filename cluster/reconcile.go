@@ -1,0 +1,119 @@
+package cluster
+
+import (
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/sessionstore/sessionstore"
+)
+
+// promoteLag is how far (in entries) a non-voter may trail the commit index
+// and still count as caught up for promotion.
+const promoteLag = 1024
+
+// runReconcile keeps gossip metadata fresh and, on the leader, folds gossip
+// into the Raft configuration: servers of this cluster (or new, empty ones)
+// that are alive but not configured join as non-voters, and caught-up
+// non-voters are promoted. Nothing is ever removed here: a server leaves only
+// through Leave or RemoveMember, so restarts never shrink the cluster.
+func (n *Node) runReconcile() {
+	t := time.NewTicker(n.cfg.ReconcileInterval)
+	defer t.Stop()
+	for {
+		events := n.gossip.events()
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		case <-events:
+		}
+		n.publishMeta()
+		if n.raft.State() == raft.Leader {
+			n.reconcile()
+		}
+	}
+}
+
+// publishMeta refreshes what this node gossips about itself.
+func (n *Node) publishMeta() {
+	applied := n.fsm.AppliedIndex()
+	cid := n.ClusterID()
+	has := n.hasConfiguration()
+	n.gossip.update(func(m *memberMeta) {
+		m.Applied = applied
+		m.ClusterID = cid
+		m.HasState = m.HasState || has
+	})
+}
+
+func (n *Node) reconcile() {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return
+	}
+	configured := map[string]raft.Server{}
+	for _, s := range f.Configuration().Servers {
+		configured[string(s.ID)] = s
+	}
+	cid := n.ClusterID()
+	commit := n.raft.CommitIndex()
+	for id, p := range n.gossip.peers() {
+		if id == n.cfg.NodeID || !p.alive() || p.meta.Raft == "" {
+			continue
+		}
+		if p.meta.ClusterID != "" && p.meta.ClusterID != cid {
+			continue // a member of another cluster: ignore it
+		}
+		addr := raft.ServerAddress(p.meta.Raft)
+		s, ok := configured[id]
+		switch {
+		case !ok:
+			if err := n.raft.AddNonvoter(raft.ServerID(id), addr, 0, 5*time.Second).Error(); err != nil {
+				n.logger.Warn("adding a server as non-voter failed", "peer_id", id, "err", err)
+				continue
+			}
+			n.logger.Info("added a server as non-voter", "peer_id", id, "raft_addr", addr)
+		case s.Address != addr:
+			var err error
+			if s.Suffrage == raft.Voter {
+				err = n.raft.AddVoter(raft.ServerID(id), addr, 0, 5*time.Second).Error()
+			} else {
+				err = n.raft.AddNonvoter(raft.ServerID(id), addr, 0, 5*time.Second).Error()
+			}
+			if err == nil {
+				n.logger.Info("updated a server's raft address", "peer_id", id, "raft_addr", addr)
+			}
+		case s.Suffrage == raft.Nonvoter && p.meta.Applied+promoteLag >= commit && p.meta.Applied > 0:
+			if err := n.raft.AddVoter(raft.ServerID(id), addr, 0, 5*time.Second).Error(); err != nil {
+				n.logger.Warn("promoting a non-voter failed", "peer_id", id, "err", err)
+				continue
+			}
+			n.logger.Info("promoted a caught-up non-voter to voter", "peer_id", id)
+		}
+	}
+}
+
+// leaderAPI returns the leader's id and gRPC address ("" when unknown).
+func (n *Node) leaderAPI() (string, string) {
+	_, id := n.raft.LeaderWithID()
+	if id == "" {
+		return "", ""
+	}
+	if string(id) == n.cfg.NodeID {
+		return string(id), n.cfg.APIAdvertise
+	}
+	if p, ok := n.gossip.peers()[string(id)]; ok {
+		return string(id), p.meta.API
+	}
+	return string(id), ""
+}
+
+// notLeader is the error for a call this node cannot serve as a follower.
+func (n *Node) notLeader() error {
+	id, api := n.leaderAPI()
+	if api == "" {
+		return sessionstore.ErrNoLeader
+	}
+	return &sessionstore.NotLeaderError{LeaderID: id, LeaderAPI: api}
+}

@@ -1,0 +1,1242 @@
+package storage
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// The entries of these tests come from testRaftLog of raftstore_test.go: every
+// field varies with the index (nil and empty Data, Extensions, AppendedAt with
+// nanoseconds, every log type).
+
+// walOpenTest opens a RaftWAL in dir and closes it when the test ends.
+func walOpenTest(tb testing.TB, dir string) *RaftWAL {
+	tb.Helper()
+	w, err := OpenRaftWAL(dir)
+	if err != nil {
+		tb.Fatalf("OpenRaftWAL(%s): %v", dir, err)
+	}
+	tb.Cleanup(func() { w.Close() })
+	return w
+}
+
+// walReopenTest closes w and opens its directory again with the same segment size.
+func walReopenTest(tb testing.TB, w *RaftWAL) *RaftWAL {
+	tb.Helper()
+	if err := w.Close(); err != nil {
+		tb.Fatalf("Close: %v", err)
+	}
+	w2 := walOpenTest(tb, w.dir)
+	w2.segmentSize = w.segmentSize
+	return w2
+}
+
+func walCheckBounds(tb testing.TB, w *RaftWAL, first, last uint64) {
+	tb.Helper()
+	if got, err := w.FirstIndex(); err != nil || got != first {
+		tb.Errorf("FirstIndex() = %d, %v; want %d, nil", got, err, first)
+	}
+	if got, err := w.LastIndex(); err != nil || got != last {
+		tb.Errorf("LastIndex() = %d, %v; want %d, nil", got, err, last)
+	}
+}
+
+// walCheckLogs checks that every index in from..to reads back as want(index).
+func walCheckLogs(tb testing.TB, w *RaftWAL, from, to uint64, want func(uint64) *raft.Log) {
+	tb.Helper()
+	for i := from; i <= to && i != 0; i++ {
+		var got raft.Log
+		if err := w.GetLog(i, &got); err != nil {
+			tb.Fatalf("GetLog(%d): %v", i, err)
+		}
+		checkRaftLogEqual(tb, &got, want(i))
+	}
+}
+
+// walCheckAbsent checks that every index in idxs is raft.ErrLogNotFound, compared
+// with == as raft does.
+func walCheckAbsent(tb testing.TB, w *RaftWAL, idxs ...uint64) {
+	tb.Helper()
+	for _, i := range idxs {
+		var l raft.Log
+		if err := w.GetLog(i, &l); err != raft.ErrLogNotFound {
+			tb.Errorf("GetLog(%d) = %v, want raft.ErrLogNotFound", i, err)
+		}
+	}
+}
+
+// walStoreTest stores testRaftLog(from..to) in StoreLogs calls of batch entries.
+func walStoreTest(tb testing.TB, w *RaftWAL, from, to uint64, batch int) {
+	tb.Helper()
+	logs := testRaftLogs(from, to)
+	for i := 0; i < len(logs); i += batch {
+		if err := w.StoreLogs(logs[i:min(i+batch, len(logs))]); err != nil {
+			tb.Fatalf("StoreLogs(from %d): %v", logs[i].Index, err)
+		}
+	}
+}
+
+// walSegmentBases lists the first indexes of dir's segment files.
+func walSegmentBases(tb testing.TB, dir string) []uint64 {
+	tb.Helper()
+	bases, err := walListSegments(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return bases
+}
+
+// walRecordSpans returns the offset and length of every record of a valid segment.
+func walRecordSpans(tb testing.TB, path string) (offs []int64, lens []int64) {
+	tb.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for off := int64(0); off < int64(len(b)); {
+		n := walHeaderSize + int64(binary.BigEndian.Uint32(b[off:]))
+		offs, lens = append(offs, off), append(lens, n)
+		off += n
+	}
+	return offs, lens
+}
+
+func walLastSegment(tb testing.TB, dir string) string {
+	tb.Helper()
+	bases := walSegmentBases(tb, dir)
+	if len(bases) == 0 {
+		tb.Fatal("no segment")
+	}
+	return filepath.Join(dir, walSegName(bases[len(bases)-1]))
+}
+
+// walEditFile applies edit to the contents of path.
+func walEditFile(tb testing.TB, path string, edit func([]byte) []byte) {
+	tb.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(path, edit(b), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// walNewTermLog is an entry of a later term that replaces a conflicting one.
+func walNewTermLog(i uint64) *raft.Log {
+	return &raft.Log{Index: i, Term: 999, Type: raft.LogCommand, Data: []byte(fmt.Sprintf("new-%d", i)), AppendedAt: time.Unix(1700000000, int64(i))}
+}
+
+func walNewTermLogs(from, to uint64) []*raft.Log {
+	var logs []*raft.Log
+	for i := from; i <= to; i++ {
+		logs = append(logs, walNewTermLog(i))
+	}
+	return logs
+}
+
+func TestRaftWAL_Empty(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a", "wal")
+	w := walOpenTest(t, dir)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := fi.Mode().Perm(); perm != 0o700 {
+		t.Errorf("directory mode %v, want 0700", perm)
+	}
+	check := func(w *RaftWAL) {
+		t.Helper()
+		walCheckBounds(t, w, 0, 0)
+		walCheckAbsent(t, w, 0, 1, 1<<63)
+	}
+	check(w)
+	if err := w.DeleteRange(1, 10); err != nil {
+		t.Errorf("DeleteRange on an empty log: %v", err)
+	}
+	if err := w.StoreLogs(nil); err != nil {
+		t.Errorf("StoreLogs(nil): %v", err)
+	}
+	check(w)
+	w = walReopenTest(t, w)
+	check(w)
+	if got := walSegmentBases(t, dir); len(got) != 0 {
+		t.Errorf("segments of an empty log: %v", got)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	var l raft.Log
+	if _, err := w.LastIndex(); !errors.Is(err, walErrClosed) {
+		t.Errorf("LastIndex after Close = %v, want walErrClosed", err)
+	}
+	if err := w.GetLog(1, &l); !errors.Is(err, walErrClosed) {
+		t.Errorf("GetLog after Close = %v, want walErrClosed", err)
+	}
+	if err := w.StoreLog(testRaftLog(1)); !errors.Is(err, walErrClosed) {
+		t.Errorf("StoreLog after Close = %v, want walErrClosed", err)
+	}
+}
+
+func TestRaftWAL_StoreAndGet(t *testing.T) {
+	tests := []struct {
+		name  string
+		last  uint64
+		batch int // entries per StoreLogs call; 0 means StoreLog one at a time
+	}{
+		{"one entry StoreLog", 1, 0},
+		{"one entry StoreLogs", 1, 1},
+		{"1000 entries one at a time", 1000, 1},
+		{"1000 entries in batches of 64", 1000, 64},
+		{"1000 entries in one call", 1000, 1000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := walOpenTest(t, t.TempDir())
+			want := testRaftLogs(1, tt.last)
+			calls := uint64(0)
+			for i := 0; i < len(want); {
+				writes, syncs := w.writes.Load(), w.syncs.Load()
+				var err error
+				if tt.batch == 0 {
+					err = w.StoreLog(want[i])
+					i++
+				} else {
+					err = w.StoreLogs(want[i:min(i+tt.batch, len(want))])
+					i += tt.batch
+				}
+				if err != nil {
+					t.Fatalf("StoreLogs: %v", err)
+				}
+				calls++
+				// The point of the store: one write and one fdatasync per call.
+				if dw, ds := w.writes.Load()-writes, w.syncs.Load()-syncs; dw != 1 || ds != 1 {
+					t.Fatalf("StoreLogs call %d: %d writes and %d fdatasyncs, want 1 and 1", calls, dw, ds)
+				}
+			}
+			for round := 0; round < 2; round++ { // before and after a restart
+				walCheckBounds(t, w, 1, tt.last)
+				walCheckLogs(t, w, 1, tt.last, testRaftLog)
+				walCheckAbsent(t, w, 0, tt.last+1, 1<<64-1)
+				w = walReopenTest(t, w)
+			}
+			// Appends continue after the restart.
+			walStoreTest(t, w, tt.last+1, tt.last+3, 2)
+			walCheckBounds(t, w, 1, tt.last+3)
+			walCheckLogs(t, w, tt.last-1+1, tt.last+3, testRaftLog)
+		})
+	}
+}
+
+func TestRaftWAL_FieldRoundTrip(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.FixedZone("CET", 3600))
+	tests := []struct {
+		name string
+		log  raft.Log // Index is set from the position in the table
+	}{
+		{"zero entry", raft.Log{}},
+		{"empty data, empty extensions", raft.Log{Term: 1, Data: []byte{}, Extensions: []byte{}}},
+		{"all fields", raft.Log{Term: 9, Type: raft.LogConfiguration, Data: []byte("cmd"), Extensions: []byte{0, 1, 2}, AppendedAt: at}},
+		{"extensions without data", raft.Log{Term: 9, Extensions: []byte("ext")}},
+		{"appended_at with monotonic reading", raft.Log{Term: 9, Data: []byte{0}, AppendedAt: time.Now()}},
+		{"appended_at before 1970", raft.Log{Term: 9, AppendedAt: time.Date(1900, 1, 1, 0, 0, 0, 1, time.UTC)}},
+		{"appended_at beyond int64 nanoseconds", raft.Log{AppendedAt: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)}},
+		{"max term, type 255, 64 KiB data", raft.Log{Term: 1<<64 - 1, Type: 255, Data: bytes.Repeat([]byte{0xff}, 1<<16)}},
+		{"binary data", raft.Log{Term: 2, Data: []byte{0, 0xff, '\n', 0x80}, Extensions: []byte("x")}},
+	}
+	w := walOpenTest(t, t.TempDir())
+	for i, tt := range tests {
+		tt.log.Index = uint64(i + 1)
+		if err := w.StoreLog(&tt.log); err != nil {
+			t.Fatalf("%s: StoreLog: %v", tt.name, err)
+		}
+	}
+	for round := 0; round < 2; round++ {
+		for i, tt := range tests {
+			t.Run(fmt.Sprintf("%s/round %d", tt.name, round), func(t *testing.T) {
+				tt.log.Index = uint64(i + 1)
+				got := raft.Log{Data: []byte("stale"), Extensions: []byte("stale"), AppendedAt: time.Now()}
+				if err := w.GetLog(tt.log.Index, &got); err != nil {
+					t.Fatalf("GetLog: %v", err)
+				}
+				checkRaftLogEqual(t, &got, &tt.log)
+			})
+		}
+		w = walReopenTest(t, w)
+	}
+	// The codec alone, at the largest index too.
+	for _, l := range []*raft.Log{{Index: 1<<64 - 1, Term: 1<<64 - 1, Type: 255, Data: []byte("d"), Extensions: []byte("e"), AppendedAt: at}, testRaftLog(7)} {
+		rec := walAppendRecord(nil, l)
+		if len(rec) > walMaxEncodedSize(l) {
+			t.Errorf("record of %d bytes, walMaxEncodedSize says at most %d", len(rec), walMaxEncodedSize(l))
+		}
+		var got raft.Log
+		if err := walDecodeRecord(rec, &got); err != nil {
+			t.Fatalf("walDecodeRecord(walAppendRecord(%d)): %v", l.Index, err)
+		}
+		checkRaftLogEqual(t, &got, l)
+	}
+}
+
+// GetLog hands out memory of its own: neither the caller's slices nor a later
+// GetLog alias the store or each other.
+func TestRaftWAL_GetLogCopies(t *testing.T) {
+	w := walOpenTest(t, t.TempDir())
+	in := &raft.Log{Index: 1, Term: 1, Data: []byte("abc"), Extensions: []byte("ext")}
+	if err := w.StoreLog(in); err != nil {
+		t.Fatal(err)
+	}
+	in.Data[0] = 'X'
+	var a raft.Log
+	if err := w.GetLog(1, &a); err != nil {
+		t.Fatal(err)
+	}
+	a.Data[1] = 'Y'
+	a.Data = append(a.Data, "more"...) // capacity-limited: must not run into Extensions
+	if string(a.Extensions) != "ext" {
+		t.Errorf("appending to Data changed Extensions to %q", a.Extensions)
+	}
+	a.Extensions[0] = 'Z'
+	var b raft.Log
+	if err := w.GetLog(1, &b); err != nil {
+		t.Fatal(err)
+	}
+	if string(b.Data) != "abc" || string(b.Extensions) != "ext" {
+		t.Errorf("GetLog after caller edits = %q/%q, want abc/ext", b.Data, b.Extensions)
+	}
+}
+
+func TestRaftWAL_Segments(t *testing.T) {
+	dir := t.TempDir()
+	w := walOpenTest(t, dir)
+	w.segmentSize = 2 << 10
+	walStoreTest(t, w, 1, 700, 7)
+	bases := walSegmentBases(t, dir)
+	if len(bases) < 20 {
+		t.Fatalf("%d segments with 2 KiB segments, want many", len(bases))
+	}
+	// Each segment is named after its first record, holds whole batches, and goes
+	// past the limit only by its last batch.
+	for i, b := range bases {
+		if (b-1)%7 != 0 {
+			t.Errorf("segment %d starts at %d, inside a batch", i, b)
+		}
+		fi, err := os.Stat(filepath.Join(dir, walSegName(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i < len(bases)-1 && fi.Size() > w.segmentSize+7*400 {
+			t.Errorf("segment %d is %d bytes", i, fi.Size())
+		}
+	}
+	for round := 0; round < 2; round++ {
+		walCheckBounds(t, w, 1, 700)
+		walCheckLogs(t, w, 1, 700, testRaftLog)
+		w = walReopenTest(t, w)
+	}
+	walStoreTest(t, w, 701, 800, 10)
+	w = walReopenTest(t, w)
+	walCheckBounds(t, w, 1, 800)
+	walCheckLogs(t, w, 1, 800, testRaftLog)
+	if got := walSegmentBases(t, dir); len(got) <= len(bases) {
+		t.Errorf("%d segments after 100 more entries, had %d", len(got), len(bases))
+	}
+	// A single batch larger than a segment is written whole, into one segment.
+	big := []*raft.Log{{Index: 801, Term: 3, Data: bytes.Repeat([]byte("b"), 10<<10)}, {Index: 802, Term: 3}}
+	if err := w.StoreLogs(big); err != nil {
+		t.Fatal(err)
+	}
+	w = walReopenTest(t, w)
+	walCheckLogs(t, w, 801, 802, func(i uint64) *raft.Log { return big[i-801] })
+}
+
+func TestRaftWAL_DeleteRange(t *testing.T) {
+	type deletion struct{ min, max uint64 }
+	// The log is 1..100 in ten segments of ten entries: 1, 11, ..., 91.
+	tests := []struct {
+		name        string
+		deletes     []deletion
+		wantErr     bool
+		first, last uint64
+		segments    []uint64 // bases of the segment files left
+	}{
+		{"prefix inside the first segment", []deletion{{1, 5}}, false, 6, 100, []uint64{1, 11, 21, 31, 41, 51, 61, 71, 81, 91}},
+		{"prefix across segments", []deletion{{1, 35}}, false, 36, 100, []uint64{31, 41, 51, 61, 71, 81, 91}},
+		{"prefix to a segment boundary", []deletion{{1, 40}}, false, 41, 100, []uint64{41, 51, 61, 71, 81, 91}},
+		{"prefix from below the first index", []deletion{{0, 20}}, false, 21, 100, []uint64{21, 31, 41, 51, 61, 71, 81, 91}},
+		{"prefix twice", []deletion{{1, 15}, {16, 57}}, false, 58, 100, []uint64{51, 61, 71, 81, 91}},
+		{"prefix of the last segment", []deletion{{1, 95}}, false, 96, 100, []uint64{91}},
+		{"suffix inside the last segment", []deletion{{96, 100}}, false, 1, 95, []uint64{1, 11, 21, 31, 41, 51, 61, 71, 81, 91}},
+		{"suffix across segments", []deletion{{45, 100}}, false, 1, 44, []uint64{1, 11, 21, 31, 41}},
+		{"suffix from a segment boundary", []deletion{{51, 100}}, false, 1, 50, []uint64{1, 11, 21, 31, 41, 51}},
+		{"suffix to beyond the end", []deletion{{90, 1<<64 - 1}}, false, 1, 89, []uint64{1, 11, 21, 31, 41, 51, 61, 71, 81}},
+		{"prefix then suffix", []deletion{{1, 35}, {60, 100}}, false, 36, 59, []uint64{31, 41, 51}},
+		{"suffix then prefix", []deletion{{60, 100}, {1, 35}}, false, 36, 59, []uint64{31, 41, 51}},
+		{"everything", []deletion{{1, 100}}, false, 0, 0, nil},
+		{"everything after a prefix", []deletion{{1, 35}, {36, 100}}, false, 0, 0, nil},
+		{"wider than the log", []deletion{{0, 1<<64 - 1}}, false, 0, 0, nil},
+		{"beyond the log", []deletion{{101, 200}}, false, 1, 100, []uint64{1, 11, 21, 31, 41, 51, 61, 71, 81, 91}},
+		{"below the log", []deletion{{1, 20}, {3, 9}}, false, 21, 100, []uint64{21, 31, 41, 51, 61, 71, 81, 91}},
+		{"min above max", []deletion{{70, 30}}, false, 1, 100, []uint64{1, 11, 21, 31, 41, 51, 61, 71, 81, 91}},
+		{"middle is refused", []deletion{{40, 60}}, true, 1, 100, []uint64{1, 11, 21, 31, 41, 51, 61, 71, 81, 91}},
+		{"single entry in the middle is refused", []deletion{{50, 50}}, true, 1, 100, []uint64{1, 11, 21, 31, 41, 51, 61, 71, 81, 91}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			w := walOpenTest(t, dir)
+			w.segmentSize = 1 // every StoreLogs call starts a segment
+			walStoreTest(t, w, 1, 100, 10)
+			for i, d := range tt.deletes {
+				err := w.DeleteRange(d.min, d.max)
+				if last := i == len(tt.deletes)-1; last && tt.wantErr {
+					if !errors.Is(err, walErrRange) {
+						t.Fatalf("DeleteRange(%d, %d) = %v, want a walErrRange error", d.min, d.max, err)
+					}
+				} else if err != nil {
+					t.Fatalf("DeleteRange(%d, %d): %v", d.min, d.max, err)
+				}
+			}
+			check := func(w *RaftWAL) {
+				t.Helper()
+				walCheckBounds(t, w, tt.first, tt.last)
+				walCheckLogs(t, w, tt.first, tt.last, testRaftLog)
+				for i := uint64(0); i <= 101; i++ {
+					if tt.last == 0 || i < tt.first || i > tt.last {
+						// Entries of a partly covered segment are still in its file,
+						// and must not be served.
+						walCheckAbsent(t, w, i)
+					}
+				}
+				if got := walSegmentBases(t, dir); !slices.Equal(got, tt.segments) {
+					t.Errorf("segment files %v, want %v", got, tt.segments)
+				}
+			}
+			check(w)
+			w = walReopenTest(t, w)
+			check(w)
+
+			// Appends go on at the end; an empty log takes any index, here one below
+			// the entries it deleted.
+			next := tt.last + 1
+			if tt.last == 0 {
+				next = 7
+			}
+			walStoreTest(t, w, next, next+4, 2)
+			w = walReopenTest(t, w)
+			first := tt.first
+			if tt.last == 0 {
+				first = next
+			}
+			walCheckBounds(t, w, first, next+4)
+			walCheckLogs(t, w, first, next+4, testRaftLog)
+		})
+	}
+}
+
+// raft truncates a follower's conflicting suffix with DeleteRange(k, last) and
+// stores the leader's entries from k; StoreLogs at an index inside the log does
+// both at once.
+func TestRaftWAL_OverwriteSuffix(t *testing.T) {
+	tests := []struct {
+		name        string
+		k           uint64
+		deleteFirst bool
+	}{
+		{"delete then store, inside the last segment", 96, true},
+		{"delete then store, across segments", 45, true},
+		{"delete then store, at a segment boundary", 51, true},
+		{"delete then store, after the first entry", 2, true},
+		{"store over the last entry", 100, false},
+		{"store over a suffix across segments", 45, false},
+		{"store over the whole log", 1, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			w := walOpenTest(t, dir)
+			w.segmentSize = 1
+			walStoreTest(t, w, 1, 100, 10)
+			if tt.deleteFirst {
+				if err := w.DeleteRange(tt.k, 100); err != nil {
+					t.Fatal(err)
+				}
+				walCheckBounds(t, w, 1, tt.k-1)
+			}
+			if err := w.StoreLogs(walNewTermLogs(tt.k, tt.k+4)); err != nil {
+				t.Fatalf("StoreLogs(%d..): %v", tt.k, err)
+			}
+			for round := 0; round < 2; round++ {
+				walCheckBounds(t, w, 1, tt.k+4)
+				walCheckLogs(t, w, 1, tt.k-1, testRaftLog)
+				walCheckLogs(t, w, tt.k, tt.k+4, walNewTermLog)
+				walCheckAbsent(t, w, tt.k+5)
+				w = walReopenTest(t, w)
+			}
+		})
+	}
+}
+
+func TestRaftWAL_StoreLogsRefused(t *testing.T) {
+	tests := []struct {
+		name string
+		logs []*raft.Log
+	}{
+		{"gap after the last entry", testRaftLogs(22, 23)},
+		{"below the first entry", testRaftLogs(5, 6)},
+		{"index 0", []*raft.Log{{Index: 0}}},
+		{"entries not consecutive", []*raft.Log{testRaftLog(21), testRaftLog(23)}},
+		{"entries repeated", []*raft.Log{testRaftLog(21), testRaftLog(21)}},
+		{"entries wrapping around", []*raft.Log{{Index: 1<<64 - 1}, {Index: 0}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := walOpenTest(t, t.TempDir())
+			walStoreTest(t, w, 1, 20, 20)
+			if err := w.DeleteRange(1, 9); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.StoreLogs(tt.logs); !errors.Is(err, walErrRange) {
+				t.Fatalf("StoreLogs = %v, want a walErrRange error", err)
+			}
+			walCheckBounds(t, w, 10, 20)
+			walCheckLogs(t, w, 10, 20, testRaftLog)
+			walStoreTest(t, w, 21, 21, 1) // and the store is still usable
+		})
+	}
+	t.Run("gap into an empty log is fine", func(t *testing.T) {
+		w := walOpenTest(t, t.TempDir())
+		walStoreTest(t, w, 1000, 1010, 4)
+		w = walReopenTest(t, w)
+		walCheckBounds(t, w, 1000, 1010)
+		walCheckAbsent(t, w, 999, 1)
+	})
+}
+
+// A damaged tail of the last segment is a write that never completed: reopen
+// cuts it off and keeps everything before it.
+func TestRaftWAL_TornTail(t *testing.T) {
+	// The log: 1..20 one per StoreLogs, then 21..30 in one call.
+	type damage func(t *testing.T, path string, offs, lens []int64)
+	cutAt := func(off int64) func([]byte) []byte { return func(b []byte) []byte { return b[:off] } }
+	flip := func(off int64) func([]byte) []byte { return func(b []byte) []byte { b[off] ^= 0x20; return b } }
+	n := func(offs []int64) int { return len(offs) - 1 }
+	tests := []struct {
+		name     string
+		segSize  int64
+		damage   damage
+		wantLast uint64
+	}{
+		{"garbage appended", 0, func(t *testing.T, p string, offs, lens []int64) {
+			walEditFile(t, p, func(b []byte) []byte {
+				return append(b, []byte("\x00\x00\x01\x00 this is not a record at all, just noise")...)
+			})
+		}, 30},
+		{"zeros appended", 0, func(t *testing.T, p string, offs, lens []int64) {
+			walEditFile(t, p, func(b []byte) []byte { return append(b, make([]byte, 8192)...) })
+		}, 30},
+		{"half a header appended", 0, func(t *testing.T, p string, offs, lens []int64) {
+			walEditFile(t, p, func(b []byte) []byte { return append(b, 0, 0, 0) })
+		}, 30},
+		{"a header promising more than there is", 0, func(t *testing.T, p string, offs, lens []int64) {
+			walEditFile(t, p, func(b []byte) []byte { return append(b, 0, 0, 1, 0, 1, 2, 3, 4, 1, 2) })
+		}, 30},
+		{"last record cut in half", 0, func(t *testing.T, p string, offs, lens []int64) {
+			walEditFile(t, p, cutAt(offs[n(offs)]+lens[n(offs)]/2))
+		}, 29},
+		{"last record cut inside its header", 0, func(t *testing.T, p string, offs, lens []int64) {
+			walEditFile(t, p, cutAt(offs[n(offs)]+5))
+		}, 29},
+		{"last record missing its last byte", 0, func(t *testing.T, p string, offs, lens []int64) {
+			walEditFile(t, p, cutAt(offs[n(offs)]+lens[n(offs)]-1))
+		}, 29},
+		{"byte flipped in the last record's data", 0, func(t *testing.T, p string, offs, lens []int64) {
+			walEditFile(t, p, flip(offs[n(offs)]+lens[n(offs)]-3))
+		}, 29},
+		{"byte flipped in the last record's checksum", 0, func(t *testing.T, p string, offs, lens []int64) {
+			walEditFile(t, p, flip(offs[n(offs)]+5))
+		}, 29},
+		{"byte flipped in the last record's length", 0, func(t *testing.T, p string, offs, lens []int64) {
+			walEditFile(t, p, flip(offs[n(offs)]+3))
+		}, 29},
+		{"last record zeroed", 0, func(t *testing.T, p string, offs, lens []int64) {
+			walEditFile(t, p, func(b []byte) []byte { clear(b[offs[n(offs)]:]); return b })
+		}, 29},
+		{"last batch cut inside its third record", 0, func(t *testing.T, p string, offs, lens []int64) {
+			walEditFile(t, p, cutAt(offs[22]+4)) // record 23
+		}, 22},
+		{"last segment's only record cut", 1, func(t *testing.T, p string, offs, lens []int64) {
+			walEditFile(t, p, cutAt(lens[0]-2))
+		}, 20}, // with one segment per call, the last holds 21..30; it stays, empty
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			w := walOpenTest(t, dir)
+			if tt.segSize != 0 {
+				w.segmentSize = tt.segSize
+			}
+			walStoreTest(t, w, 1, 20, 1)
+			walStoreTest(t, w, 21, 30, 10)
+			if tt.segSize == 1 {
+				// Make the last segment hold one record: 21..30 as one batch is too many.
+				if err := w.DeleteRange(22, 30); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			path := walLastSegment(t, dir)
+			offs, lens := walRecordSpans(t, path)
+			tt.damage(t, path, offs, lens)
+
+			w = walOpenTest(t, dir)
+			walCheckBounds(t, w, 1, tt.wantLast)
+			walCheckLogs(t, w, 1, tt.wantLast, testRaftLog)
+			walCheckAbsent(t, w, tt.wantLast+1)
+			// The file was cut back to its last whole record.
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wantSize int64 // with one segment per call, the last keeps no record
+			if tt.segSize == 0 {
+				wantSize = offs[tt.wantLast-1] + lens[tt.wantLast-1]
+			}
+			if fi.Size() != wantSize {
+				t.Errorf("segment is %d bytes after recovery, want %d", fi.Size(), wantSize)
+			}
+			// New entries go on at the right index, and all of it survives a restart.
+			if tt.segSize != 0 {
+				w.segmentSize = tt.segSize
+			}
+			walStoreTest(t, w, tt.wantLast+1, tt.wantLast+5, 2)
+			w = walReopenTest(t, w)
+			walCheckBounds(t, w, 1, tt.wantLast+5)
+			walCheckLogs(t, w, 1, tt.wantLast+5, testRaftLog)
+		})
+	}
+	t.Run("the only record torn: empty log", func(t *testing.T) {
+		dir := t.TempDir()
+		w := walOpenTest(t, dir)
+		walStoreTest(t, w, 1, 1, 1)
+		w.Close()
+		path := walLastSegment(t, dir)
+		walEditFile(t, path, func(b []byte) []byte { return b[:len(b)-1] })
+		w = walOpenTest(t, dir)
+		walCheckBounds(t, w, 0, 0)
+		walStoreTest(t, w, 1, 3, 3)
+		w = walReopenTest(t, w)
+		walCheckBounds(t, w, 1, 3)
+		walCheckLogs(t, w, 1, 3, testRaftLog)
+	})
+}
+
+// Damage that a torn write cannot explain refuses the open, names the file and
+// offset, and leaves the files as they were.
+func TestRaftWAL_Corrupt(t *testing.T) {
+	// The log: 1..30 in three segments of ten (1, 11, 21).
+	seg := func(dir string, base uint64) string { return filepath.Join(dir, walSegName(base)) }
+	tests := []struct {
+		name     string
+		damage   func(t *testing.T, dir string) (file string, off int64)
+		wantErr  error
+		wantText string
+	}{
+		{"byte flipped in an early record of the last segment", func(t *testing.T, dir string) (string, int64) {
+			p := seg(dir, 21)
+			offs, lens := walRecordSpans(t, p)
+			walEditFile(t, p, func(b []byte) []byte { b[offs[1]+lens[1]-2] ^= 1; return b })
+			return p, offs[1]
+		}, walErrCorrupt, "followed by a valid record (index 23)"},
+		{"length flipped in an early record of the last segment", func(t *testing.T, dir string) (string, int64) {
+			p := seg(dir, 21)
+			offs, _ := walRecordSpans(t, p)
+			walEditFile(t, p, func(b []byte) []byte { b[offs[4]+1] ^= 0x40; return b })
+			return p, offs[4]
+		}, walErrCorrupt, "followed by a valid record"},
+		{"zeroed record in the middle of the last segment", func(t *testing.T, dir string) (string, int64) {
+			p := seg(dir, 21)
+			offs, lens := walRecordSpans(t, p)
+			walEditFile(t, p, func(b []byte) []byte { clear(b[offs[5] : offs[5]+lens[5]]); return b })
+			return p, offs[5]
+		}, walErrCorrupt, "followed by a valid record (index 27)"},
+		{"byte flipped in a segment that is not the last", func(t *testing.T, dir string) (string, int64) {
+			p := seg(dir, 11)
+			offs, lens := walRecordSpans(t, p)
+			walEditFile(t, p, func(b []byte) []byte { b[offs[9]+lens[9]-1] ^= 1; return b })
+			return p, offs[9]
+		}, walErrCorrupt, "not the last segment"},
+		{"segment that is not the last cut short", func(t *testing.T, dir string) (string, int64) {
+			p := seg(dir, 1)
+			offs, _ := walRecordSpans(t, p)
+			walEditFile(t, p, func(b []byte) []byte { return b[:len(b)-3] })
+			return p, offs[9]
+		}, walErrCorrupt, "not the last segment"},
+		{"missing segment", func(t *testing.T, dir string) (string, int64) {
+			if err := os.Remove(seg(dir, 11)); err != nil {
+				t.Fatal(err)
+			}
+			return seg(dir, 21), -1
+		}, walErrCorrupt, "previous segment ends at 10"},
+		{"segment named after the wrong index", func(t *testing.T, dir string) (string, int64) {
+			if err := os.Rename(seg(dir, 21), seg(dir, 22)); err != nil {
+				t.Fatal(err)
+			}
+			return seg(dir, 22), -1
+		}, walErrCorrupt, "previous segment ends at 20"},
+		{"valid record at the wrong index", func(t *testing.T, dir string) (string, int64) {
+			p := seg(dir, 21)
+			offs, _ := walRecordSpans(t, p)
+			walEditFile(t, p, func(b []byte) []byte { return walAppendRecord(b[:offs[4]], testRaftLog(77)) })
+			return p, offs[4]
+		}, walErrCorrupt, "record has index 77, want 25"},
+		{"valid checksum over a record of another version", func(t *testing.T, dir string) (string, int64) {
+			p := seg(dir, 21)
+			offs, _ := walRecordSpans(t, p)
+			walEditFile(t, p, func(b []byte) []byte {
+				rec := walAppendRecord(nil, testRaftLog(30))
+				rec[walHeaderSize] = 2
+				binary.BigEndian.PutUint32(rec[4:], walChecksum(rec[:4], rec[walHeaderSize:]))
+				return append(b[:offs[9]], rec...)
+			})
+			return p, offs[9]
+		}, walErrVersion, "record version 2"},
+		{"meta file damaged", func(t *testing.T, dir string) (string, int64) {
+			p := filepath.Join(dir, walMetaName)
+			walEditFile(t, p, func(b []byte) []byte { b[15] ^= 1; return b })
+			return p, -1
+		}, walErrCorrupt, "checksum"},
+		{"meta file missing", func(t *testing.T, dir string) (string, int64) {
+			if err := os.Remove(filepath.Join(dir, walMetaName)); err != nil {
+				t.Fatal(err)
+			}
+			return walMetaName, -1
+		}, walErrCorrupt, "3 segment files but no"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			w := walOpenTest(t, dir)
+			w.segmentSize = 1
+			walStoreTest(t, w, 1, 30, 10)
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			file, off := tt.damage(t, dir)
+			before := walSnapshotDir(t, dir)
+			w2, err := OpenRaftWAL(dir)
+			if err == nil {
+				w2.Close()
+				t.Fatal("OpenRaftWAL of a damaged log succeeded")
+			}
+			if !errors.Is(err, tt.wantErr) {
+				t.Errorf("OpenRaftWAL error %v does not wrap %v", err, tt.wantErr)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, filepath.Base(file)) || !strings.Contains(msg, tt.wantText) {
+				t.Errorf("OpenRaftWAL error %q should name %s and say %q", msg, filepath.Base(file), tt.wantText)
+			}
+			if off >= 0 && !strings.Contains(msg, fmt.Sprintf("offset %d ", off)) && !strings.Contains(msg, fmt.Sprintf("offset %d:", off)) {
+				t.Errorf("OpenRaftWAL error %q should name offset %d", msg, off)
+			}
+			if after := walSnapshotDir(t, dir); !maps.Equal(before, after) {
+				t.Error("a failed OpenRaftWAL changed the files")
+			}
+		})
+	}
+}
+
+// walSnapshotDir reads every file of dir.
+func walSnapshotDir(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]string{}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m[e.Name()] = string(b)
+	}
+	return m
+}
+
+func TestRaftWAL_Lock(t *testing.T) {
+	dir := t.TempDir()
+	w := walOpenTest(t, dir)
+	if w2, err := OpenRaftWAL(dir); err == nil {
+		w2.Close()
+		t.Fatal("second OpenRaftWAL of an open directory succeeded")
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	walOpenTest(t, dir) // released by Close
+}
+
+// Readers run while entries are appended, segments roll and the prefix is
+// compacted; they see whole entries or raft.ErrLogNotFound, never a torn record.
+// Meant for -race.
+func TestRaftWAL_Concurrent(t *testing.T) {
+	w := walOpenTest(t, t.TempDir())
+	w.segmentSize = 8 << 10
+	const last = 1500
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for r := 0; r < 3; r++ {
+		wg.Add(1)
+		go func(seed uint64) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, 1))
+			for reads := 0; ; reads++ {
+				select {
+				case <-done:
+					if reads > 0 {
+						return
+					}
+				default:
+				}
+				lastIdx, err := w.LastIndex()
+				if err != nil {
+					errs <- err
+					return
+				}
+				if lastIdx == 0 {
+					continue
+				}
+				i := lastIdx - rng.Uint64N(min(lastIdx, 50))
+				var l raft.Log
+				switch err := w.GetLog(i, &l); {
+				case err == raft.ErrLogNotFound:
+					if first, _ := w.FirstIndex(); i >= first {
+						errs <- fmt.Errorf("GetLog(%d) not found, first index is %d", i, first)
+						return
+					}
+				case err != nil:
+					errs <- fmt.Errorf("GetLog(%d): %v", i, err)
+					return
+				case l.Index != i || !bytes.Equal(l.Data, testRaftLog(i).Data) || l.Term != testRaftLog(i).Term:
+					errs <- fmt.Errorf("GetLog(%d) = index %d term %d, %d bytes of data", i, l.Index, l.Term, len(l.Data))
+					return
+				}
+			}
+		}(uint64(r))
+	}
+	logs := testRaftLogs(1, last)
+	for i := 0; i < len(logs); i += 5 {
+		if err := w.StoreLogs(logs[i:min(i+5, len(logs))]); err != nil {
+			t.Fatal(err)
+		}
+		if i%300 == 0 && i > 100 {
+			if err := w.DeleteRange(1, uint64(i-100)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	close(done)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// walStartTestRaft starts a single-voter raft with logs as its LogStore, stable as
+// its StableStore and snaps as its snapshot store, and waits until it leads.
+func walStartTestRaft(tb testing.TB, logs raft.LogStore, stable *RaftStore, snaps raft.SnapshotStore, bootstrap bool) (*raft.Raft, *raftTestFSM) {
+	tb.Helper()
+	conf := raft.DefaultConfig()
+	conf.LocalID = "node-1"
+	conf.HeartbeatTimeout = 50 * time.Millisecond
+	conf.ElectionTimeout = 50 * time.Millisecond
+	conf.LeaderLeaseTimeout = 50 * time.Millisecond
+	conf.CommitTimeout = 5 * time.Millisecond
+	conf.TrailingLogs = 10
+	conf.SnapshotThreshold = 1 << 30 // only the snapshot the test asks for
+	conf.SnapshotInterval = time.Hour
+	conf.Logger = hclog.NewNullLogger()
+	addr, trans := raft.NewInmemTransport("node-1")
+	fsm := &raftTestFSM{}
+	r, err := raft.NewRaft(conf, fsm, logs, stable, snaps, trans)
+	if err != nil {
+		tb.Fatalf("raft.NewRaft: %v", err)
+	}
+	tb.Cleanup(func() { r.Shutdown().Error() })
+	if bootstrap {
+		cfg := raft.Configuration{Servers: []raft.Server{{ID: conf.LocalID, Address: addr}}}
+		if err := r.BootstrapCluster(cfg).Error(); err != nil {
+			tb.Fatalf("BootstrapCluster: %v", err)
+		}
+	}
+	waitForRaft(tb, 10*time.Second, "leadership", func() bool { return r.State() == raft.Leader })
+	return r, fsm
+}
+
+// A real hashicorp/raft node runs on RaftWAL (with RaftStore as its stable store),
+// compacts its log after a snapshot through DeleteRange, and after a restart
+// replays snapshot and log into a fresh FSM.
+func TestRaftWAL_WithRaft(t *testing.T) {
+	dir := t.TempDir()
+	w := walOpenTest(t, dir)
+	w.segmentSize = 512 // the compaction removes whole segments
+	stable := openTestRaftStore(t)
+	snaps := raft.NewInmemSnapshotStore()
+	r, fsm := walStartTestRaft(t, w, stable, snaps, true)
+	apply := func(r *raft.Raft, from, to int) {
+		t.Helper()
+		for i := from; i <= to; i++ {
+			f := r.Apply([]byte(fmt.Sprintf("cmd-%d", i)), 5*time.Second)
+			if err := f.Error(); err != nil {
+				t.Fatalf("Apply %d: %v", i, err)
+			}
+			if got := f.Response(); got != uint64(i) {
+				t.Fatalf("Apply %d response = %v", i, got)
+			}
+		}
+	}
+	apply(r, 1, 200)
+	segsBefore := walSegmentBases(t, dir)
+	if err := r.Snapshot().Error(); err != nil {
+		t.Fatalf("Snapshot: %v", err)
+	}
+	first, _ := w.FirstIndex()
+	last, _ := w.LastIndex()
+	if first <= 1 || last-first+1 != 10 {
+		t.Fatalf("log after the snapshot holds %d..%d, want the 10 trailing entries", first, last)
+	}
+	if segsAfter := walSegmentBases(t, dir); len(segsAfter) >= len(segsBefore) || segsAfter[0] > first {
+		t.Fatalf("segments %v after compacting to %d (before: %d segments)", segsAfter, first, len(segsBefore))
+	}
+	apply(r, 201, 300)
+	if got := fsm.Count(); got != 300 {
+		t.Fatalf("FSM count = %d, want 300", got)
+	}
+	lastBefore := r.LastIndex()
+	if err := r.Shutdown().Error(); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+
+	w = walReopenTest(t, w)
+	stable = reopenTestRaftStore(t, stable)
+	walCheckBounds(t, w, first, lastBefore)
+	var l raft.Log
+	if err := w.GetLog(lastBefore, &l); err != nil || l.Type != raft.LogCommand || string(l.Data) != "cmd-300" {
+		t.Fatalf("GetLog(last %d) = %+v, %v; want cmd-300", lastBefore, l, err)
+	}
+	// No bootstrap: snapshot, then the log. The new leader's no-op commits
+	// everything before it.
+	r2, fsm2 := walStartTestRaft(t, w, stable, snaps, false)
+	waitForRaft(t, 10*time.Second, "the FSM to replay", func() bool { return fsm2.Count() >= 300 })
+	if got := fsm2.Count(); got != 300 {
+		t.Errorf("replayed FSM count = %d, want 300", got)
+	}
+	apply(r2, 301, 301)
+	if err := r2.Shutdown().Error(); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if got, _ := w.LastIndex(); got <= lastBefore {
+		t.Errorf("LastIndex after the second run = %d, want > %d", got, lastBefore)
+	}
+}
+
+// FuzzWALOpen: any bytes as the only segment open to an error or to a valid prefix
+// of them, never a panic; what opens takes appends and reopens the same.
+func FuzzWALOpen(f *testing.F) {
+	var valid []byte
+	for i := uint64(1); i <= 6; i++ {
+		valid = walAppendRecord(valid, testRaftLog(i))
+	}
+	f.Add(valid)
+	f.Add(valid[:len(valid)-3])
+	f.Add(append(bytes.Clone(valid), 0, 0, 0, 9, 1))
+	flipped := bytes.Clone(valid)
+	flipped[20] ^= 4
+	f.Add(flipped)
+	f.Add([]byte{})
+	f.Add([]byte{0, 0, 0, 7})
+	f.Add(walAppendRecord(nil, &raft.Log{Index: 2}))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		// The payload decoder alone: the CRC keeps most mutations away from it.
+		var dec raft.Log
+		if err := walDecodePayload(data, &dec); err == nil {
+			var again raft.Log
+			if err := walDecodeRecord(walAppendRecord(nil, &dec), &again); err != nil {
+				t.Fatalf("re-encoded entry does not decode: %v", err)
+			}
+			checkRaftLogEqual(t, &again, &dec)
+		} else if !errors.Is(err, walErrCorrupt) && !errors.Is(err, walErrVersion) {
+			t.Fatalf("walDecodePayload error %v is neither walErrCorrupt nor walErrVersion", err)
+		}
+
+		dir := t.TempDir()
+		if err := walWriteMeta(dir, 0); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, walSegName(1))
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		w, err := OpenRaftWAL(dir)
+		if err != nil {
+			if !errors.Is(err, walErrCorrupt) && !errors.Is(err, walErrVersion) {
+				t.Fatalf("OpenRaftWAL error %v is neither walErrCorrupt nor walErrVersion", err)
+			}
+			return
+		}
+		defer w.Close()
+		first, _ := w.FirstIndex()
+		last, _ := w.LastIndex()
+		if (last == 0) != (first == 0) || (last != 0 && first != 1) {
+			t.Fatalf("bounds %d..%d", first, last)
+		}
+		if last > 0 {
+			kept, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.HasPrefix(data, kept) {
+				t.Fatalf("the segment after recovery (%d bytes) is not a prefix of the input", len(kept))
+			}
+		}
+		for i := first; i <= last && i != 0; i++ {
+			var l raft.Log
+			if err := w.GetLog(i, &l); err != nil {
+				t.Fatalf("GetLog(%d): %v", i, err)
+			}
+		}
+		if err := w.StoreLog(&raft.Log{Index: last + 1, Term: 1, Data: []byte("next")}); err != nil {
+			t.Fatalf("StoreLog(%d) after recovery: %v", last+1, err)
+		}
+		w.Close()
+		w2, err := OpenRaftWAL(dir)
+		if err != nil {
+			t.Fatalf("reopen after recovery: %v", err)
+		}
+		defer w2.Close()
+		if got, _ := w2.LastIndex(); got != last+1 {
+			t.Fatalf("LastIndex after reopen = %d, want %d", got, last+1)
+		}
+	})
+}
+
+func BenchmarkWALStoreLogs(b *testing.B) {
+	data := bytes.Repeat([]byte("x"), 1024)
+	for _, batch := range []int{1, 64} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			w := walOpenTest(b, b.TempDir())
+			logs := make([]*raft.Log, batch)
+			for i := range logs {
+				logs[i] = &raft.Log{Term: 1, Type: raft.LogCommand, Data: data, AppendedAt: time.Now()}
+			}
+			b.SetBytes(int64(batch * len(data)))
+			b.ReportAllocs()
+			next := uint64(1)
+			for b.Loop() {
+				for _, l := range logs {
+					l.Index = next
+					next++
+				}
+				if err := w.StoreLogs(logs); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(next-1), "ns/entry")
+		})
+	}
+}
+
+// The states a crash can leave between the steps of a DeleteRange: wal.meta
+// raised but segments not yet removed, or one of several removals lost.
+func TestRaftWAL_InterruptedDelete(t *testing.T) {
+	// The log: 1..100 in ten segments of ten entries.
+	setup := func(t *testing.T) string {
+		dir := t.TempDir()
+		w := walOpenTest(t, dir)
+		w.segmentSize = 1
+		walStoreTest(t, w, 1, 100, 10)
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	t.Run("prefix: meta raised, segments still there", func(t *testing.T) {
+		dir := setup(t)
+		if err := walWriteMeta(dir, 36); err != nil {
+			t.Fatal(err)
+		}
+		w := walOpenTest(t, dir)
+		walCheckBounds(t, w, 36, 100)
+		walCheckLogs(t, w, 36, 100, testRaftLog)
+		walCheckAbsent(t, w, 1, 10, 31, 35)
+		if got, want := walSegmentBases(t, dir), []uint64{31, 41, 51, 61, 71, 81, 91}; !slices.Equal(got, want) {
+			t.Errorf("segments %v after recovery, want %v", got, want)
+		}
+	})
+	t.Run("prefix: a segment below first damaged, never read", func(t *testing.T) {
+		dir := setup(t)
+		if err := walWriteMeta(dir, 36); err != nil {
+			t.Fatal(err)
+		}
+		walEditFile(t, filepath.Join(dir, walSegName(11)), func(b []byte) []byte { return b[:7] })
+		w := walOpenTest(t, dir)
+		walCheckBounds(t, w, 36, 100)
+	})
+	t.Run("everything: meta masks all, segments still there", func(t *testing.T) {
+		dir := setup(t)
+		if err := walWriteMeta(dir, 101); err != nil {
+			t.Fatal(err)
+		}
+		w := walOpenTest(t, dir)
+		walCheckBounds(t, w, 0, 0)
+		walCheckAbsent(t, w, 1, 100)
+		if got := walSegmentBases(t, dir); len(got) != 0 {
+			t.Errorf("segments %v left in an empty log", got)
+		}
+		// The next entry may be below the masked ones (a follower installing an
+		// older snapshot): wal.meta comes down with it.
+		walStoreTest(t, w, 40, 45, 3)
+		w = walReopenTest(t, w)
+		walCheckBounds(t, w, 40, 45)
+		walCheckLogs(t, w, 40, 45, testRaftLog)
+	})
+	t.Run("empty log: stray segment from a failed removal is swept", func(t *testing.T) {
+		dir := setup(t)
+		w := walOpenTest(t, dir)
+		stray, err := os.ReadFile(filepath.Join(dir, walSegName(31)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.DeleteRange(1, 100); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, walSegName(31)), stray, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		walStoreTest(t, w, 20, 22, 3)
+		w = walReopenTest(t, w)
+		walCheckBounds(t, w, 20, 22)
+		walCheckLogs(t, w, 20, 22, testRaftLog)
+		if got, want := walSegmentBases(t, dir), []uint64{20}; !slices.Equal(got, want) {
+			t.Errorf("segments %v, want %v", got, want)
+		}
+	})
+	t.Run("suffix: later segments gone, the cut not made", func(t *testing.T) {
+		dir := setup(t)
+		for _, b := range []uint64{91, 81, 71, 61, 51} { // DeleteRange(45, 100) stopped before the ftruncate
+			if err := os.Remove(filepath.Join(dir, walSegName(b))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w := walOpenTest(t, dir)
+		walCheckBounds(t, w, 1, 50)
+		walCheckLogs(t, w, 1, 50, testRaftLog)
+	})
+}
+
+// A record damaged under an open store is an error from GetLog, never a panic or
+// a wrong entry.
+func TestRaftWAL_GetLogCorrupt(t *testing.T) {
+	dir := t.TempDir()
+	w := walOpenTest(t, dir)
+	walStoreTest(t, w, 1, 3, 3)
+	path := walLastSegment(t, dir)
+	offs, lens := walRecordSpans(t, path)
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Record 2 gets the bytes of a record for index 9 of the same size (valid
+	// CRC, wrong index); record 1 gets a flipped byte.
+	moved := walAppendRecord(nil, &raft.Log{Index: 9, Term: testRaftLog(2).Term, Type: testRaftLog(2).Type, Data: testRaftLog(2).Data, Extensions: testRaftLog(2).Extensions, AppendedAt: testRaftLog(2).AppendedAt})
+	if int64(len(moved)) != lens[1] {
+		t.Fatalf("replacement record is %d bytes, want %d", len(moved), lens[1])
+	}
+	if _, err := f.WriteAt(moved, offs[1]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{0xee}, offs[0]+lens[0]-1); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	for _, idx := range []uint64{1, 2} {
+		var l raft.Log
+		if err := w.GetLog(idx, &l); !errors.Is(err, walErrCorrupt) {
+			t.Errorf("GetLog(%d) of a damaged record = %v, want walErrCorrupt", idx, err)
+		}
+	}
+	walCheckLogs(t, w, 3, 3, testRaftLog)
+}
+
+func TestWALDecodePayload_Corrupt(t *testing.T) {
+	rec := walAppendRecord(nil, &raft.Log{Index: 7, Term: 3, Type: raft.LogCommand, Data: []byte("data"), Extensions: []byte("e"), AppendedAt: time.Unix(1, 2)})
+	valid := rec[walHeaderSize:]
+	tests := []struct {
+		name    string
+		payload []byte
+		wantErr error
+	}{
+		{"empty", nil, walErrCorrupt},
+		{"version 0", append([]byte{0}, valid[1:]...), walErrVersion},
+		{"version 2", append([]byte{2}, valid[1:]...), walErrVersion},
+		{"trailing byte", append(bytes.Clone(valid), 0), walErrCorrupt},
+		{"unknown flag", []byte{1, 1, 1, 0, 2, 0, 0}, walErrCorrupt},
+		{"nanos out of range", append([]byte{1, 1, 1, 0, 1, 0}, append(binary.AppendUvarint(nil, 1e9), 0, 0)...), walErrCorrupt},
+		{"data length beyond the payload", []byte{1, 1, 1, 0, 0, 5, 'a', 0}, walErrCorrupt},
+		{"data length overflows int", append([]byte{1, 1, 1, 0, 0}, binary.AppendUvarint(nil, 1<<63+5)...), walErrCorrupt},
+		{"varint overflow", []byte{1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 1, 0, 0, 0, 0}, walErrCorrupt},
+		{"extensions missing", []byte{1, 1, 1, 0, 0, 0}, walErrCorrupt},
+	}
+	for n := 1; n < len(valid); n++ {
+		tests = append(tests, struct {
+			name    string
+			payload []byte
+			wantErr error
+		}{fmt.Sprintf("truncated to %d bytes", n), valid[:n], walErrCorrupt})
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := raft.Log{Index: 123}
+			if err := walDecodePayload(tt.payload, &l); !errors.Is(err, tt.wantErr) {
+				t.Fatalf("walDecodePayload(%x) = %v, want %v", tt.payload, err, tt.wantErr)
+			}
+			if l.Index != 123 {
+				t.Errorf("walDecodePayload wrote into the log on failure: %+v", l)
+			}
+		})
+	}
+	var l raft.Log
+	if err := walDecodePayload([]byte{1, 1, 1, 0, 0, 0, 0}, &l); err != nil || l.Index != 1 || l.Term != 1 {
+		t.Errorf("walDecodePayload(minimal) = %+v, %v; want index 1 term 1", l, err)
+	}
+	// Whole records: the length must match and the checksum cover the length.
+	bad := bytes.Clone(rec)
+	bad[3]++
+	for _, r := range [][]byte{rec[:5], bad, append(bytes.Clone(rec), 0)} {
+		if err := walDecodeRecord(r, &l); !errors.Is(err, walErrCorrupt) {
+			t.Errorf("walDecodeRecord(%x) = %v, want walErrCorrupt", r, err)
+		}
+	}
+}
