@@ -54,6 +54,14 @@ func newGossip(cfg Config, self memberMeta, logger *slog.Logger) (*gossip, error
 		if err != nil {
 			return nil, fmt.Errorf("gossip advertise address %q: %w", cfg.GossipAdvertise, err)
 		}
+		// memberlist wants an IP; a host name (a container's) is resolved now.
+		if net.ParseIP(ah) == nil {
+			ips, err := net.LookupIP(ah)
+			if err != nil || len(ips) == 0 {
+				return nil, fmt.Errorf("gossip advertise host %q: %v", ah, err)
+			}
+			ah = ips[0].String()
+		}
 		mc.AdvertiseAddr, mc.AdvertisePort = ah, ap
 	}
 	mc.Delegate = g

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -114,15 +113,7 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 		return nil, err
 	}
 
-	var advertise net.Addr // nil: the listener's own address
-	if cfg.RaftAdvertise != "" {
-		a, err := net.ResolveTCPAddr("tcp", cfg.RaftAdvertise)
-		if err != nil {
-			return nil, fmt.Errorf("raft advertise address %q: %w", cfg.RaftAdvertise, err)
-		}
-		advertise = a
-	}
-	if n.transport, err = raft.NewTCPTransportWithLogger(cfg.RaftAddr, advertise, 3, 10*time.Second, hl); err != nil {
+	if n.transport, err = newTransport(cfg.RaftAddr, cfg.RaftAdvertise, hl); err != nil {
 		return nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
 	}
 

@@ -1,0 +1,57 @@
+package cluster
+
+import (
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// hostAddr is an advertised address that may name a host ("node1:7401"):
+// raft keeps it in the configuration as is, so a server whose IP changes
+// (a container recreated) stays reachable under its name.
+type hostAddr string
+
+func (a hostAddr) Network() string { return "tcp" }
+func (a hostAddr) String() string  { return string(a) }
+
+// streamLayer is raft's TCP stream layer with a name-based advertised address.
+type streamLayer struct {
+	net.Listener
+	advertise hostAddr
+}
+
+func (s *streamLayer) Addr() net.Addr { return s.advertise }
+
+func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return net.DialTimeout("tcp", string(address), timeout)
+}
+
+// newTransport listens on bind and advertises advertise (default: the
+// listener's own address, which must then not be a wildcard).
+func newTransport(bind, advertise string, hl hclog.Logger) (*raft.NetworkTransport, error) {
+	l, err := net.Listen("tcp", bind)
+	if err != nil {
+		return nil, err
+	}
+	if advertise == "" {
+		ta := l.Addr().(*net.TCPAddr)
+		if ta.IP.IsUnspecified() {
+			l.Close()
+			return nil, fmt.Errorf("raft address %s listens on all interfaces: an advertised address is required", bind)
+		}
+		advertise = ta.String()
+	}
+	if _, _, err := net.SplitHostPort(advertise); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("raft advertise address %q: %w", advertise, err)
+	}
+	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  &streamLayer{Listener: l, advertise: hostAddr(advertise)},
+		MaxPool: 3,
+		Timeout: 10 * time.Second,
+		Logger:  hl,
+	}), nil
+}
