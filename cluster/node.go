@@ -353,6 +353,12 @@ func (n *Node) askLeaderToRemove(ctx context.Context) error {
 	return fn(ctx, api, n.cfg.NodeID)
 }
 
+// FirstLogIndex is the first index still in the local Raft log.
+func (n *Node) FirstLogIndex() (uint64, error) { return n.local.FirstIndex() }
+
+// SnapshotRestores counts snapshots this node has restored since it started.
+func (n *Node) SnapshotRestores() uint64 { return n.fsm.Restores() }
+
 // GossipAddr is the gossip address other nodes can --join.
 func (n *Node) GossipAddr() string { return n.gossip.addr() }
 

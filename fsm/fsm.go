@@ -34,6 +34,7 @@ type FSM struct {
 	metrics *Metrics
 
 	mu       sync.Mutex
+	restores uint64
 	applied  uint64
 	changed  chan struct{} // closed and replaced after every commit
 	observer func(Applied)
@@ -58,6 +59,13 @@ func (f *FSM) AppliedIndex() uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.applied
+}
+
+// Restores counts the snapshots restored by this FSM.
+func (f *FSM) Restores() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.restores
 }
 
 // Changed returns a channel closed at the next commit.
@@ -174,6 +182,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return err
 	}
 	f.metrics.Restores.Inc()
+	f.mu.Lock()
+	f.restores++
+	f.mu.Unlock()
 	f.logger.Info("restored state from snapshot", "raft_index", idx, "dur", time.Since(start))
 	f.published(Applied{Index: idx, Restored: true})
 	return nil

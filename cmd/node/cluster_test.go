@@ -45,6 +45,11 @@ type clNode struct {
 // (each joins the first) and bootstrap one cluster with --bootstrap-expect n.
 func startCluster(t *testing.T, n int) []*clNode {
 	t.Helper()
+	return startClusterWith(t, n, nil)
+}
+
+func startClusterWith(t *testing.T, n int, extra func(*serveConfig)) []*clNode {
+	t.Helper()
 	gossip := make([]string, n)
 	for i := range gossip {
 		gossip[i] = clFreeAddr(t)
@@ -66,6 +71,9 @@ func startCluster(t *testing.T, n int) []*clNode {
 			c.GRPCAddr, c.HTTPAddr = grpcAddr, httpAddr
 			c.Join = join
 			c.Cluster.BootstrapExpect = n
+			if extra != nil {
+				extra(c)
+			}
 		}
 		nodes[i] = &clNode{testNode: startTestNodeWith(t, "", tune), id: id}
 	}
@@ -259,4 +267,114 @@ func clConverged(t *testing.T, ctx context.Context, nodes []*clNode, next map[st
 		}
 	}
 	return true
+}
+
+// A fourth, empty node joining a cluster whose log has been compacted past a
+// snapshot catches up by snapshot install, is promoted to voter, and holds
+// every event.
+func TestCluster_NewNodeCatchesUpBySnapshot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four nodes")
+	}
+	small := func(c *serveConfig) {
+		c.Cluster.SnapshotThreshold = 200
+		c.Cluster.SnapshotInterval = 200 * time.Millisecond
+		c.Cluster.TrailingLogs = 50
+	}
+	nodes := startClusterWith(t, 3, small)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	c := nodes[0].Client
+	const sessions, perSession = 10, 60
+	for s := 0; s < sessions; s++ {
+		id := fmt.Sprintf("snap-%d", s)
+		cwd := "/w/cluster"
+		if err := c.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: id, CreatedAt: 1, Cwd: &cwd}}); err != nil {
+			t.Fatal(err)
+		}
+		for k := int64(0); k < perSession; k++ {
+			if _, err := c.Append(ctx, &pb.AppendRequest{SessionId: id, Events: []string{clEvent(k, id)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	leader := leaderOf(nodes)
+	if err := leader.srv.node.Snapshot(); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	first, err := leader.srv.node.FirstLogIndex()
+	if err != nil || first <= 1 {
+		t.Fatalf("the leader's log should be compacted (first index %d, %v)", first, err)
+	}
+
+	var seeds []string
+	for _, nd := range nodes {
+		seeds = append(seeds, nd.srv.node.GossipAddr())
+	}
+	start := time.Now()
+	fourth := &clNode{testNode: startTestNodeWith(t, "", func(cfg *serveConfig) {
+		small(cfg)
+		cfg.Cluster.NodeID = "n4"
+		cfg.Cluster.RaftAddr, cfg.Cluster.GossipAddr = "127.0.0.1:0", "127.0.0.1:0"
+		cfg.GRPCAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
+		cfg.Join = strings.Join(seeds, ",")
+	}), id: "n4"}
+	nodes = append(nodes, fourth)
+	waitVoters(t, nodes, 4)
+	next := map[string]int64{}
+	for s := 0; s < sessions; s++ {
+		next[fmt.Sprintf("snap-%d", s)] = perSession
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !clConverged(t, ctx, nodes, next) {
+		if time.Now().After(deadline) {
+			t.Fatal("the fourth node did not converge within 30s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if fourth.srv.node.SnapshotRestores() == 0 {
+		t.Error("the fourth node caught up without installing a snapshot")
+	}
+	t.Logf("fourth node joined, caught up by snapshot and was promoted in %v", time.Since(start).Round(time.Millisecond))
+}
+
+// A restart skips the entries the state database already holds (applied-index
+// skip with NoSnapshotRestoreOnStart), so start-up time does not grow with the
+// length of the log. The durations are reported, not asserted.
+func TestCluster_RestartTimeWithLongLog(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes a long log")
+	}
+	n := startTestNode(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	cwd := "/w/cluster"
+	if err := n.Client.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: "long", CreatedAt: 1, Cwd: &cwd}}); err != nil {
+		t.Fatal(err)
+	}
+	seq := int64(0)
+	grow := func(entries int) {
+		for i := 0; i < entries; i++ {
+			if _, err := n.Client.Append(ctx, &pb.AppendRequest{SessionId: "long", Events: []string{clEvent(seq, "x")}}); err != nil {
+				t.Fatal(err)
+			}
+			seq++
+		}
+	}
+	restart := func() time.Duration {
+		start := time.Now()
+		n = n.Restart()
+		return time.Since(start)
+	}
+	grow(200)
+	short := restart()
+	grow(3000)
+	long := restart()
+	r, err := n.Client.ReadFrom(ctx, &pb.ReadFromRequest{SessionId: "long"})
+	if err != nil || int64(len(r.Events)) != seq {
+		t.Fatalf("after restarts: %d events, %v; want %d", len(r.GetEvents()), err, seq)
+	}
+	first, _ := n.srv.node.FirstLogIndex()
+	t.Logf("restart to ready: %v with a 200-entry log, %v with a %d-entry log (first log index %d; no snapshot taken)",
+		short.Round(time.Millisecond), long.Round(time.Millisecond), seq, first)
 }
