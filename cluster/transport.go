@@ -21,12 +21,29 @@ func (a hostAddr) String() string  { return string(a) }
 type streamLayer struct {
 	net.Listener
 	advertise hostAddr
+	dialer    net.Dialer
 }
 
 func (s *streamLayer) Addr() net.Addr { return s.advertise }
 
 func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	return net.DialTimeout("tcp", string(address), timeout)
+	d := s.dialer
+	d.Timeout = timeout
+	return d.Dial("tcp", string(address))
+}
+
+// LocalDialer dials from the IP of bind when bind names a specific address:
+// a node bound to one interface talks to its peers from that interface.
+func LocalDialer(bind string) net.Dialer {
+	host, _, err := net.SplitHostPort(bind)
+	if err != nil {
+		return net.Dialer{}
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || ip.IsUnspecified() || ip.Equal(net.IPv4(127, 0, 0, 1)) || ip.Equal(net.IPv6loopback) {
+		return net.Dialer{}
+	}
+	return net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}}
 }
 
 // newTransport listens on bind and advertises advertise (default: the
@@ -49,7 +66,7 @@ func newTransport(bind, advertise string, hl hclog.Logger) (*raft.NetworkTranspo
 		return nil, fmt.Errorf("raft advertise address %q: %w", advertise, err)
 	}
 	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  &streamLayer{Listener: l, advertise: hostAddr(advertise)},
+		Stream:  &streamLayer{Listener: l, advertise: hostAddr(advertise), dialer: LocalDialer(bind)},
 		MaxPool: 3,
 		Timeout: 10 * time.Second,
 		Logger:  hl,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"sync"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -25,14 +26,16 @@ const forwardedKey = "sessionstore-forwarded"
 // connections, so clients never need to know who leads.
 type Forwarder struct {
 	maxMsg int
+	dialer net.Dialer
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
 }
 
-// NewForwarder returns a forwarder whose connections carry messages up to maxMsg bytes.
-func NewForwarder(maxMsg int) *Forwarder {
-	return &Forwarder{maxMsg: maxMsg, conns: map[string]*grpc.ClientConn{}}
+// NewForwarder returns a forwarder whose connections carry messages up to
+// maxMsg bytes and are dialled with dialer (e.g. from the node's own address).
+func NewForwarder(maxMsg int, dialer net.Dialer) *Forwarder {
+	return &Forwarder{maxMsg: maxMsg, dialer: dialer, conns: map[string]*grpc.ClientConn{}}
 }
 
 // Close closes the pooled connections.
@@ -51,7 +54,9 @@ func (f *Forwarder) conn(addr string) (*grpc.ClientConn, error) {
 	if c, ok := f.conns[addr]; ok {
 		return c, nil
 	}
+	d := f.dialer
 	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, "tcp", a) }),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(f.maxMsg), grpc.MaxCallSendMsgSize(f.maxMsg)))
 	if err != nil {
 		return nil, err

@@ -174,7 +174,7 @@ func startServer(cfg serveConfig, logger *slog.Logger, raftLog io.Writer) (*serv
 	opts := append(rpc.Interceptors(logger, rpc.NewMetrics(reg)),
 		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes), grpc.MaxSendMsgSize(cfg.MaxMessageBytes))
 	s.grpc = grpc.NewServer(opts...)
-	s.fwd = rpc.NewForwarder(cfg.MaxMessageBytes)
+	s.fwd = rpc.NewForwarder(cfg.MaxMessageBytes, cluster.LocalDialer(cfg.GRPCAddr))
 	rpc.NewPersistence(node, cfg.MaxMessageBytes, s.fwd).Register(s.grpc)
 	rpc.NewClusterService(node, s.fwd).Register(s.grpc)
 	node.SetRemover(func(ctx context.Context, leaderAPI, nodeID string) error {
