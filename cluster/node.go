@@ -28,7 +28,8 @@ type Node struct {
 	cfg    Config
 	logger *slog.Logger
 
-	local     *storage.RaftStore
+	local     *storage.RaftStore // stable store (term, vote) and node-local buckets
+	logs      *storage.RaftWAL   // the Raft log: one fdatasync per append
 	state     *storage.StateDB
 	snaps     raft.SnapshotStore
 	transport *raft.NetworkTransport
@@ -59,6 +60,7 @@ func statePath(dir string) string     { return filepath.Join(dir, "state.db") }
 func raftDir(dir string) string       { return filepath.Join(dir, "raft") }
 func artifactsDir(dir string) string  { return filepath.Join(dir, "artifacts") }
 func raftStorePath(dir string) string { return filepath.Join(raftDir(dir), "raft.db") }
+func raftWALDir(dir string) string    { return filepath.Join(raftDir(dir), "wal") }
 
 // Open starts a node: it opens (and if needed restores) its state, starts Raft
 // and, for a new lone node, bootstraps a one-voter cluster.
@@ -91,10 +93,13 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 	if n.local, err = storage.OpenRaftStore(raftStorePath(cfg.DataDir)); err != nil {
 		return nil, err
 	}
+	if n.logs, err = storage.OpenRaftWAL(raftWALDir(cfg.DataDir)); err != nil {
+		return nil, err
+	}
 	if n.snaps, err = raft.NewFileSnapshotStoreWithLogger(raftDir(cfg.DataDir), 1, hl); err != nil {
 		return nil, err
 	}
-	restored, err := guardState(statePath(cfg.DataDir), n.snaps, n.local, n.logger, needsVerify(cfg.DataDir))
+	restored, err := guardState(statePath(cfg.DataDir), n.snaps, n.logs, n.logger, needsVerify(cfg.DataDir))
 	if err != nil {
 		return nil, err
 	}
@@ -126,11 +131,11 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 	rc.TrailingLogs = cfg.TrailingLogs
 	rc.BatchApplyCh = true
 	rc.MaxAppendEntries = 256
-	hasState, err := raft.HasExistingState(n.local, n.local, n.snaps)
+	hasState, err := raft.HasExistingState(n.logs, n.local, n.snaps)
 	if err != nil {
 		return nil, err
 	}
-	if n.raft, err = raft.NewRaft(rc, n.fsm, n.local, n.local, n.snaps, n.transport); err != nil {
+	if n.raft, err = raft.NewRaft(rc, n.fsm, n.logs, n.local, n.snaps, n.transport); err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	self := memberMeta{ID: cfg.NodeID, Raft: string(n.transport.LocalAddr()), API: cfg.APIAdvertise,
@@ -354,7 +359,7 @@ func (n *Node) askLeaderToRemove(ctx context.Context) error {
 }
 
 // FirstLogIndex is the first index still in the local Raft log.
-func (n *Node) FirstLogIndex() (uint64, error) { return n.local.FirstIndex() }
+func (n *Node) FirstLogIndex() (uint64, error) { return n.logs.FirstIndex() }
 
 // SnapshotRestores counts snapshots this node has restored since it started.
 func (n *Node) SnapshotRestores() uint64 { return n.fsm.Restores() }
@@ -461,6 +466,9 @@ func (n *Node) closeStores() error {
 		if err == nil {
 			errs = append(errs, writeBootMarker(n.cfg.DataDir, true))
 		}
+	}
+	if n.logs != nil {
+		errs = append(errs, n.logs.Close())
 	}
 	if n.local != nil {
 		errs = append(errs, n.local.Close())

@@ -55,7 +55,7 @@ func (n *Node) lastStateIndex(index uint64) uint64 {
 	applied := n.fsm.AppliedIndex()
 	for i := index; i > applied; i-- {
 		var l raft.Log
-		if err := n.local.GetLog(i, &l); err != nil {
+		if err := n.logs.GetLog(i, &l); err != nil {
 			return i // unknown: be conservative
 		}
 		if l.Type == raft.LogCommand || l.Type == raft.LogConfiguration {
