@@ -32,6 +32,10 @@ type Config struct {
 	// ReconcileInterval is how often the leader folds gossip into the Raft
 	// configuration (also on every membership event).
 	ReconcileInterval time.Duration
+	// ReapDeadAfter, when set, lets the leader remove a server that gossip has
+	// reported dead for that long — never below BootstrapExpect voters, and
+	// never a server that left gracefully (a SIGTERM'd node stays a voter).
+	ReapDeadAfter time.Duration
 	// HTTPBase is the base URL of this node's HTTP server (for Locate's url).
 	HTTPBase string
 
@@ -97,6 +101,9 @@ func (c Config) Validate() error {
 	}
 	if c.BootstrapExpect < 0 {
 		errs = append(errs, fmt.Errorf("bootstrap-expect must be >= 0, got %d", c.BootstrapExpect))
+	}
+	if c.ReapDeadAfter < 0 {
+		errs = append(errs, fmt.Errorf("reap-dead-after must be >= 0, got %v", c.ReapDeadAfter))
 	}
 	if c.InFlight < 1 {
 		errs = append(errs, fmt.Errorf("in-flight entries must be >= 1, got %d", c.InFlight))

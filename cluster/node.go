@@ -48,7 +48,8 @@ type Node struct {
 
 	mu          sync.Mutex
 	clusterID   string
-	readyTerm   uint64 // term in which this leader's barrier completed (0: none)
+	readyTerm   uint64               // term in which this leader's barrier completed (0: none)
+	deadSince   map[string]time.Time // reconcile goroutine only
 	remover     func(ctx context.Context, leaderAPI, nodeID string) error
 	closed      bool
 	closeOnce   sync.Once

@@ -3,6 +3,7 @@ package cluster
 import (
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
 
 	"github.com/sessionstore/sessionstore"
@@ -58,7 +59,9 @@ func (n *Node) reconcile() {
 	}
 	cid := n.ClusterID()
 	commit := n.raft.CommitIndex()
-	for id, p := range n.gossip.peers() {
+	peers := n.gossip.peers()
+	n.reapDead(configured, peers)
+	for id, p := range peers {
 		if id == n.cfg.NodeID || !p.alive() || p.meta.Raft == "" {
 			continue
 		}
@@ -91,6 +94,52 @@ func (n *Node) reconcile() {
 			}
 			n.logger.Info("promoted a caught-up non-voter to voter", "peer_id", id)
 		}
+	}
+}
+
+// reapDead removes servers that gossip has reported dead for longer than
+// ReapDeadAfter, keeping at least BootstrapExpect voters. Only "dead" counts:
+// a node that left gracefully (SIGTERM) or is merely suspected stays.
+func (n *Node) reapDead(configured map[string]raft.Server, peers map[string]peer) {
+	if n.cfg.ReapDeadAfter <= 0 {
+		return
+	}
+	now := time.Now()
+	if n.deadSince == nil {
+		n.deadSince = map[string]time.Time{}
+	}
+	voters := 0
+	for _, s := range configured {
+		if s.Suffrage == raft.Voter {
+			voters++
+		}
+	}
+	for id, s := range configured {
+		p, known := peers[id]
+		if id == n.cfg.NodeID || (known && p.state != memberlist.StateDead) {
+			delete(n.deadSince, id)
+			continue
+		}
+		since, ok := n.deadSince[id]
+		if !ok {
+			n.deadSince[id] = now
+			continue
+		}
+		if now.Sub(since) < n.cfg.ReapDeadAfter {
+			continue
+		}
+		if s.Suffrage == raft.Voter && voters-1 < n.cfg.bootstrapExpect() {
+			continue
+		}
+		if err := n.raft.RemoveServer(raft.ServerID(id), 0, 5*time.Second).Error(); err != nil {
+			n.logger.Warn("reaping a dead server failed", "peer_id", id, "err", err)
+			continue
+		}
+		if s.Suffrage == raft.Voter {
+			voters--
+		}
+		delete(n.deadSince, id)
+		n.logger.Warn("reaped a server dead for longer than --reap-dead-after", "peer_id", id, "dead_for", now.Sub(since).Round(time.Second))
 	}
 }
 

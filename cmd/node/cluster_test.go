@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/sessionstore/sessionstore"
 	pb "github.com/sessionstore/sessionstore/api/sessionpb"
 )
 
@@ -377,4 +379,113 @@ func TestCluster_RestartTimeWithLongLog(t *testing.T) {
 	first, _ := n.srv.node.FirstLogIndex()
 	t.Logf("restart to ready: %v with a 200-entry log, %v with a %d-entry log (first log index %d; no snapshot taken)",
 		short.Round(time.Millisecond), long.Round(time.Millisecond), seq, first)
+}
+
+// Leases and fencing hold across a leader change (expiry is decided from
+// leader-stamped time in the log), and a Watch on a follower streams every
+// event, in order, across the change.
+func TestCluster_LeasesAndWatchAcrossLeaderChange(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three nodes")
+	}
+	nodes := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	c := nodes[0].Client
+	cwd := "/w/cluster"
+	if err := c.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: "lease", CreatedAt: 1, Cwd: &cwd}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Append(ctx, &pb.AppendRequest{SessionId: "lease", Events: []string{clEvent(0, "first")}}); err != nil {
+		t.Fatal(err)
+	}
+	_, lease, err := c.Prepare(ctx, &pb.PrepareRequest{SessionId: "lease", Owner: "agent-a", TtlMs: 60_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Watch from a follower.
+	var follower *clNode
+	for _, nd := range nodes {
+		if nd != leaderOf(nodes) {
+			follower = nd
+			break
+		}
+	}
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	recv, err := follower.Client.Watch(wctx, &pb.WatchRequest{SessionId: "lease"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 100)
+	go func() {
+		for {
+			m, err := recv()
+			if err != nil {
+				close(got)
+				return
+			}
+			for _, e := range m.Events {
+				got <- e
+			}
+		}
+	}()
+
+	// Move leadership.
+	old := leaderOf(nodes)
+	if err := old.Client.TransferLeadership(ctx, ""); err != nil {
+		t.Fatalf("transfer leadership: %v", err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for l := leaderOf(nodes); l == nil || l == old; l = leaderOf(nodes) {
+		if time.Now().After(deadline) {
+			t.Fatal("leadership did not move")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// The owner keeps its lease and keeps writing under the new leader.
+	if _, err := c.KeepAlive(ctx, &pb.KeepAliveRequest{Lease: lease}); err != nil {
+		t.Fatalf("keep-alive after the leader change: %v", err)
+	}
+	if _, err := c.Append(ctx, &pb.AppendRequest{SessionId: "lease", LeaseEpoch: lease.Epoch, Events: []string{clEvent(1, "second")}}); err != nil {
+		t.Fatalf("owner append after the leader change: %v", err)
+	}
+	// Another owner is refused while the lease is live, and a writer without
+	// the epoch is fenced.
+	_, _, err = nodes[2].Client.Prepare(ctx, &pb.PrepareRequest{SessionId: "lease", Owner: "agent-b", TtlMs: 1000})
+	if !errors.Is(err, sessionstore.ErrSessionLive) {
+		t.Fatalf("prepare by another owner: %v, want SESSION_LIVE", err)
+	}
+	_, err = nodes[1].Client.Append(ctx, &pb.AppendRequest{SessionId: "lease", Events: []string{clEvent(2, "intruder")}})
+	if !errors.Is(err, sessionstore.ErrLeaseFenced) {
+		t.Fatalf("append without the epoch: %v, want LEASE_FENCED", err)
+	}
+	if _, err := c.Append(ctx, &pb.AppendRequest{SessionId: "lease", LeaseEpoch: lease.Epoch, Events: []string{clEvent(2, "third")}}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The follower's watch saw all three events, in order, once each.
+	want := []string{"first", "second", "third"}
+	for i, w := range want {
+		select {
+		case e, ok := <-got:
+			if !ok {
+				t.Fatalf("watch ended after %d events", i)
+			}
+			if !strings.Contains(e, fmt.Sprintf(`"m":%q`, w)) || !strings.Contains(e, fmt.Sprintf(`"seq":%d`, i)) {
+				t.Fatalf("watch event %d = %s, want %q at seq %d", i, e, w, i)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("watch delivered %d of %d events", i, len(want))
+		}
+	}
+	select {
+	case e, ok := <-got:
+		if ok {
+			t.Fatalf("unexpected extra watch event %s", e)
+		}
+	case <-time.After(200 * time.Millisecond):
+	}
 }

@@ -61,6 +61,7 @@ func serveFlags(cfg *serveConfig, fs *flag.FlagSet) {
 	fs.StringVar(&c.GossipAddr, "gossip-addr", c.GossipAddr, "gossip (memberlist) listen address, TCP and UDP")
 	fs.StringVar(&cfg.AdvertiseHost, "advertise-addr", "", "host other nodes reach this node at (default: the host of the listen addresses; required when they bind all interfaces)")
 	fs.StringVar(&cfg.Join, "join", "", "comma-separated gossip seeds (host:port) of other nodes")
+	fs.DurationVar(&c.ReapDeadAfter, "reap-dead-after", 0, "remove a server gossip has reported dead for this long (0: never); never below --bootstrap-expect voters, never a node that left gracefully")
 	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", 0, "servers that must see each other before one cluster is bootstrapped (default: 1 for a lone node without --join; with --join give the cluster size, e.g. 3, or the node only joins)")
 	fs.Uint64Var(&c.SnapshotThreshold, "snapshot-threshold", c.SnapshotThreshold, "Raft entries since the last snapshot that trigger a new one")
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", c.SnapshotInterval, "how often to check the snapshot threshold")
