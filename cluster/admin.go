@@ -15,9 +15,20 @@ func (n *Node) Status(ctx context.Context) (sessionstore.NodeStatus, error) {
 	id, api := n.leaderAPI()
 	return sessionstore.NodeStatus{
 		NodeID: n.cfg.NodeID, State: n.raft.State().String(), LeaderID: id, LeaderAddress: api,
-		Term: n.raft.CurrentTerm(), CommitIndex: n.raft.CommitIndex(), AppliedIndex: n.fsm.AppliedIndex(),
+		Term: n.raft.CurrentTerm(), CommitIndex: n.raft.CommitIndex(), AppliedIndex: n.appliedIndex(),
 		ClusterID: n.ClusterID(),
 	}, nil
+}
+
+// appliedIndex is the last index whose effects are in the state: raft's
+// dispatched index once the FSM holds every state-changing entry up to it
+// (no-op and barrier entries never reach the FSM but count as applied).
+func (n *Node) appliedIndex() uint64 {
+	ra := n.raft.AppliedIndex()
+	if n.fsm.AppliedIndex() >= n.lastStateIndex(ra) {
+		return ra
+	}
+	return n.fsm.AppliedIndex()
 }
 
 // Members is the Raft configuration joined with gossip health.

@@ -26,6 +26,9 @@ type memberMeta struct {
 	// to a cluster and must never take part in a bootstrap.
 	HasState bool   `json:"state,omitempty"`
 	Applied  uint64 `json:"applied,omitempty"`
+	// Leaving is gossiped just before a graceful leave, so peers can tell a
+	// node that left (SIGTERM, node leave) from one that died.
+	Leaving bool `json:"leaving,omitempty"`
 }
 
 // gossip runs memberlist and tracks the peers' metadata.
@@ -156,7 +159,14 @@ func (g *gossip) notify() {
 	g.mu.Unlock()
 }
 
-func (g *gossip) leave(timeout time.Duration) error { return g.ml.Leave(timeout) }
+// leave announces a graceful departure, then leaves the pool.
+func (g *gossip) leave(timeout time.Duration) error {
+	g.update(func(m *memberMeta) { m.Leaving = true })
+	return g.ml.Leave(timeout)
+}
+
+// joined reports whether this node knows at least one other member.
+func (g *gossip) joined() bool { return g.ml.NumMembers() > 1 }
 
 func (g *gossip) shutdown() error { return g.ml.Shutdown() }
 
@@ -176,15 +186,19 @@ func (g *gossip) LocalState(join bool) []byte                { return nil }
 func (g *gossip) MergeRemoteState(buf []byte, join bool)     {}
 
 // memberlist.EventDelegate: called under memberlist's lock, so n may be read.
-func (g *gossip) NotifyJoin(n *memberlist.Node)   { g.record(n) }
-func (g *gossip) NotifyLeave(n *memberlist.Node)  { g.record(n) }
-func (g *gossip) NotifyUpdate(n *memberlist.Node) { g.record(n) }
+// (n.State is not kept current by memberlist; the callback says what happened.)
+func (g *gossip) NotifyJoin(n *memberlist.Node)   { g.record(n, memberlist.StateAlive) }
+func (g *gossip) NotifyUpdate(n *memberlist.Node) { g.record(n, memberlist.StateAlive) }
+func (g *gossip) NotifyLeave(n *memberlist.Node)  { g.record(n, memberlist.StateDead) }
 
-func (g *gossip) record(n *memberlist.Node) {
+func (g *gossip) record(n *memberlist.Node, state memberlist.NodeStateType) {
 	var meta memberMeta
 	if err := json.Unmarshal(n.Meta, &meta); err == nil && meta.ID != "" {
+		if state == memberlist.StateDead && meta.Leaving {
+			state = memberlist.StateLeft
+		}
 		g.mu.Lock()
-		g.members[n.Name] = peer{meta: meta, state: n.State}
+		g.members[n.Name] = peer{meta: meta, state: state}
 		g.mu.Unlock()
 	}
 	g.notify()

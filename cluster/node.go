@@ -45,6 +45,10 @@ type Node struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// dialCtx ends every Raft dial when the node stops, so shutdown never
+	// waits out a dial timeout to a peer that is gone.
+	dialCtx    context.Context
+	dialCancel context.CancelFunc
 
 	mu          sync.Mutex
 	clusterID   string
@@ -76,9 +80,11 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 		proposals: make(chan *proposal, 4096), slots: make(chan struct{}, cfg.InFlight),
 		metrics: NewMetrics(reg)}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.dialCtx, n.dialCancel = context.WithCancel(context.Background())
 	ok := false
 	defer func() {
 		if !ok {
+			n.dialCancel()
 			n.cancel()
 			n.closeStores()
 		}
@@ -119,7 +125,7 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 		return nil, err
 	}
 
-	if n.transport, err = newTransport(cfg.RaftAddr, cfg.RaftAdvertise, hl); err != nil {
+	if n.transport, err = newTransport(n.dialCtx, cfg.RaftAddr, cfg.RaftAdvertise, hl); err != nil {
 		return nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
 	}
 
@@ -325,6 +331,10 @@ func (n *Node) ClusterID() string {
 	return id
 }
 
+// readyLag is how many committed entries a node may still have to apply and
+// count as caught up.
+const readyLag = 1000
+
 // Ready reports whether the node can serve: it has a leader, the cluster id is
 // known and artifacts are healthy.
 func (n *Node) Ready() error {
@@ -333,6 +343,9 @@ func (n *Node) Ready() error {
 	}
 	if n.ClusterID() == "" {
 		return errors.New("cluster id not yet minted")
+	}
+	if c, a := n.raft.CommitIndex(), n.raft.AppliedIndex(); c > a+readyLag {
+		return fmt.Errorf("catching up: applied %d of %d", a, c)
 	}
 	if err := n.artifacts.Healthy(); err != nil {
 		return fmt.Errorf("artifacts: %w", err)
@@ -399,6 +412,7 @@ func (n *Node) Close() error {
 			_ = n.gossip.leave(time.Second)
 			_ = n.gossip.shutdown()
 		}
+		n.dialCancel()
 		if n.raft != nil {
 			if err := n.raft.Shutdown().Error(); err != nil {
 				errs = append(errs, err)
@@ -429,7 +443,8 @@ func (n *Node) runJoin() {
 	}
 	for attempt := 0; ; attempt++ {
 		k, err := n.gossip.join(n.cfg.Join)
-		if err == nil && k > 0 {
+		// A seed list may name this node itself: count only real peers.
+		if err == nil && k > 0 && n.gossip.joined() {
 			n.logger.Info("joined the gossip pool", "seeds", n.cfg.Join, "reached", k)
 			return
 		}

@@ -351,8 +351,11 @@ func (n *Node) ReadFrom(ctx context.Context, id string, from int64, c sessionsto
 // RawText is the decoded text of a session's artifact: the header line and one
 // line per stored event, each ending in "\n". It is rendered from the state
 // database, which the artifact mirrors byte for byte once written.
-func (n *Node) RawText(ctx context.Context, id string) (sessionstore.Header, string, []byte, error) {
-	s, err := n.readMaterialized(ctx, id, sessionstore.Linearizable, 0, true)
+//
+// ReadRaw reads linearizably (a follower forwards it); the HTTP download passes
+// Stale and serves this node's own applied state (its revision is the ETag).
+func (n *Node) RawText(ctx context.Context, id string, c sessionstore.Consistency) (sessionstore.Header, string, []byte, error) {
+	s, err := n.readMaterialized(ctx, id, c, 0, true)
 	if err != nil {
 		return sessionstore.Header{}, "", nil, err
 	}
@@ -370,10 +373,9 @@ func (n *Node) RawText(ctx context.Context, id string) (sessionstore.Header, str
 // its artifact and the length of the prefix that holds the current revision
 // when that file is current, else the artifact's bytes encoded from the state
 // database (identical, frame for frame).
+//
+// It serves this node's own applied state, as the artifact on its disk does.
 func (n *Node) Artifact(ctx context.Context, id string) (revision, path string, size int64, data []byte, err error) {
-	if err := n.readBarrier(ctx, sessionstore.Linearizable); err != nil {
-		return "", "", 0, nil, err
-	}
 	err = n.state.View(func(tx *storage.Tx) error {
 		rec, err := fsm.DecodeRecord(tx.Record(id))
 		if err != nil {

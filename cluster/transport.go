@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"time"
@@ -22,6 +23,7 @@ type streamLayer struct {
 	net.Listener
 	advertise hostAddr
 	dialer    net.Dialer
+	ctx       context.Context // cancelled at shutdown: no dial outlives the node
 }
 
 func (s *streamLayer) Addr() net.Addr { return s.advertise }
@@ -29,7 +31,7 @@ func (s *streamLayer) Addr() net.Addr { return s.advertise }
 func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	d := s.dialer
 	d.Timeout = timeout
-	return d.Dial("tcp", string(address))
+	return d.DialContext(s.ctx, "tcp", string(address))
 }
 
 // LocalDialer dials from the IP of bind when bind names a specific address:
@@ -48,7 +50,7 @@ func LocalDialer(bind string) net.Dialer {
 
 // newTransport listens on bind and advertises advertise (default: the
 // listener's own address, which must then not be a wildcard).
-func newTransport(bind, advertise string, hl hclog.Logger) (*raft.NetworkTransport, error) {
+func newTransport(ctx context.Context, bind, advertise string, hl hclog.Logger) (*raft.NetworkTransport, error) {
 	l, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, err
@@ -66,7 +68,7 @@ func newTransport(bind, advertise string, hl hclog.Logger) (*raft.NetworkTranspo
 		return nil, fmt.Errorf("raft advertise address %q: %w", advertise, err)
 	}
 	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  &streamLayer{Listener: l, advertise: hostAddr(advertise), dialer: LocalDialer(bind)},
+		Stream:  &streamLayer{Listener: l, advertise: hostAddr(advertise), dialer: LocalDialer(bind), ctx: ctx},
 		MaxPool: 3,
 		Timeout: 10 * time.Second,
 		Logger:  hl,

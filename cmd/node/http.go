@@ -42,7 +42,7 @@ func newHTTPHandler(node *cluster.Node, reg *prometheus.Registry, logger *slog.L
 	mux.HandleFunc("GET /v1/sessions/{id}/session.jsonl", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
 		defer cancel()
-		_, rev, text, err := node.RawText(ctx, r.PathValue("id"))
+		_, rev, text, err := node.RawText(ctx, r.PathValue("id"), sessionstore.Stale)
 		if err != nil {
 			httpError(w, err)
 			return
