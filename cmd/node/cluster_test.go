@@ -489,3 +489,61 @@ func TestCluster_LeasesAndWatchAcrossLeaderChange(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 }
+
+// node leave (the Cluster service's Leave) takes a node out of the Raft
+// configuration for good: the leader removes it and does not add it back.
+func TestCluster_LeaveRemovesTheNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three nodes")
+	}
+	nodes := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	leader := leaderOf(nodes)
+	var leaving *clNode
+	for _, nd := range nodes {
+		if nd != leader {
+			leaving = nd
+			break
+		}
+	}
+	if err := leaving.Client.Leave(ctx); err != nil {
+		t.Fatalf("leave: %v", err)
+	}
+	members := func() []string {
+		ms, err := leader.Client.Members(ctx)
+		if err != nil {
+			return nil
+		}
+		var ids []string
+		for _, m := range ms {
+			ids = append(ids, m.NodeId)
+		}
+		return ids
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for len(members()) != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("members after leave: %v", members())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, id := range members() {
+		if id == leaving.id {
+			t.Fatalf("%s is still a member", leaving.id)
+		}
+	}
+	// Several reconcile rounds later it is still out, and the two remaining
+	// voters still accept writes.
+	time.Sleep(3 * time.Second)
+	if got := members(); len(got) != 2 {
+		t.Fatalf("the node that left was added back: %v", got)
+	}
+	cwd := "/w/cluster"
+	if err := leader.Client.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: "after-leave", CreatedAt: 1, Cwd: &cwd}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leader.Client.Append(ctx, &pb.AppendRequest{SessionId: "after-leave", Events: []string{clEvent(0, "x")}}); err != nil {
+		t.Fatalf("write after a leave: %v", err)
+	}
+}
