@@ -547,3 +547,64 @@ func TestCluster_LeaveRemovesTheNode(t *testing.T) {
 		t.Fatalf("write after a leave: %v", err)
 	}
 }
+
+// A follower that was down while more than a snapshot's worth of entries
+// committed (and the log was compacted past them) catches up by snapshot
+// install when it comes back.
+func TestCluster_LaggingFollowerCatchesUpBySnapshot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three nodes")
+	}
+	small := func(c *serveConfig) {
+		c.Cluster.SnapshotThreshold = 200
+		c.Cluster.SnapshotInterval = 200 * time.Millisecond
+		c.Cluster.TrailingLogs = 50
+	}
+	nodes := startClusterWith(t, 3, small)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	leader := leaderOf(nodes)
+	var down *clNode
+	for _, nd := range nodes {
+		if nd != leader {
+			down = nd
+			break
+		}
+	}
+	down.Close()
+
+	cwd := "/w/cluster"
+	if err := leader.Client.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: "lag", CreatedAt: 1, Cwd: &cwd}}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 400
+	for k := int64(0); k < n; k++ {
+		if _, err := leader.Client.Append(ctx, &pb.AppendRequest{SessionId: "lag", Events: []string{clEvent(k, "lag")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := leader.srv.node.Snapshot(); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	if first, _ := leader.srv.node.FirstLogIndex(); first < 100 {
+		t.Fatalf("the leader's log should be compacted past the follower (first index %d)", first)
+	}
+
+	back := &clNode{testNode: down.Restart(), id: down.id}
+	for i, nd := range nodes {
+		if nd == down {
+			nodes[i] = back
+		}
+	}
+	back.waitReady(false)
+	deadline := time.Now().Add(30 * time.Second)
+	for !clConverged(t, ctx, nodes, map[string]int64{"lag": n}) {
+		if time.Now().After(deadline) {
+			t.Fatal("the lagging follower did not converge within 30s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if back.srv.node.SnapshotRestores() == 0 {
+		t.Error("the lagging follower caught up without installing a snapshot")
+	}
+}
