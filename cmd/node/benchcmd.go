@@ -38,6 +38,7 @@ type benchConfig struct {
 	eventBytes                      int
 	keepalive, json                 bool
 	levels                          []int
+	addrs                           []string // parsed --addr; writer i uses addrs[i%len(addrs)]
 }
 
 // benchStats is one measured loop: a count, a rate and latency percentiles.
@@ -57,7 +58,7 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var cfg benchConfig
 	fs := flag.NewFlagSet("node bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:7400", "gRPC address of the node to measure")
+	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:7400", "gRPC address of the node to measure, or a comma-separated list of nodes (writer i uses address i mod n)")
 	fs.StringVar(&cfg.writers, "writers", "1,16,64", "comma-separated writer counts, one level each; every writer owns one session")
 	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "measured time per level")
 	fs.DurationVar(&cfg.warmup, "warmup", time.Second, "unmeasured warm-up before each level")
@@ -73,7 +74,10 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 Measures a running node, closed loop, with its shipped durability: each writer
 appends one event per Append to its own session and waits for the answer.
 First a serial 1 KiB append+fsync probe of --fsync-dir (before any load), then
-one level per --writers count, then KeepAlive. Every flag can also be set as
+one level per --writers count, then KeepAlive. With several --addr addresses
+(e.g. all nodes of a cluster) writer i talks to address i mod n, as clients
+spread over the nodes would (a follower forwards to the leader); the set-up
+session and KeepAlive use the first address. Every flag can also be set as
 SESSIONSTORE_<FLAG> (e.g. SESSIONSTORE_ADDR); flags win.
 
 Flags:
@@ -84,7 +88,10 @@ Flags:
 		return err
 	}
 	var err error
-	if cfg.levels, err = parseWriters(cfg.writers); err == nil {
+	if cfg.addrs, err = parseAddrs(cfg.addr); err == nil {
+		cfg.levels, err = parseWriters(cfg.writers)
+	}
+	if err == nil {
 		switch {
 		case cfg.duration <= 0:
 			err = benchUsage("--duration must be > 0")
@@ -103,21 +110,30 @@ Flags:
 		_, _ = crand.Read(b[:])
 		cfg.prefix = "bench-" + hex.EncodeToString(b[:])
 	}
-	c, err := client.Dial(ctx, cfg.addr)
-	if err != nil {
-		return err
+	cfg.addr = strings.Join(cfg.addrs, ",")
+	b := &bencher{cfg: cfg, pad: benchPadding(cfg.eventBytes)}
+	defer func() {
+		for _, c := range b.clients {
+			c.Close()
+		}
+	}()
+	for _, a := range cfg.addrs {
+		c, err := client.Dial(ctx, a)
+		if err != nil {
+			return err
+		}
+		b.clients = append(b.clients, c)
 	}
-	defer c.Close()
-	b := &bencher{cfg: cfg, c: c, pad: benchPadding(cfg.eventBytes)}
+	b.c = b.clients[0]
 
 	// Setup session: checks that the node answers before anything is measured,
 	// and is the session KeepAlive later renews (Prepare needs a stored event).
 	setupID := cfg.prefix + "-keepalive"
-	if err := b.create(ctx, setupID); err != nil {
-		return fmt.Errorf("create session on %s: %w", cfg.addr, err)
+	if err := b.create(ctx, b.c, setupID); err != nil {
+		return fmt.Errorf("create session on %s: %w", cfg.addrs[0], err)
 	}
-	if _, err := b.append(ctx, setupID, 0); err != nil {
-		return fmt.Errorf("append to %s on %s: %w", setupID, cfg.addr, err)
+	if _, err := b.append(ctx, b.c, setupID, 0); err != nil {
+		return fmt.Errorf("append to %s on %s: %w", setupID, cfg.addrs[0], err)
 	}
 
 	out := struct {
@@ -157,8 +173,12 @@ Flags:
 		enc := json.NewEncoder(stdout)
 		return enc.Encode(out)
 	}
-	fmt.Fprintf(stdout, "node bench: %s, one %d-byte event per Append, closed loop, %v per level after %v warm-up\n",
-		cfg.addr, cfg.eventBytes, cfg.duration, cfg.warmup)
+	spread := ""
+	if n := len(cfg.addrs); n > 1 {
+		spread = fmt.Sprintf(" (writer i uses address i mod %d; set-up and KeepAlive use %s)", n, cfg.addrs[0])
+	}
+	fmt.Fprintf(stdout, "node bench: %s%s, one %d-byte event per Append, closed loop, %v per level after %v warm-up\n",
+		cfg.addr, spread, cfg.eventBytes, cfg.duration, cfg.warmup)
 	if f := out.Fsync; f != nil {
 		fmt.Fprintf(stdout, "fsync probe (1 KiB append + fsync, serial, %s, run before the append levels): %.0f ops/s, p50 %.2f ms, p99 %.2f ms\n",
 			cfg.fsyncDir, f.OpsPerSec, f.P50, f.P99)
@@ -174,27 +194,31 @@ Flags:
 }
 
 type bencher struct {
-	cfg benchConfig
-	c   *client.Client
-	pad string
+	cfg     benchConfig
+	clients []*client.Client // one per cfg.addrs entry
+	c       *client.Client   // clients[0]: set-up session and KeepAlive
+	pad     string
 }
 
-func (b *bencher) create(ctx context.Context, id string) error {
+// writerClient is writer i's client: address i mod n of --addr.
+func (b *bencher) writerClient(i int) *client.Client { return b.clients[i%len(b.clients)] }
+
+func (b *bencher) create(ctx context.Context, c *client.Client, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, benchCallTimeout)
 	defer cancel()
 	cwd := "/bench"
-	return b.c.Create(ctx, &sessionpb.CreateRequest{Header: &sessionpb.SessionHeader{
+	return c.Create(ctx, &sessionpb.CreateRequest{Header: &sessionpb.SessionHeader{
 		Version: 0, Id: id, CreatedAt: time.Now().UnixMilli(), Cwd: &cwd}})
 }
 
 // append sends the event with seq and returns the call's latency (event
 // construction excluded). Retries are the client library's own.
-func (b *bencher) append(ctx context.Context, id string, seq int64) (time.Duration, error) {
+func (b *bencher) append(ctx context.Context, c *client.Client, id string, seq int64) (time.Duration, error) {
 	ev := benchEvent(seq, time.Now().UnixMilli(), b.cfg.eventBytes, b.pad)
 	ctx, cancel := context.WithTimeout(ctx, benchCallTimeout)
 	defer cancel()
 	t0 := time.Now()
-	_, err := b.c.Append(ctx, &sessionpb.AppendRequest{SessionId: id, Events: []string{ev}})
+	_, err := c.Append(ctx, &sessionpb.AppendRequest{SessionId: id, Events: []string{ev}})
 	return time.Since(t0), err
 }
 
@@ -209,6 +233,7 @@ type writerRun struct {
 // appends that started inside the measured window. Errors are counted over
 // the whole level, warm-up included; after one, the writer continues on a
 // fresh session (it never re-sends on its own: the outcome may be unknown).
+// Writer i talks to b.clients[i mod len(b.clients)].
 func (b *bencher) level(ctx context.Context, n int) benchStats {
 	runs := make([]writerRun, n)
 	var ready, done sync.WaitGroup
@@ -219,6 +244,7 @@ func (b *bencher) level(ctx context.Context, n int) benchStats {
 	for i := range runs {
 		ready.Add(1)
 		done.Add(1)
+		c := b.writerClient(i)
 		go func(r *writerRun) {
 			defer done.Done()
 			r.lat, r.errs = make([]time.Duration, 0, perWriter), map[string]int{}
@@ -227,7 +253,7 @@ func (b *bencher) level(ctx context.Context, n int) benchStats {
 			create := func() { // on failure the next try uses a fresh id: the old one may exist
 				gen, seq = gen+1, 0
 				id = fmt.Sprintf("%s-l%d-w%d-%d", b.cfg.prefix, n, i, gen)
-				err := b.create(ctx, id)
+				err := b.create(ctx, c, id)
 				if created = err == nil; !created && ctx.Err() == nil {
 					r.errs["Create "+errReason(err)]++
 					time.Sleep(benchErrorPause)
@@ -242,7 +268,7 @@ func (b *bencher) level(ctx context.Context, n int) benchStats {
 					continue
 				}
 				t0 := time.Now()
-				d, err := b.append(ctx, id, seq)
+				d, err := b.append(ctx, c, id, seq)
 				if err != nil {
 					if ctx.Err() == nil {
 						r.errs[errReason(err)]++
@@ -405,6 +431,23 @@ func (e benchUsageError) Unwrap() error { return errUsage }
 
 func benchUsage(format string, args ...any) error {
 	return benchUsageError(fmt.Sprintf(format, args...))
+}
+
+// parseAddrs parses --addr: one gRPC address or a comma-separated list of
+// distinct ones, blanks around each trimmed.
+func parseAddrs(s string) ([]string, error) {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		a := strings.TrimSpace(f)
+		if a == "" {
+			return nil, benchUsage("--addr %q: want an address or a comma-separated list of addresses, e.g. 127.0.0.1:7400,127.0.0.1:7410", s)
+		}
+		if slices.Contains(out, a) {
+			return nil, benchUsage("--addr %q: %s is listed twice", s, a)
+		}
+		out = append(out, a)
+	}
+	return out, nil
 }
 
 // parseWriters parses a comma-separated list of positive writer counts.

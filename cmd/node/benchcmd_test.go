@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sessionstore/sessionstore/api/client"
 )
 
 func TestBenchParseWriters(t *testing.T) {
@@ -110,6 +112,44 @@ func TestBenchEvent(t *testing.T) {
 			if size >= minimal && e.Data.Chunk.Text == "" {
 				t.Errorf("size %d seq %d: no padding", size, seq)
 			}
+		}
+	}
+}
+
+func TestBenchParseAddrs(t *testing.T) {
+	for in, want := range map[string][]string{
+		"127.0.0.1:7400":   {"127.0.0.1:7400"},
+		" 127.0.0.1:7400 ": {"127.0.0.1:7400"},
+		"127.0.0.1:7400,127.0.0.1:7410,127.0.0.1:7420":   {"127.0.0.1:7400", "127.0.0.1:7410", "127.0.0.1:7420"},
+		"127.0.0.1:7400, 127.0.0.1:7410 ,127.0.0.1:7420": {"127.0.0.1:7400", "127.0.0.1:7410", "127.0.0.1:7420"},
+		"127.0.0.1:7420,127.0.0.1:7400":                  {"127.0.0.1:7420", "127.0.0.1:7400"}, // order kept: the first is the set-up address
+		"dns:///node1:7400,[::1]:7400":                   {"dns:///node1:7400", "[::1]:7400"},
+	} {
+		got, err := parseAddrs(in)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("parseAddrs(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", " ", ",", "127.0.0.1:7400,", ",127.0.0.1:7400", "a,,b", "a, ,b", "a,b,a", "a, a"} {
+		got, err := parseAddrs(in)
+		if !errors.Is(err, errUsage) {
+			t.Errorf("parseAddrs(%q) = %v, %v; want errUsage", in, got, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "--addr") {
+			t.Errorf("parseAddrs(%q) error %q does not name the flag", in, err)
+		}
+	}
+	// Writer i uses address i mod n.
+	b := &bencher{clients: []*client.Client{new(client.Client), new(client.Client), new(client.Client)}}
+	for i, want := range []int{0, 1, 2, 0, 1, 2, 0, 1} {
+		if b.writerClient(i) != b.clients[want] {
+			t.Errorf("writer %d does not use address %d", i, want)
+		}
+	}
+	b.clients = b.clients[:1]
+	for i := range 5 {
+		if b.writerClient(i) != b.clients[0] {
+			t.Errorf("single address: writer %d does not use it", i)
 		}
 	}
 }
