@@ -14,9 +14,10 @@ import (
 
 // applier applies the commands of one entry. now is the clamped leader time.
 type applier struct {
-	tx    *storage.Tx
-	index uint64
-	now   int64
+	tx     *storage.Tx
+	index  uint64
+	now    int64
+	frames *[]Frame // frames written in this batch, for the artifact writer
 }
 
 // apply runs one command. It returns the command's result, the session it
@@ -180,6 +181,9 @@ func (a *applier) writeFrame(id string, rec *fsmpb.SessionRecord, events [][]byt
 	rec.LastChangeIndex = a.index
 	if err := a.tx.PutFrame(id, rec.Frames, rec.NextSeq); err != nil {
 		return err
+	}
+	if a.frames != nil {
+		*a.frames = append(*a.frames, Frame{SessionID: id, N: rec.Frames, Index: a.index, Header: rec.Header, Events: events})
 	}
 	return a.putRecord(id, rec)
 }

@@ -38,6 +38,13 @@ type Artifacts struct {
 	marks   map[string]storage.Watermark
 	idle    chan struct{} // closed when nothing is pending
 
+	// pending holds the frames applied batches handed over, per session, so
+	// the writer can frame them without reading them back from the state
+	// database; bounded by maxPendingBytes (past it, sessions fall back to
+	// reading the state database).
+	pending      map[string][]Frame
+	pendingBytes int
+
 	// unflushed watermarks; persisted at most every flushEvery so the writer
 	// does not compete with the Raft log for its file's single writer lock. A
 	// crash loses only some watermarks: those sessions are rebuilt at start-up.
@@ -47,6 +54,9 @@ type Artifacts struct {
 
 // flushEvery bounds how often watermarks are persisted.
 const flushEvery = 500 * time.Millisecond
+
+// maxPendingBytes bounds the frames held for the writer in memory.
+const maxPendingBytes = 32 << 20
 
 // NewArtifacts returns a writer for artifacts under root.
 func NewArtifacts(root string, db *storage.StateDB, local *storage.RaftStore, logger *slog.Logger, metrics *Metrics) *Artifacts {
@@ -69,6 +79,22 @@ func (a *Artifacts) Observe(ap Applied) {
 	}
 	for _, id := range ap.Sessions {
 		a.dirty[id] = struct{}{}
+	}
+	if a.pending == nil {
+		a.pending = map[string][]Frame{}
+	}
+	for _, f := range ap.Frames {
+		size := 0
+		for _, e := range f.Events {
+			size += len(e)
+		}
+		if a.pendingBytes+size > maxPendingBytes {
+			a.pendingBytes -= pendingSize(a.pending[f.SessionID])
+			delete(a.pending, f.SessionID) // this session reads the state database instead
+			continue
+		}
+		a.pending[f.SessionID] = append(a.pending[f.SessionID], f)
+		a.pendingBytes += size
 	}
 	a.mu.Unlock()
 	select {
@@ -137,12 +163,14 @@ func (a *Artifacts) Run(ctx context.Context) {
 		a.mu.Lock()
 		all := a.all
 		dirty := a.dirty
+		pending := a.pending
 		a.all = false
 		a.dirty = map[string]struct{}{}
+		a.pending, a.pendingBytes = nil, 0
 		marks := a.marks
 		a.mu.Unlock()
 		if all || len(dirty) > 0 {
-			err := a.pass(all, dirty, marks)
+			err := a.pass(all, dirty, marks, pending)
 			a.mu.Lock()
 			a.lastErr = err
 			if err != nil {
@@ -189,7 +217,7 @@ func (a *Artifacts) Run(ctx context.Context) {
 }
 
 // pass brings the given sessions (or all) up to date.
-func (a *Artifacts) pass(all bool, dirty map[string]struct{}, marks map[string]storage.Watermark) error {
+func (a *Artifacts) pass(all bool, dirty map[string]struct{}, marks map[string]storage.Watermark, pending map[string][]Frame) error {
 	if marks == nil {
 		// First pass, or after a restore: start from the persisted watermarks;
 		// sync checks each against the state and the file.
@@ -219,7 +247,10 @@ func (a *Artifacts) pass(all bool, dirty map[string]struct{}, marks map[string]s
 	var firstErr error
 	lagging := 0
 	for id := range dirty {
-		w, err := a.sync(id, marks[id])
+		w, ok, err := a.syncPending(marks[id], pending[id])
+		if err == nil && !ok {
+			w, err = a.sync(id, marks[id])
+		}
 		if err != nil {
 			lagging++
 			if firstErr == nil {
@@ -267,6 +298,60 @@ func (a *Artifacts) flushWatermarks(force bool) error {
 	a.unflushed = nil
 	a.lastFlush = time.Now()
 	return nil
+}
+
+func pendingSize(fs []Frame) int {
+	n := 0
+	for _, f := range fs {
+		for _, e := range f.Events {
+			n += len(e)
+		}
+	}
+	return n
+}
+
+// syncPending appends the frames an applied batch handed over when they
+// continue the artifact exactly where its watermark ends; ok is false when
+// they do not (the caller then reads the state database).
+func (a *Artifacts) syncPending(w storage.Watermark, fs []Frame) (storage.Watermark, bool, error) {
+	if len(fs) == 0 || fs[0].N != w.Frames+1 {
+		return w, false, nil
+	}
+	for i := 1; i < len(fs); i++ {
+		if fs[i].N != fs[i-1].N+1 {
+			return w, false, nil
+		}
+	}
+	path := w.Path
+	var data []byte
+	if w.Frames == 0 {
+		// A new artifact: the header frame first.
+		h := HeaderFromPB(fs[0].Header)
+		p, err := storage.ArtifactPath(a.root, h)
+		if err != nil {
+			return w, false, err
+		}
+		path, w.Bytes = p, 0
+		data = EncodeHeaderFrame(h)
+	} else if path == "" {
+		return w, false, nil
+	}
+	var plain []byte
+	for _, f := range fs {
+		plain = plain[:0]
+		for _, e := range f.Events {
+			plain = append(append(plain, e...), '\n')
+		}
+		data = storage.EncodeFrame(data, plain)
+	}
+	size, err := storage.AppendArtifact(path, w.Bytes, data)
+	if err != nil {
+		// The file and the watermark disagree: rebuild from the state database.
+		return w, false, nil
+	}
+	a.metrics.ArtifactBytes.Add(float64(len(data)))
+	last := fs[len(fs)-1]
+	return storage.Watermark{LastIndex: last.Index, Bytes: size, Frames: last.N, Path: path}, true, nil
 }
 
 // sync makes one session's artifact current and returns its new watermark.

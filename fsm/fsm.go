@@ -25,6 +25,17 @@ type Applied struct {
 	Index    uint64
 	Sessions []string // sessions whose log or record changed
 	Restored bool     // the whole state was replaced by a snapshot
+	Frames   []Frame  // artifact frames written by this batch, in log order
+}
+
+// Frame is one artifact frame an applied command wrote: the events of one
+// Append or repair. The artifact writer frames them without reading them back.
+type Frame struct {
+	SessionID string
+	N         uint64 // frame number (1 = first event frame)
+	Index     uint64 // Raft index of the command
+	Header    *fsmpb.Header
+	Events    [][]byte
 }
 
 // FSM applies committed entries to the state database.
@@ -100,6 +111,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	out := make([]interface{}, len(logs))
 	changed := map[string]struct{}{}
 	var order []string
+	var frames []Frame
 	var lastIndex uint64
 	err := f.db.Update(func(tx *storage.Tx) error {
 		applied, _ := tx.Applied()
@@ -117,7 +129,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 				// Replicas must not diverge: stop this node rather than skip.
 				panic(fmt.Sprintf("fsm: undecodable entry at index %d: %v", l.Index, err))
 			}
-			a := &applier{tx: tx, index: l.Index, now: clamp(tx, e.NowUnixMs)}
+			a := &applier{tx: tx, index: l.Index, now: clamp(tx, e.NowUnixMs), frames: &frames}
 			res := make([]*fsmpb.Result, len(e.Commands))
 			for j, c := range e.Commands {
 				r, touched, err := a.apply(c)
@@ -148,7 +160,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	}
 	f.metrics.observeBatch(len(logs), time.Since(start))
 	if lastIndex > 0 {
-		f.published(Applied{Index: lastIndex, Sessions: order})
+		f.published(Applied{Index: lastIndex, Sessions: order, Frames: frames})
 	}
 	return out
 }
