@@ -1,5 +1,6 @@
 // Package storage holds everything that touches disk: the state database (bbolt,
-// the FSM's source of truth), the node-local Raft log store, the zstd JSONL
+// the FSM's source of truth), the node-local Raft log (RaftWAL) and Raft stable
+// store (RaftStore, which also holds node-local buckets), the zstd JSONL
 // artifacts and their codec. It knows nothing about Raft replication or gRPC.
 //
 // Crash-safety contract: the state database is only changed inside Update

@@ -23,8 +23,9 @@ import (
 
 // RaftWAL is a raft.LogStore over append-only segment files in one directory: a
 // write-ahead log whose StoreLogs costs one write and one fdatasync, where the bbolt
-// RaftStore pays a bbolt commit (two fdatasyncs). It keeps no stable store: pair it
-// with RaftStore (or another raft.StableStore) for CurrentTerm and the vote.
+// log store it replaced paid a bbolt commit (two fdatasyncs). It is the node's only
+// Raft log store and keeps no stable store: pair it with RaftStore (or another
+// raft.StableStore) for CurrentTerm and the vote.
 //
 // # On-disk format (walFormatVersion 1)
 //

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -19,9 +20,56 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// The entries of these tests come from testRaftLog of raftstore_test.go: every
-// field varies with the index (nil and empty Data, Extensions, AppendedAt with
-// nanoseconds, every log type).
+// testRaftLog builds a deterministic entry whose fields vary with the index:
+// empty and nil Data, Extensions present or not, zero and non-zero AppendedAt with
+// nanoseconds, every log type.
+func testRaftLog(index uint64) *raft.Log {
+	l := &raft.Log{
+		Index: index,
+		Term:  1 + index/7 + (index%3)<<40,
+		Type:  raft.LogType(index % 6),
+	}
+	switch index % 4 {
+	case 0: // nil Data
+	case 1:
+		l.Data = []byte{}
+	default:
+		l.Data = bytes.Repeat([]byte{byte(index)}, int(index%300)+1)
+	}
+	if index%5 == 0 {
+		l.Extensions = []byte(fmt.Sprintf("ext-%d", index))
+	}
+	if index%2 == 1 {
+		l.AppendedAt = time.Date(2025, 11, 29, 23, 58, 0, int(index)*1_000_003%1_000_000_000, time.FixedZone("x", 3600))
+	}
+	return l
+}
+
+func testRaftLogs(from, to uint64) []*raft.Log {
+	logs := make([]*raft.Log, 0, to-from+1)
+	for i := from; i <= to; i++ {
+		logs = append(logs, testRaftLog(i))
+	}
+	return logs
+}
+
+// checkRaftLogEqual reports every field of got that differs from want.
+func checkRaftLogEqual(tb testing.TB, got, want *raft.Log) {
+	tb.Helper()
+	if got.Index != want.Index || got.Term != want.Term || got.Type != want.Type {
+		tb.Errorf("log %d: got index %d term %d type %v, want index %d term %d type %v",
+			want.Index, got.Index, got.Term, got.Type, want.Index, want.Term, want.Type)
+	}
+	if !bytes.Equal(got.Data, want.Data) {
+		tb.Errorf("log %d: got data %q, want %q", want.Index, got.Data, want.Data)
+	}
+	if !bytes.Equal(got.Extensions, want.Extensions) {
+		tb.Errorf("log %d: got extensions %q, want %q", want.Index, got.Extensions, want.Extensions)
+	}
+	if !got.AppendedAt.Equal(want.AppendedAt) || got.AppendedAt.IsZero() != want.AppendedAt.IsZero() {
+		tb.Errorf("log %d: got appended_at %v, want %v", want.Index, got.AppendedAt, want.AppendedAt)
+	}
+}
 
 // walOpenTest opens a RaftWAL in dir and closes it when the test ends.
 func walOpenTest(tb testing.TB, dir string) *RaftWAL {
@@ -864,6 +912,69 @@ func TestRaftWAL_Concurrent(t *testing.T) {
 	}
 }
 
+// raftTestFSM counts applied commands; its snapshot is the count.
+type raftTestFSM struct {
+	mu    sync.Mutex
+	count uint64
+}
+
+func (f *raftTestFSM) Apply(l *raft.Log) any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.count++
+	return f.count
+}
+
+func (f *raftTestFSM) Count() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.count
+}
+
+func (f *raftTestFSM) Snapshot() (raft.FSMSnapshot, error) {
+	return raftTestFSMSnapshot(f.Count()), nil
+}
+
+func (f *raftTestFSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	var b [8]byte
+	if _, err := io.ReadFull(rc, b[:]); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.count = binary.BigEndian.Uint64(b[:])
+	return nil
+}
+
+type raftTestFSMSnapshot uint64
+
+func (s raftTestFSMSnapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(binary.BigEndian.AppendUint64(nil, uint64(s))); err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (raftTestFSMSnapshot) Release() {}
+
+// waitForRaft polls cond until it holds or the deadline passes.
+func waitForRaft(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
+			tb.Fatalf("timed out after %v waiting for %s", timeout, what)
+		case <-tick.C:
+		}
+	}
+}
+
 // walStartTestRaft starts a single-voter raft with logs as its LogStore, stable as
 // its StableStore and snaps as its snapshot store, and waits until it leads.
 func walStartTestRaft(tb testing.TB, logs raft.LogStore, stable *RaftStore, snaps raft.SnapshotStore, bootstrap bool) (*raft.Raft, *raftTestFSM) {
@@ -904,6 +1015,9 @@ func TestRaftWAL_WithRaft(t *testing.T) {
 	w.segmentSize = 512 // the compaction removes whole segments
 	stable := openTestRaftStore(t)
 	snaps := raft.NewInmemSnapshotStore()
+	if ok, err := raft.HasExistingState(w, stable, snaps); err != nil || ok {
+		t.Fatalf("HasExistingState(fresh) = %v, %v; want false, nil", ok, err)
+	}
 	r, fsm := walStartTestRaft(t, w, stable, snaps, true)
 	apply := func(r *raft.Raft, from, to int) {
 		t.Helper()
@@ -942,6 +1056,12 @@ func TestRaftWAL_WithRaft(t *testing.T) {
 	w = walReopenTest(t, w)
 	stable = reopenTestRaftStore(t, stable)
 	walCheckBounds(t, w, first, lastBefore)
+	if term, err := stable.GetUint64([]byte("CurrentTerm")); err != nil || term == 0 {
+		t.Errorf("stable CurrentTerm after restart = %d, %v; want > 0", term, err)
+	}
+	if ok, err := raft.HasExistingState(w, stable, snaps); err != nil || !ok {
+		t.Fatalf("HasExistingState(after run) = %v, %v; want true, nil", ok, err)
+	}
 	var l raft.Log
 	if err := w.GetLog(lastBefore, &l); err != nil || l.Type != raft.LogCommand || string(l.Data) != "cmd-300" {
 		t.Fatalf("GetLog(last %d) = %+v, %v; want cmd-300", lastBefore, l, err)
