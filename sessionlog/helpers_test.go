@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"github.com/sessionstore/sessionstore/internal/refdata"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,7 +60,7 @@ func oneTurnLog() []string {
 // events) expanded into the assistant/chunk events they stand for.
 func recordedLog(t *testing.T, name string) (header []byte, records, events [][]byte) {
 	t.Helper()
-	f, err := os.Open(filepath.Join(recordedDir(t), name))
+	f, err := os.Open(filepath.Join(refdata.RecordedDir(t), name))
 	if err != nil {
 		t.Fatalf("recorded log: %v", err)
 	}
@@ -138,30 +139,4 @@ func joinLines(b [][]byte) string {
 		sb.WriteByte('\n')
 	}
 	return sb.String()
-}
-
-// recordedDir finds the reference harness's recorded logs: shared/ lies
-// beside the repository (../shared from its root), wherever it is cloned.
-func recordedDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		p := filepath.Join(dir, "shared", "testdata", "recorded")
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			return p
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			break
-		}
-		dir = parent
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("shared/testdata/recorded not found beside the repository")
-	}
-	t.Skip("shared/testdata/recorded not found beside the repository")
-	return ""
 }

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -675,30 +674,4 @@ func ctZstdDecode(t *testing.T, zstd, path string) []byte {
 		t.Fatalf("zstd -d -c %s: %v: %s", path, err, stderr.String())
 	}
 	return out
-}
-
-// ctRecordedDir finds the reference harness's recorded logs: shared/ lies
-// beside the repository (../shared from its root), wherever it is cloned.
-func ctRecordedDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		p := filepath.Join(dir, "shared", "testdata", "recorded")
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			return p
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			break
-		}
-		dir = parent
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("shared/testdata/recorded not found beside the repository")
-	}
-	t.Skip("shared/testdata/recorded not found beside the repository")
-	return ""
 }

@@ -44,6 +44,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/sessionstore/sessionstore/internal/refdata"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -1153,7 +1154,7 @@ func TestContract_JSStringify_ServerWrittenJSONIsNotEscaped(t *testing.T) {
 // expanded, persistence-spec §6.4) append in batches of 10 and load with the
 // event counts of testdata/recorded/README.md.
 func TestContract_Recorded_LogsLoadWithTheirEventCounts(t *testing.T) {
-	dir := ctRecordedDir(t)
+	dir := refdata.RecordedDir(t)
 	files, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no recorded logs in %s (%v)", dir, err)
