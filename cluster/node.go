@@ -362,7 +362,12 @@ func (n *Node) SetRemover(fn func(ctx context.Context, leaderAPI, nodeID string)
 }
 
 func (n *Node) askLeaderToRemove(ctx context.Context) error {
+	// Right after a leadership transfer the new leader may not be known yet.
 	_, api := n.leaderAPI()
+	for deadline := time.Now().Add(5 * time.Second); api == "" && time.Now().Before(deadline) && ctx.Err() == nil; {
+		time.Sleep(50 * time.Millisecond)
+		_, api = n.leaderAPI()
+	}
 	n.mu.Lock()
 	fn := n.remover
 	n.mu.Unlock()
