@@ -1,0 +1,157 @@
+package planmode
+
+import (
+	"encoding/json"
+
+	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/sessionlog"
+)
+
+// The /plan command (spec §6.2, §6.3).
+const (
+	CommandName        = "plan"
+	CommandDescription = "Enter or leave plan mode"
+	CommandHint        = "[off|message]"
+
+	TextPlanOn          = "Plan mode on. Use /plan off to leave."
+	TextEntering        = "Entering plan mode (applies from the next step). Use /plan off to leave."
+	TextPlanOff         = "Plan mode off."
+	TextLeaving         = "Leaving plan mode (applies from the next step)."
+	TextEntryCancelled  = "Plan mode entry cancelled."
+	TextAlreadyInactive = "Plan mode is already inactive."
+	TextOffWithImages   = "Image attachments cannot accompany /plan off."
+
+	KindSuccess = "success"
+	KindError   = "error"
+)
+
+// ParseCommandLine is the commands registry's parser (spec §6.1): a line is a
+// command iff it matches ^/([a-z][a-z0-9_-]*) followed by the end or one of
+// space, tab, CR, LF; rawInput is everything after the name, unchanged.
+func ParseCommandLine(line string) (name, rawInput string, ok bool) {
+	if len(line) < 2 || line[0] != '/' || line[1] < 'a' || line[1] > 'z' {
+		return "", "", false
+	}
+	i := 2
+	for i < len(line) {
+		c := line[i]
+		if (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-' {
+			i++
+			continue
+		}
+		break
+	}
+	if i < len(line) {
+		switch line[i] {
+		case ' ', '\t', '\r', '\n':
+		default:
+			return "", "", false
+		}
+	}
+	return line[1:i], line[i:], true
+}
+
+// CommandInput is one /plan execution.
+type CommandInput struct {
+	// CommandID is the id the server minted for command/run and command/done.
+	CommandID string
+	// RawInput is everything after "/plan" (separator whitespace included),
+	// recorded verbatim as command/run args.
+	RawInput string
+	// Images are admitted image content blocks (JSON text each), in order.
+	Images [][]byte
+	// Deferred is passed to Set (see SetOptions).
+	Deferred bool
+}
+
+// CommandResult is the settled command.
+type CommandResult struct {
+	Kind string // KindSuccess or KindError
+	Text string
+	// Outcome is Set's outcome; 0 when set did not run (the images error).
+	Outcome Outcome
+	// Steer, when non-nil, is the content array (JSON text: image blocks in
+	// order, then {"type":"text","text":message} when the message is
+	// non-empty) of the user message to steer with source {kind:"user"};
+	// SteerText is its text (nil when there is none).
+	Steer     []byte
+	SteerText *string
+	// Appended: command/run, [plan/mode on an idle commit], command/done.
+	Appended [][]byte
+	State    State
+}
+
+// Command is the /plan [off|message] handler of spec §6.3 wrapped in the
+// command/run … command/done pair of §6.1, numbered from `at`.
+func Command(events [][]byte, st State, in CommandInput, at Stamp) (CommandResult, error) {
+	for _, img := range in.Images {
+		if !json.Valid(img) {
+			return CommandResult{}, sessionstore.Errorf(sessionstore.ReasonInvalidArgument, "image block is not JSON")
+		}
+	}
+	s, err := scanLog(events)
+	if err != nil {
+		return CommandResult{}, err
+	}
+	res := CommandResult{State: st}
+	res.Appended = append(res.Appended, CommandRunEvent(in.CommandID, CommandName, in.RawInput, at.Seq, at.Time))
+	next := Stamp{Seq: at.Seq + 1, Time: at.Time}
+	message := jsTrim(in.RawInput)
+
+	switch {
+	case message == "off" && len(in.Images) > 0:
+		res.Kind, res.Text = KindError, TextOffWithImages
+	case message == "off":
+		sr := s.set(st, false, next, SetOptions{Deferred: in.Deferred})
+		res.Outcome, res.State = sr.Outcome, sr.State
+		res.Appended = append(res.Appended, sr.Appended...)
+		res.Kind = KindSuccess
+		switch sr.Outcome {
+		case Committed:
+			res.Text = TextPlanOff
+		case Queued:
+			res.Text = TextLeaving
+		case Cancelled:
+			res.Text = TextEntryCancelled
+		default:
+			if s.fold {
+				res.Text = TextLeaving
+			} else {
+				res.Text = TextAlreadyInactive
+			}
+		}
+	default:
+		sr := s.set(st, true, next, SetOptions{Deferred: in.Deferred})
+		res.Outcome, res.State = sr.Outcome, sr.State
+		res.Appended = append(res.Appended, sr.Appended...)
+		res.Kind = KindSuccess
+		if sr.Outcome == Committed {
+			res.Text = TextPlanOn
+		} else {
+			res.Text = TextEntering
+		}
+		if message != "" || len(in.Images) > 0 {
+			b := []byte{'['}
+			for i, img := range in.Images {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = append(b, img...)
+			}
+			if message != "" {
+				if len(in.Images) > 0 {
+					b = append(b, ',')
+				}
+				b = append(b, `{"type":"text","text":`...)
+				b = sessionlog.AppendJSString(b, message)
+				b = append(b, '}')
+				m := message
+				res.SteerText = &m
+			}
+			res.Steer = append(b, ']')
+		}
+	}
+	done := at.Seq + int64(len(res.Appended))
+	res.Appended = append(res.Appended, CommandDoneEvent(in.CommandID, res.Kind, res.Text, done, at.Time))
+	return res, nil
+}

@@ -1,0 +1,105 @@
+package planmode
+
+func isPlanMode(t string) bool { return t == TypePlanMode }
+
+// FoldPlanMode is foldPlanMode (spec §1.3): the last plan/mode event of
+// events[0:end) wins; no plan/mode (or end <= 0) is inactive. An end past the
+// log folds the whole log. A stored plan/mode with a non-boolean active is an
+// INVALID_STORED_EVENT error carrying the invariant text of §1.5.
+func FoldPlanMode(events [][]byte, end int) (bool, error) {
+	if end > len(events) {
+		end = len(events)
+	}
+	active := false
+	for i := 0; i < end; i++ {
+		p, err := parseEvent(events[i], isPlanMode)
+		if err != nil {
+			return false, err
+		}
+		if p.typ != TypePlanMode {
+			continue
+		}
+		v, err := planModeActive(events[i], p)
+		if err != nil {
+			return false, err
+		}
+		active = v
+	}
+	return active, nil
+}
+
+// Fold is FoldPlanMode over the whole log: the logged state ("active").
+func Fold(events [][]byte) (bool, error) { return FoldPlanMode(events, len(events)) }
+
+// HasOpenTurn is the service's idle signal (spec §1.4): turn/start opens,
+// turn/end closes, the final value is returned. Runtime status is ignored.
+func HasOpenTurn(events [][]byte) (bool, error) {
+	open := false
+	for _, ev := range events {
+		t, err := eventType(ev)
+		if err != nil {
+			return false, err
+		}
+		switch t {
+		case TypeTurnStart:
+			open = true
+		case TypeTurnEnd:
+			open = false
+		}
+	}
+	return open, nil
+}
+
+// StateAtLastRequestHeader is planModeAtLastHeader (spec §1.4): the plan state
+// the model was last told, i.e. FoldPlanMode(events, h+1) for the index h of
+// the last request/header. ok is false when no request/header exists.
+func StateAtLastRequestHeader(events [][]byte) (active bool, ok bool, err error) {
+	h := -1
+	for i, ev := range events {
+		t, err := eventType(ev)
+		if err != nil {
+			return false, false, err
+		}
+		if t == TypeRequestHeader {
+			h = i
+		}
+	}
+	if h < 0 {
+		return false, false, nil
+	}
+	active, err = FoldPlanMode(events, h+1)
+	return active, err == nil, err
+}
+
+// scan is everything the rules need from one pass over the log.
+type scan struct {
+	fold     bool
+	openTurn bool
+	told     bool // state at the last request/header
+	hasTold  bool
+}
+
+func scanLog(events [][]byte) (scan, error) {
+	var s scan
+	for _, ev := range events {
+		p, err := parseEvent(ev, isPlanMode)
+		if err != nil {
+			return scan{}, err
+		}
+		switch p.typ {
+		case TypePlanMode:
+			v, err := planModeActive(ev, p)
+			if err != nil {
+				return scan{}, err
+			}
+			s.fold = v
+		case TypeTurnStart:
+			s.openTurn = true
+		case TypeTurnEnd:
+			s.openTurn = false
+		case TypeRequestHeader:
+			s.told, s.hasTold = s.fold, true
+		}
+	}
+	return s, nil
+}
