@@ -271,6 +271,14 @@ func clConverged(t *testing.T, ctx context.Context, nodes []*clNode, next map[st
 	return true
 }
 
+// clSmallSnapshots makes a node snapshot and compact its log after a few
+// hundred entries, so catch-up by snapshot install can be tested quickly.
+func clSmallSnapshots(c *serveConfig) {
+	c.Cluster.SnapshotThreshold = 200
+	c.Cluster.SnapshotInterval = 200 * time.Millisecond
+	c.Cluster.TrailingLogs = 50
+}
+
 // A fourth, empty node joining a cluster whose log has been compacted past a
 // snapshot catches up by snapshot install, is promoted to voter, and holds
 // every event.
@@ -278,11 +286,7 @@ func TestCluster_NewNodeCatchesUpBySnapshot(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts four nodes")
 	}
-	small := func(c *serveConfig) {
-		c.Cluster.SnapshotThreshold = 200
-		c.Cluster.SnapshotInterval = 200 * time.Millisecond
-		c.Cluster.TrailingLogs = 50
-	}
+	small := clSmallSnapshots
 	nodes := startClusterWith(t, 3, small)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -555,11 +559,7 @@ func TestCluster_LaggingFollowerCatchesUpBySnapshot(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three nodes")
 	}
-	small := func(c *serveConfig) {
-		c.Cluster.SnapshotThreshold = 200
-		c.Cluster.SnapshotInterval = 200 * time.Millisecond
-		c.Cluster.TrailingLogs = 50
-	}
+	small := clSmallSnapshots
 	nodes := startClusterWith(t, 3, small)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

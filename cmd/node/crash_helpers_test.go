@@ -519,19 +519,7 @@ func (s *crSession) AppendBatch(c *client.Client, k int) error {
 				return fmt.Errorf("session %q: append seqs %d..%d (send %d, duplicate=%v): next_seq %d, want %d",
 					s.ID, next, next+int64(k)-1, sends, resp.GetDuplicate(), got, want)
 			}
-			s.mu.Lock()
-			s.acked = append(s.acked, evs...)
-			s.pending = nil
-			s.stats.Batches++
-			switch {
-			case sends == 1 && resp.GetDuplicate():
-				s.stats.FirstDup++
-			case sends > 1 && resp.GetDuplicate():
-				s.stats.ResolvedDup++
-			case sends > 1:
-				s.stats.ResolvedFresh++
-			}
-			s.mu.Unlock()
+			s.recordAck(evs, sends, resp.GetDuplicate())
 			return nil
 		}
 		if !crUnknown(err) {
@@ -902,4 +890,22 @@ watch:
 		return fmt.Sprintf("after %v (no restore file seen)", took.Round(time.Millisecond))
 	}
 	return fmt.Sprintf("when %s appeared, %v after exec", seen, took.Round(time.Microsecond))
+}
+
+// recordAck records an acknowledged batch (sent sends times; dup: the last
+// answer was duplicate=true) as stored, in order.
+func (s *crSession) recordAck(evs []string, sends int, dup bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.acked = append(s.acked, evs...)
+	s.pending = nil
+	s.stats.Batches++
+	switch {
+	case sends == 1 && dup:
+		s.stats.FirstDup++
+	case sends > 1 && dup:
+		s.stats.ResolvedDup++
+	case sends > 1:
+		s.stats.ResolvedFresh++
+	}
 }

@@ -272,19 +272,7 @@ func (w *pcWriter) appendBatch(k int) error {
 				return fmt.Errorf("session %q: append seqs %d..%d through %s (send %d, duplicate=%v): next_seq %d, want %d",
 					s.ID, next, next+int64(k)-1, w.nodes[node].ID, sends, resp.GetDuplicate(), got, want)
 			}
-			s.mu.Lock()
-			s.acked = append(s.acked, evs...)
-			s.pending = nil
-			s.stats.Batches++
-			switch {
-			case sends == 1 && resp.GetDuplicate():
-				s.stats.FirstDup++
-			case sends > 1 && resp.GetDuplicate():
-				s.stats.ResolvedDup++
-			case sends > 1:
-				s.stats.ResolvedFresh++
-			}
-			s.mu.Unlock()
+			s.recordAck(evs, sends, resp.GetDuplicate())
 			w.fo.ok(node, sent, fmt.Sprintf("writer %d through %s, seqs %d..%d, send %d, duplicate=%v",
 				s.W, w.nodes[node].ID, next, next+int64(k)-1, sends, resp.GetDuplicate()))
 			return nil
