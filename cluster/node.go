@@ -39,8 +39,9 @@ type Node struct {
 	gossip    *gossip
 	metrics   *Metrics
 
-	proposals chan *proposal
-	slots     chan struct{}
+	proposals  chan *proposal
+	slots      chan struct{}
+	commandIDs *commandIDs // /plan command ids this node mints
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -77,7 +78,7 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 		return nil, err
 	}
 	n := &Node{cfg: cfg, logger: logger.With("component", "cluster", "node_id", cfg.NodeID),
-		proposals: make(chan *proposal, 4096), slots: make(chan struct{}, cfg.InFlight),
+		proposals: make(chan *proposal, 4096), slots: make(chan struct{}, cfg.InFlight), commandIDs: newCommandIDs(),
 		metrics: NewMetrics(reg)}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.dialCtx, n.dialCancel = context.WithCancel(context.Background())

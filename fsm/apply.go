@@ -49,6 +49,22 @@ func (a *applier) apply(c *fsmpb.Command) (*fsmpb.Result, string, error) {
 		return a.deduped(cmd.Release.SessionId, cmd.Release.RequestId, func() (*fsmpb.Result, bool, error) {
 			return a.release(cmd.Release)
 		})
+	case *fsmpb.Command_PlanSet:
+		return a.deduped(cmd.PlanSet.SessionId, cmd.PlanSet.RequestId, func() (*fsmpb.Result, bool, error) {
+			return a.planSet(cmd.PlanSet)
+		})
+	case *fsmpb.Command_PlanPreStep:
+		return a.deduped(cmd.PlanPreStep.SessionId, cmd.PlanPreStep.RequestId, func() (*fsmpb.Result, bool, error) {
+			return a.planPreStep(cmd.PlanPreStep)
+		})
+	case *fsmpb.Command_PlanCommand:
+		return a.deduped(cmd.PlanCommand.SessionId, cmd.PlanCommand.RequestId, func() (*fsmpb.Result, bool, error) {
+			return a.planCommand(cmd.PlanCommand)
+		})
+	case *fsmpb.Command_PlanExit:
+		return a.deduped(cmd.PlanExit.SessionId, cmd.PlanExit.RequestId, func() (*fsmpb.Result, bool, error) {
+			return a.planExit(cmd.PlanExit)
+		})
 	default:
 		panic(fmt.Sprintf("fsm: unknown command %T at index %d", c.Cmd, a.index))
 	}
@@ -120,7 +136,7 @@ func (a *applier) create(c *fsmpb.Create) (*fsmpb.Result, bool, error) {
 		return errResult(sessionstore.Errorf(sessionstore.ReasonAlreadyExists,
 			"session %s already exists in this backend", sessionstore.Quote(id))), false, nil
 	}
-	rec = &fsmpb.SessionRecord{Header: h, Incarnation: a.index, CreatedUnixMs: a.now}
+	rec = &fsmpb.SessionRecord{Header: h, Incarnation: a.index, CreatedUnixMs: a.now, PlanSummary: &fsmpb.PlanSummary{}}
 	if err := a.putRecord(id, rec); err != nil {
 		return nil, false, err
 	}
@@ -176,6 +192,7 @@ func (a *applier) writeFrame(id string, rec *fsmpb.SessionRecord, events [][]byt
 		return err
 	}
 	rec.NextSeq += int64(len(events))
+	observeFrame(rec, events)
 	rec.Materialized = true
 	rec.Frames++
 	rec.LastChangeIndex = a.index

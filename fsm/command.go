@@ -9,15 +9,23 @@ import (
 	"github.com/sessionstore/sessionstore/fsm/fsmpb"
 )
 
-// CommandVersion is the command encoding this build proposes and applies.
+// CommandVersion is the newest command encoding this build applies.
 // Entries of a newer version make Apply panic: a replica must never apply a
 // command it does not understand (rolling upgrades propose a new version only
-// once every voter supports it).
-const CommandVersion = 1
+// once every voter supports it). Version 2 added the plan-mode commands.
+const CommandVersion = 2
 
-// Encode serialises an entry for the Raft log.
+// Encode serialises an entry for the Raft log, stamped with the oldest
+// version that knows all its commands, so an entry an older replica cannot
+// apply is refused by version rather than misread.
 func Encode(e *fsmpb.Entry) ([]byte, error) {
-	e.Version = CommandVersion
+	e.Version = 1
+	for _, c := range e.Commands {
+		switch c.Cmd.(type) {
+		case *fsmpb.Command_PlanSet, *fsmpb.Command_PlanPreStep, *fsmpb.Command_PlanCommand, *fsmpb.Command_PlanExit:
+			e.Version = 2
+		}
+	}
 	return proto.Marshal(e)
 }
 

@@ -60,6 +60,11 @@ type CommandInput struct {
 	RawInput string
 	// Images are admitted image content blocks (JSON text each), in order.
 	Images [][]byte
+	// ImageCount stands for Images where the blocks themselves are not at
+	// hand (the FSM decides without them; the caller renders the steer
+	// content with SteerContent). The larger of len(Images) and ImageCount
+	// counts.
+	ImageCount int
 	// Deferred is passed to Set (see SetOptions).
 	Deferred bool
 }
@@ -70,15 +75,37 @@ type CommandResult struct {
 	Text string
 	// Outcome is Set's outcome; 0 when set did not run (the images error).
 	Outcome Outcome
-	// Steer, when non-nil, is the content array (JSON text: image blocks in
-	// order, then {"type":"text","text":message} when the message is
-	// non-empty) of the user message to steer with source {kind:"user"};
-	// SteerText is its text (nil when there is none).
-	Steer     []byte
+	// Steers: the command steers the agent with a user message (source
+	// {kind:"user"}) whose content is SteerContent(images, SteerText).
+	// SteerText is nil when the message is empty (images only).
+	Steers    bool
 	SteerText *string
+	// Steer is that content (JSON text), when the image blocks were given.
+	Steer []byte
 	// Appended: command/run, [plan/mode on an idle commit], command/done.
 	Appended [][]byte
 	State    State
+}
+
+// SteerContent is the content array of the steering user message: the image
+// blocks in order, then {"type":"text","text":message} when there is one.
+func SteerContent(images [][]byte, message *string) []byte {
+	b := []byte{'['}
+	for i, img := range images {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, img...)
+	}
+	if message != nil {
+		if len(images) > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"type":"text","text":`...)
+		b = sessionlog.AppendJSString(b, *message)
+		b = append(b, '}')
+	}
+	return append(b, ']')
 }
 
 // Command is the /plan [off|message] handler of spec §6.3 wrapped in the
@@ -89,9 +116,18 @@ func Command(events [][]byte, st State, in CommandInput, at Stamp) (CommandResul
 			return CommandResult{}, sessionstore.Errorf(sessionstore.ReasonInvalidArgument, "image block is not JSON")
 		}
 	}
-	s, err := scanLog(events)
+	s, err := Summarize(events)
 	if err != nil {
 		return CommandResult{}, err
+	}
+	return s.Command(st, in, at), nil
+}
+
+// Command is Command over a log's Summary (the image blocks are not checked).
+func (s Summary) Command(st State, in CommandInput, at Stamp) CommandResult {
+	images := len(in.Images)
+	if in.ImageCount > images {
+		images = in.ImageCount
 	}
 	res := CommandResult{State: st}
 	res.Appended = append(res.Appended, CommandRunEvent(in.CommandID, CommandName, in.RawInput, at.Seq, at.Time))
@@ -99,10 +135,10 @@ func Command(events [][]byte, st State, in CommandInput, at Stamp) (CommandResul
 	message := jsTrim(in.RawInput)
 
 	switch {
-	case message == "off" && len(in.Images) > 0:
+	case message == "off" && images > 0:
 		res.Kind, res.Text = KindError, TextOffWithImages
 	case message == "off":
-		sr := s.set(st, false, next, SetOptions{Deferred: in.Deferred})
+		sr := s.Set(st, false, next, SetOptions{Deferred: in.Deferred})
 		res.Outcome, res.State = sr.Outcome, sr.State
 		res.Appended = append(res.Appended, sr.Appended...)
 		res.Kind = KindSuccess
@@ -114,14 +150,14 @@ func Command(events [][]byte, st State, in CommandInput, at Stamp) (CommandResul
 		case Cancelled:
 			res.Text = TextEntryCancelled
 		default:
-			if s.fold {
+			if s.Fold {
 				res.Text = TextLeaving
 			} else {
 				res.Text = TextAlreadyInactive
 			}
 		}
 	default:
-		sr := s.set(st, true, next, SetOptions{Deferred: in.Deferred})
+		sr := s.Set(st, true, next, SetOptions{Deferred: in.Deferred})
 		res.Outcome, res.State = sr.Outcome, sr.State
 		res.Appended = append(res.Appended, sr.Appended...)
 		res.Kind = KindSuccess
@@ -130,28 +166,18 @@ func Command(events [][]byte, st State, in CommandInput, at Stamp) (CommandResul
 		} else {
 			res.Text = TextEntering
 		}
-		if message != "" || len(in.Images) > 0 {
-			b := []byte{'['}
-			for i, img := range in.Images {
-				if i > 0 {
-					b = append(b, ',')
-				}
-				b = append(b, img...)
+		if message != "" {
+			m := message
+			res.SteerText = &m
+		}
+		if message != "" || images > 0 {
+			res.Steers = true
+			if len(in.Images) == images {
+				res.Steer = SteerContent(in.Images, res.SteerText)
 			}
-			if message != "" {
-				if len(in.Images) > 0 {
-					b = append(b, ',')
-				}
-				b = append(b, `{"type":"text","text":`...)
-				b = sessionlog.AppendJSString(b, message)
-				b = append(b, '}')
-				m := message
-				res.SteerText = &m
-			}
-			res.Steer = append(b, ']')
 		}
 	}
 	done := at.Seq + int64(len(res.Appended))
 	res.Appended = append(res.Appended, CommandDoneEvent(in.CommandID, res.Kind, res.Text, done, at.Time))
-	return res, nil
+	return res
 }

@@ -134,26 +134,31 @@ func ReviewQuestion(plan string) []byte {
 // silent pending exit Pending{false, false} (replacing any record). Every
 // non-approved outcome leaves the state untouched.
 func ExitPlan(events [][]byte, st State, plan string, answer *ReviewAnswer) (ExitResult, error) {
-	active, err := Fold(events)
+	s, err := Summarize(events)
 	if err != nil {
 		return ExitResult{}, err
 	}
+	return s.ExitPlan(st, plan, answer), nil
+}
+
+// ExitPlan is ExitPlan over a log's Summary.
+func (s Summary) ExitPlan(st State, plan string, answer *ReviewAnswer) ExitResult {
 	res := ExitResult{State: st}
-	if !active {
+	if !s.Fold {
 		res.ToolResult = toolError(ErrNotInPlanMode)
-		return res, nil
+		return res
 	}
 	if !ValidPlan(plan) {
 		res.ToolResult = toolError(ErrBadPlan)
-		return res, nil
+		return res
 	}
 	if answer == nil {
 		res.NeedsReview = true
-		return res, nil
+		return res
 	}
 	if answer.Dismissed {
 		res.ToolResult = toolError(ErrDismissed)
-		return res, nil
+		return res
 	}
 	approved, feedback := InterpretAnswer(*answer)
 	if !approved {
@@ -162,9 +167,9 @@ func ExitPlan(events [][]byte, st State, plan string, answer *ReviewAnswer) (Exi
 		} else {
 			res.ToolResult = toolError(ErrKeepPlanning)
 		}
-		return res, nil
+		return res
 	}
 	res.ToolResult = ToolResult{Approved: true, Message: TextApproved, Text: TextApproved}
 	res.State.Pending = &Pending{Active: false, Narrate: false}
-	return res, nil
+	return res
 }

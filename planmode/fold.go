@@ -71,34 +71,45 @@ func StateAtLastRequestHeader(events [][]byte) (active bool, ok bool, err error)
 	return active, err == nil, err
 }
 
-// scan is everything the rules need from one pass over the log.
-type scan struct {
-	fold     bool
-	openTurn bool
-	told     bool // state at the last request/header
-	hasTold  bool
+// Summary is everything the rules need from a log, built by one pass over
+// it. The FSM keeps it beside each session and feeds it every event it
+// appends (Observe), so a rule never rescans a long log.
+type Summary struct {
+	Fold     bool // the logged state (foldPlanMode)
+	OpenTurn bool // a turn/start without its turn/end
+	Told     bool // the state at the last request/header
+	HasTold  bool // a request/header exists
 }
 
-func scanLog(events [][]byte) (scan, error) {
-	var s scan
-	for _, ev := range events {
-		p, err := parseEvent(ev, isPlanMode)
+// Observe advances the summary past one more event of the log.
+func (s *Summary) Observe(ev []byte) error {
+	p, err := parseEvent(ev, isPlanMode)
+	if err != nil {
+		return err
+	}
+	switch p.typ {
+	case TypePlanMode:
+		v, err := planModeActive(ev, p)
 		if err != nil {
-			return scan{}, err
+			return err
 		}
-		switch p.typ {
-		case TypePlanMode:
-			v, err := planModeActive(ev, p)
-			if err != nil {
-				return scan{}, err
-			}
-			s.fold = v
-		case TypeTurnStart:
-			s.openTurn = true
-		case TypeTurnEnd:
-			s.openTurn = false
-		case TypeRequestHeader:
-			s.told, s.hasTold = s.fold, true
+		s.Fold = v
+	case TypeTurnStart:
+		s.OpenTurn = true
+	case TypeTurnEnd:
+		s.OpenTurn = false
+	case TypeRequestHeader:
+		s.Told, s.HasTold = s.Fold, true
+	}
+	return nil
+}
+
+// Summarize is the Summary of a whole log.
+func Summarize(events [][]byte) (Summary, error) {
+	var s Summary
+	for _, ev := range events {
+		if err := s.Observe(ev); err != nil {
+			return Summary{}, err
 		}
 	}
 	return s, nil

@@ -93,7 +93,7 @@ func EffectiveActive(events [][]byte, st State) (bool, error) {
 // request was ever sent or when the last request header already told the
 // model target; else the entry or exit text.
 func NarrationText(events [][]byte, target bool) (string, bool, error) {
-	s, err := scanLog(events)
+	s, err := Summarize(events)
 	if err != nil {
 		return "", false, err
 	}
@@ -101,8 +101,8 @@ func NarrationText(events [][]byte, target bool) (string, bool, error) {
 	return text, ok, nil
 }
 
-func (s scan) narration(target bool) (string, bool) {
-	if !s.hasTold || s.told == target {
+func (s Summary) narration(target bool) (string, bool) {
+	if !s.HasTold || s.Told == target {
 		return "", false
 	}
 	if target {
@@ -135,32 +135,33 @@ type SetResult struct {
 // returns it). The caller applies Appended and State atomically; if the
 // append fails it keeps the old State (the reference keeps the record too).
 func Set(events [][]byte, st State, want bool, at Stamp, opt SetOptions) (SetResult, error) {
-	s, err := scanLog(events)
+	s, err := Summarize(events)
 	if err != nil {
 		return SetResult{}, err
 	}
-	return s.set(st, want, at, opt), nil
+	return s.Set(st, want, at, opt), nil
 }
 
-func (s scan) set(st State, want bool, at Stamp, opt SetOptions) SetResult {
-	target := s.fold
+// Set is Set over a log's Summary.
+func (s Summary) Set(st State, want bool, at Stamp, opt SetOptions) SetResult {
+	target := s.Fold
 	if st.Pending != nil {
 		target = st.Pending.Active
 	}
 	if want == target {
 		return SetResult{Outcome: Noop, State: st}
 	}
-	if s.openTurn || opt.Deferred {
+	if s.OpenTurn || opt.Deferred {
 		out := st
 		out.Pending = &Pending{Active: want, Narrate: true}
-		if want == s.fold {
+		if want == s.Fold {
 			return SetResult{Outcome: Cancelled, State: out}
 		}
 		return SetResult{Outcome: Queued, State: out}
 	}
 	out := st
 	out.Pending = nil
-	if want == s.fold {
+	if want == s.Fold {
 		return SetResult{Outcome: Cancelled, State: out}
 	}
 	out.Notice = nil
@@ -205,21 +206,26 @@ type PreStepResult struct {
 // (fold after the boundary equals it and the last header told otherwise).
 // Both notices are the same text when both apply; one is returned.
 func PreStep(events [][]byte, st State, step StepContext, at Stamp, noticeID string) (PreStepResult, error) {
-	s, err := scanLog(events)
+	s, err := Summarize(events)
 	if err != nil {
 		return PreStepResult{}, err
 	}
+	return s.PreStep(st, step, at, noticeID), nil
+}
+
+// PreStep is PreStep over a log's Summary.
+func (s Summary) PreStep(st State, step StepContext, at Stamp, noticeID string) PreStepResult {
 	if step.Rejected || step.Aborted {
-		return PreStepResult{Active: s.fold, State: st}, nil
+		return PreStepResult{Active: s.Fold, State: st}
 	}
-	res := PreStepResult{Active: s.fold}
+	res := PreStepResult{Active: s.Fold}
 	var text string
 	var narrate bool
 	if p := st.Pending; p != nil {
 		if p.Narrate {
 			text, narrate = s.narration(p.Active)
 		}
-		if p.Active != s.fold {
+		if p.Active != s.Fold {
 			res.Appended = [][]byte{PlanModeEvent(p.Active, at.Seq, at.Time)}
 			res.Active = p.Active
 		}
@@ -231,5 +237,5 @@ func PreStep(events [][]byte, st State, step StepContext, at Stamp, noticeID str
 		res.Notices = [][]byte{NoticeMessage(noticeID, text)}
 	}
 	res.State = State{}
-	return res, nil
+	return res
 }

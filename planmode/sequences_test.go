@@ -364,3 +364,40 @@ func TestRecordedWebPlanMode(t *testing.T) {
 		t.Fatal("after command/run the entry is pending", v)
 	}
 }
+
+// The FSM keeps a Summary beside each session and feeds it appended events;
+// folding one event at a time must agree with summarising every prefix.
+func TestSummaryIncremental(t *testing.T) {
+	l := (&logb{}).header().plan(true).openTurn().header().plan(false).closeTurn().plan(true).openTurn()
+	var inc Summary
+	for i, ev := range l.evs {
+		if err := inc.Observe(ev); err != nil {
+			t.Fatal(err)
+		}
+		whole, err := Summarize(l.evs[:i+1])
+		if err != nil || whole != inc {
+			t.Fatalf("after %d events: incremental %+v, whole %+v (%v)", i+1, inc, whole, err)
+		}
+	}
+	if inc != (Summary{Fold: true, OpenTurn: true, Told: true, HasTold: true}) {
+		t.Fatalf("%+v", inc)
+	}
+}
+
+// Without the image blocks (the FSM's view) the decision is the same and the
+// caller renders the steer content.
+func TestCommandImageCount(t *testing.T) {
+	img := `{"type":"image","attachment":{"attachmentId":"att-1","mediaType":"image/png"}}`
+	var s Summary
+	s.OpenTurn = true
+	r := s.Command(State{}, CommandInput{CommandID: "c", RawInput: " look", ImageCount: 1}, Stamp{3, 9})
+	if !r.Steers || r.Steer != nil || *r.SteerText != "look" {
+		t.Fatal(r)
+	}
+	if got := string(SteerContent([][]byte{[]byte(img)}, r.SteerText)); got != "["+img+`,{"type":"text","text":"look"}]` {
+		t.Fatal(got)
+	}
+	if r := s.Command(State{}, CommandInput{CommandID: "c", RawInput: "off", ImageCount: 2}, Stamp{3, 9}); r.Kind != KindError || r.Text != TextOffWithImages {
+		t.Fatal(r)
+	}
+}

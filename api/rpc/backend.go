@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/planmode"
 )
 
 // Backend is what the services need from a node; *cluster.Node satisfies it
@@ -24,4 +25,14 @@ type Backend interface {
 	RawText(ctx context.Context, id string, c sessionstore.Consistency) (h sessionstore.Header, revision string, text []byte, err error)
 	List(ctx context.Context, c sessionstore.Consistency, pageSize int, pageToken, cwdPrefix string) ([]sessionstore.Snapshot, string, error)
 	Watch(ctx context.Context, id string, from int64, progress time.Duration, send func(sessionstore.WatchEvent) error) error
+}
+
+// PlanBackend is what the PlanMode service needs from a node.
+type PlanBackend interface {
+	PlanGet(ctx context.Context, id string) (sessionstore.PlanState, error)
+	PlanSet(ctx context.Context, id string, active bool, c sessionstore.PlanCall) (sessionstore.PlanResult, error)
+	PlanPreStep(ctx context.Context, id string, c sessionstore.PlanCall) (sessionstore.PlanResult, error)
+	PlanCommand(ctx context.Context, id, rawInput string, images [][]byte, c sessionstore.PlanCall) (sessionstore.PlanResult, error)
+	PlanExit(ctx context.Context, id, plan string, answer *planmode.ReviewAnswer, c sessionstore.PlanCall) (sessionstore.PlanResult, error)
+	PlanProjection(ctx context.Context, id string) (planmode.ProjectionView, error)
 }

@@ -78,6 +78,62 @@ func (Consistency) EnumDescriptor() ([]byte, []int) {
 	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{0}
 }
 
+// Outcome of Set (planmode-spec §2.3).
+type Outcome int32
+
+const (
+	Outcome_OUTCOME_UNSPECIFIED Outcome = 0
+	Outcome_COMMITTED           Outcome = 1
+	Outcome_QUEUED              Outcome = 2
+	Outcome_CANCELLED           Outcome = 3
+	Outcome_NOOP                Outcome = 4
+)
+
+// Enum value maps for Outcome.
+var (
+	Outcome_name = map[int32]string{
+		0: "OUTCOME_UNSPECIFIED",
+		1: "COMMITTED",
+		2: "QUEUED",
+		3: "CANCELLED",
+		4: "NOOP",
+	}
+	Outcome_value = map[string]int32{
+		"OUTCOME_UNSPECIFIED": 0,
+		"COMMITTED":           1,
+		"QUEUED":              2,
+		"CANCELLED":           3,
+		"NOOP":                4,
+	}
+)
+
+func (x Outcome) Enum() *Outcome {
+	p := new(Outcome)
+	*p = x
+	return p
+}
+
+func (x Outcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Outcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_api_sessionpb_session_proto_enumTypes[1].Descriptor()
+}
+
+func (Outcome) Type() protoreflect.EnumType {
+	return &file_api_sessionpb_session_proto_enumTypes[1]
+}
+
+func (x Outcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Outcome.Descriptor instead.
+func (Outcome) EnumDescriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{1}
+}
+
 // SessionHeader is a session's immutable metadata (persistence-spec §2.2).
 // Optional fields are absent on disk when unset (never null).
 type SessionHeader struct {
@@ -1758,6 +1814,948 @@ func (x *WatchResponse) GetAppliedIndex() uint64 {
 	return 0
 }
 
+type PlanGetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanGetRequest) Reset() {
+	*x = PlanGetRequest{}
+	mi := &file_api_sessionpb_session_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanGetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanGetRequest) ProtoMessage() {}
+
+func (x *PlanGetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_sessionpb_session_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanGetRequest.ProtoReflect.Descriptor instead.
+func (*PlanGetRequest) Descriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *PlanGetRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+type PlanGetResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Active  bool                   `protobuf:"varint,1,opt,name=active,proto3" json:"active,omitempty"`
+	Pending *bool                  `protobuf:"varint,2,opt,name=pending,proto3,oneof" json:"pending,omitempty"`
+	// The seq the next append must use.
+	NextSeq       int64 `protobuf:"varint,3,opt,name=next_seq,json=nextSeq,proto3" json:"next_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanGetResponse) Reset() {
+	*x = PlanGetResponse{}
+	mi := &file_api_sessionpb_session_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanGetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanGetResponse) ProtoMessage() {}
+
+func (x *PlanGetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_sessionpb_session_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanGetResponse.ProtoReflect.Descriptor instead.
+func (*PlanGetResponse) Descriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *PlanGetResponse) GetActive() bool {
+	if x != nil {
+		return x.Active
+	}
+	return false
+}
+
+func (x *PlanGetResponse) GetPending() bool {
+	if x != nil && x.Pending != nil {
+		return *x.Pending
+	}
+	return false
+}
+
+func (x *PlanGetResponse) GetNextSeq() int64 {
+	if x != nil {
+		return x.NextSeq
+	}
+	return 0
+}
+
+type PlanSetRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	SessionId       string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Active          bool                   `protobuf:"varint,2,opt,name=active,proto3" json:"active,omitempty"`
+	LeaseEpoch      uint64                 `protobuf:"varint,3,opt,name=lease_epoch,json=leaseEpoch,proto3" json:"lease_epoch,omitempty"`
+	ExpectedNextSeq int64                  `protobuf:"varint,4,opt,name=expected_next_seq,json=expectedNextSeq,proto3" json:"expected_next_seq,omitempty"`
+	RequestId       string                 `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *PlanSetRequest) Reset() {
+	*x = PlanSetRequest{}
+	mi := &file_api_sessionpb_session_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanSetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanSetRequest) ProtoMessage() {}
+
+func (x *PlanSetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_sessionpb_session_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanSetRequest.ProtoReflect.Descriptor instead.
+func (*PlanSetRequest) Descriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *PlanSetRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *PlanSetRequest) GetActive() bool {
+	if x != nil {
+		return x.Active
+	}
+	return false
+}
+
+func (x *PlanSetRequest) GetLeaseEpoch() uint64 {
+	if x != nil {
+		return x.LeaseEpoch
+	}
+	return 0
+}
+
+func (x *PlanSetRequest) GetExpectedNextSeq() int64 {
+	if x != nil {
+		return x.ExpectedNextSeq
+	}
+	return 0
+}
+
+func (x *PlanSetRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type PlanSetResponse struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Outcome        Outcome                `protobuf:"varint,1,opt,name=outcome,proto3,enum=sessionstore.v1.Outcome" json:"outcome,omitempty"`
+	AppendedEvents []string               `protobuf:"bytes,2,rep,name=appended_events,json=appendedEvents,proto3" json:"appended_events,omitempty"`
+	NextSeq        int64                  `protobuf:"varint,3,opt,name=next_seq,json=nextSeq,proto3" json:"next_seq,omitempty"`
+	Revision       string                 `protobuf:"bytes,4,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *PlanSetResponse) Reset() {
+	*x = PlanSetResponse{}
+	mi := &file_api_sessionpb_session_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanSetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanSetResponse) ProtoMessage() {}
+
+func (x *PlanSetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_sessionpb_session_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanSetResponse.ProtoReflect.Descriptor instead.
+func (*PlanSetResponse) Descriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *PlanSetResponse) GetOutcome() Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return Outcome_OUTCOME_UNSPECIFIED
+}
+
+func (x *PlanSetResponse) GetAppendedEvents() []string {
+	if x != nil {
+		return x.AppendedEvents
+	}
+	return nil
+}
+
+func (x *PlanSetResponse) GetNextSeq() int64 {
+	if x != nil {
+		return x.NextSeq
+	}
+	return 0
+}
+
+func (x *PlanSetResponse) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
+}
+
+type PlanPreStepRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	SessionId       string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	LeaseEpoch      uint64                 `protobuf:"varint,2,opt,name=lease_epoch,json=leaseEpoch,proto3" json:"lease_epoch,omitempty"`
+	ExpectedNextSeq int64                  `protobuf:"varint,3,opt,name=expected_next_seq,json=expectedNextSeq,proto3" json:"expected_next_seq,omitempty"`
+	RequestId       string                 `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *PlanPreStepRequest) Reset() {
+	*x = PlanPreStepRequest{}
+	mi := &file_api_sessionpb_session_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanPreStepRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanPreStepRequest) ProtoMessage() {}
+
+func (x *PlanPreStepRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_sessionpb_session_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanPreStepRequest.ProtoReflect.Descriptor instead.
+func (*PlanPreStepRequest) Descriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *PlanPreStepRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *PlanPreStepRequest) GetLeaseEpoch() uint64 {
+	if x != nil {
+		return x.LeaseEpoch
+	}
+	return 0
+}
+
+func (x *PlanPreStepRequest) GetExpectedNextSeq() int64 {
+	if x != nil {
+		return x.ExpectedNextSeq
+	}
+	return 0
+}
+
+func (x *PlanPreStepRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type PlanPreStepResponse struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Active         bool                   `protobuf:"varint,1,opt,name=active,proto3" json:"active,omitempty"`
+	AppendedEvents []string               `protobuf:"bytes,2,rep,name=appended_events,json=appendedEvents,proto3" json:"appended_events,omitempty"`
+	// user/message data objects (JSON text) the agent adds to its step.
+	Notices       []string `protobuf:"bytes,3,rep,name=notices,proto3" json:"notices,omitempty"`
+	NextSeq       int64    `protobuf:"varint,4,opt,name=next_seq,json=nextSeq,proto3" json:"next_seq,omitempty"`
+	Revision      string   `protobuf:"bytes,5,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanPreStepResponse) Reset() {
+	*x = PlanPreStepResponse{}
+	mi := &file_api_sessionpb_session_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanPreStepResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanPreStepResponse) ProtoMessage() {}
+
+func (x *PlanPreStepResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_sessionpb_session_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanPreStepResponse.ProtoReflect.Descriptor instead.
+func (*PlanPreStepResponse) Descriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *PlanPreStepResponse) GetActive() bool {
+	if x != nil {
+		return x.Active
+	}
+	return false
+}
+
+func (x *PlanPreStepResponse) GetAppendedEvents() []string {
+	if x != nil {
+		return x.AppendedEvents
+	}
+	return nil
+}
+
+func (x *PlanPreStepResponse) GetNotices() []string {
+	if x != nil {
+		return x.Notices
+	}
+	return nil
+}
+
+func (x *PlanPreStepResponse) GetNextSeq() int64 {
+	if x != nil {
+		return x.NextSeq
+	}
+	return 0
+}
+
+func (x *PlanPreStepResponse) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
+}
+
+type PlanCommandRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Everything after "/plan", separator whitespace included.
+	RawInput string `protobuf:"bytes,2,opt,name=raw_input,json=rawInput,proto3" json:"raw_input,omitempty"`
+	// Admitted image content blocks (JSON objects), in order.
+	ImageBlocks     []string `protobuf:"bytes,3,rep,name=image_blocks,json=imageBlocks,proto3" json:"image_blocks,omitempty"`
+	LeaseEpoch      uint64   `protobuf:"varint,4,opt,name=lease_epoch,json=leaseEpoch,proto3" json:"lease_epoch,omitempty"`
+	ExpectedNextSeq int64    `protobuf:"varint,5,opt,name=expected_next_seq,json=expectedNextSeq,proto3" json:"expected_next_seq,omitempty"`
+	RequestId       string   `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *PlanCommandRequest) Reset() {
+	*x = PlanCommandRequest{}
+	mi := &file_api_sessionpb_session_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanCommandRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanCommandRequest) ProtoMessage() {}
+
+func (x *PlanCommandRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_sessionpb_session_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanCommandRequest.ProtoReflect.Descriptor instead.
+func (*PlanCommandRequest) Descriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *PlanCommandRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *PlanCommandRequest) GetRawInput() string {
+	if x != nil {
+		return x.RawInput
+	}
+	return ""
+}
+
+func (x *PlanCommandRequest) GetImageBlocks() []string {
+	if x != nil {
+		return x.ImageBlocks
+	}
+	return nil
+}
+
+func (x *PlanCommandRequest) GetLeaseEpoch() uint64 {
+	if x != nil {
+		return x.LeaseEpoch
+	}
+	return 0
+}
+
+func (x *PlanCommandRequest) GetExpectedNextSeq() int64 {
+	if x != nil {
+		return x.ExpectedNextSeq
+	}
+	return 0
+}
+
+func (x *PlanCommandRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type PlanCommandResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "success" or "error".
+	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Text string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	// The message to submit under plan guidance, when there is one.
+	SteerText      *string  `protobuf:"bytes,3,opt,name=steer_text,json=steerText,proto3,oneof" json:"steer_text,omitempty"`
+	AppendedEvents []string `protobuf:"bytes,4,rep,name=appended_events,json=appendedEvents,proto3" json:"appended_events,omitempty"`
+	NextSeq        int64    `protobuf:"varint,5,opt,name=next_seq,json=nextSeq,proto3" json:"next_seq,omitempty"`
+	// The content array (JSON text) of the steering user message: the image
+	// blocks, then the text; empty when the command does not steer.
+	SteerContent  string `protobuf:"bytes,6,opt,name=steer_content,json=steerContent,proto3" json:"steer_content,omitempty"`
+	Revision      string `protobuf:"bytes,7,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanCommandResponse) Reset() {
+	*x = PlanCommandResponse{}
+	mi := &file_api_sessionpb_session_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanCommandResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanCommandResponse) ProtoMessage() {}
+
+func (x *PlanCommandResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_sessionpb_session_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanCommandResponse.ProtoReflect.Descriptor instead.
+func (*PlanCommandResponse) Descriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *PlanCommandResponse) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *PlanCommandResponse) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *PlanCommandResponse) GetSteerText() string {
+	if x != nil && x.SteerText != nil {
+		return *x.SteerText
+	}
+	return ""
+}
+
+func (x *PlanCommandResponse) GetAppendedEvents() []string {
+	if x != nil {
+		return x.AppendedEvents
+	}
+	return nil
+}
+
+func (x *PlanCommandResponse) GetNextSeq() int64 {
+	if x != nil {
+		return x.NextSeq
+	}
+	return 0
+}
+
+func (x *PlanCommandResponse) GetSteerContent() string {
+	if x != nil {
+		return x.SteerContent
+	}
+	return ""
+}
+
+func (x *PlanCommandResponse) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
+}
+
+type PlanExitRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The complete plan, as markdown.
+	Plan string `protobuf:"bytes,2,opt,name=plan,proto3" json:"plan,omitempty"`
+	// The user's answer to the review; absent = validate only.
+	Answer        *ReviewAnswer `protobuf:"bytes,3,opt,name=answer,proto3,oneof" json:"answer,omitempty"`
+	LeaseEpoch    uint64        `protobuf:"varint,4,opt,name=lease_epoch,json=leaseEpoch,proto3" json:"lease_epoch,omitempty"`
+	RequestId     string        `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanExitRequest) Reset() {
+	*x = PlanExitRequest{}
+	mi := &file_api_sessionpb_session_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanExitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanExitRequest) ProtoMessage() {}
+
+func (x *PlanExitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_sessionpb_session_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanExitRequest.ProtoReflect.Descriptor instead.
+func (*PlanExitRequest) Descriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *PlanExitRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *PlanExitRequest) GetPlan() string {
+	if x != nil {
+		return x.Plan
+	}
+	return ""
+}
+
+func (x *PlanExitRequest) GetAnswer() *ReviewAnswer {
+	if x != nil {
+		return x.Answer
+	}
+	return nil
+}
+
+func (x *PlanExitRequest) GetLeaseEpoch() uint64 {
+	if x != nil {
+		return x.LeaseEpoch
+	}
+	return 0
+}
+
+func (x *PlanExitRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type ReviewAnswer struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Answers []*AnswerItem          `protobuf:"bytes,1,rep,name=answers,proto3" json:"answers,omitempty"`
+	// The user closed the review to speak instead (ASK_CANCELLED).
+	Dismissed     bool `protobuf:"varint,2,opt,name=dismissed,proto3" json:"dismissed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReviewAnswer) Reset() {
+	*x = ReviewAnswer{}
+	mi := &file_api_sessionpb_session_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReviewAnswer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReviewAnswer) ProtoMessage() {}
+
+func (x *ReviewAnswer) ProtoReflect() protoreflect.Message {
+	mi := &file_api_sessionpb_session_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReviewAnswer.ProtoReflect.Descriptor instead.
+func (*ReviewAnswer) Descriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ReviewAnswer) GetAnswers() []*AnswerItem {
+	if x != nil {
+		return x.Answers
+	}
+	return nil
+}
+
+func (x *ReviewAnswer) GetDismissed() bool {
+	if x != nil {
+		return x.Dismissed
+	}
+	return false
+}
+
+type AnswerItem struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Selected      []string               `protobuf:"bytes,2,rep,name=selected,proto3" json:"selected,omitempty"`
+	Custom        *string                `protobuf:"bytes,3,opt,name=custom,proto3,oneof" json:"custom,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerItem) Reset() {
+	*x = AnswerItem{}
+	mi := &file_api_sessionpb_session_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerItem) ProtoMessage() {}
+
+func (x *AnswerItem) ProtoReflect() protoreflect.Message {
+	mi := &file_api_sessionpb_session_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerItem.ProtoReflect.Descriptor instead.
+func (*AnswerItem) Descriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *AnswerItem) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *AnswerItem) GetSelected() []string {
+	if x != nil {
+		return x.Selected
+	}
+	return nil
+}
+
+func (x *AnswerItem) GetCustom() string {
+	if x != nil && x.Custom != nil {
+		return *x.Custom
+	}
+	return ""
+}
+
+type PlanExitResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Approved bool                   `protobuf:"varint,1,opt,name=approved,proto3" json:"approved,omitempty"`
+	// The tool result the model sees ("Error: …" when is_error).
+	Text    string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	IsError bool   `protobuf:"varint,3,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	// Validation passed and no answer was given: ask the user review_question.
+	NeedsReview bool `protobuf:"varint,4,opt,name=needs_review,json=needsReview,proto3" json:"needs_review,omitempty"`
+	// The review request of planmode-spec §5.3 (JSON text) when needs_review.
+	ReviewQuestion string `protobuf:"bytes,5,opt,name=review_question,json=reviewQuestion,proto3" json:"review_question,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *PlanExitResponse) Reset() {
+	*x = PlanExitResponse{}
+	mi := &file_api_sessionpb_session_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanExitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanExitResponse) ProtoMessage() {}
+
+func (x *PlanExitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_sessionpb_session_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanExitResponse.ProtoReflect.Descriptor instead.
+func (*PlanExitResponse) Descriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *PlanExitResponse) GetApproved() bool {
+	if x != nil {
+		return x.Approved
+	}
+	return false
+}
+
+func (x *PlanExitResponse) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *PlanExitResponse) GetIsError() bool {
+	if x != nil {
+		return x.IsError
+	}
+	return false
+}
+
+func (x *PlanExitResponse) GetNeedsReview() bool {
+	if x != nil {
+		return x.NeedsReview
+	}
+	return false
+}
+
+func (x *PlanExitResponse) GetReviewQuestion() string {
+	if x != nil {
+		return x.ReviewQuestion
+	}
+	return ""
+}
+
+type PlanProjectionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanProjectionRequest) Reset() {
+	*x = PlanProjectionRequest{}
+	mi := &file_api_sessionpb_session_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanProjectionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanProjectionRequest) ProtoMessage() {}
+
+func (x *PlanProjectionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_sessionpb_session_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanProjectionRequest.ProtoReflect.Descriptor instead.
+func (*PlanProjectionRequest) Descriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *PlanProjectionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+type PlanProjectionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Active        bool                   `protobuf:"varint,1,opt,name=active,proto3" json:"active,omitempty"`
+	Pending       bool                   `protobuf:"varint,2,opt,name=pending,proto3" json:"pending,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanProjectionResponse) Reset() {
+	*x = PlanProjectionResponse{}
+	mi := &file_api_sessionpb_session_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanProjectionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanProjectionResponse) ProtoMessage() {}
+
+func (x *PlanProjectionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_sessionpb_session_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanProjectionResponse.ProtoReflect.Descriptor instead.
+func (*PlanProjectionResponse) Descriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *PlanProjectionResponse) GetActive() bool {
+	if x != nil {
+		return x.Active
+	}
+	return false
+}
+
+func (x *PlanProjectionResponse) GetPending() bool {
+	if x != nil {
+		return x.Pending
+	}
+	return false
+}
+
 type StatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1766,7 +2764,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[29]
+	mi := &file_api_sessionpb_session_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1778,7 +2776,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[29]
+	mi := &file_api_sessionpb_session_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1791,7 +2789,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{29}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{43}
 }
 
 // StatusResponse is one node's view of the cluster.
@@ -1819,7 +2817,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[30]
+	mi := &file_api_sessionpb_session_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1831,7 +2829,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[30]
+	mi := &file_api_sessionpb_session_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1844,7 +2842,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{30}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -1911,7 +2909,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[31]
+	mi := &file_api_sessionpb_session_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1923,7 +2921,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[31]
+	mi := &file_api_sessionpb_session_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1936,7 +2934,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{31}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{45}
 }
 
 type MembersResponse struct {
@@ -1948,7 +2946,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[32]
+	mi := &file_api_sessionpb_session_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1960,7 +2958,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[32]
+	mi := &file_api_sessionpb_session_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1973,7 +2971,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{32}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *MembersResponse) GetMembers() []*Member {
@@ -2001,7 +2999,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[33]
+	mi := &file_api_sessionpb_session_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2013,7 +3011,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[33]
+	mi := &file_api_sessionpb_session_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2026,7 +3024,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{33}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Member) GetNodeId() string {
@@ -2074,7 +3072,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[34]
+	mi := &file_api_sessionpb_session_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2086,7 +3084,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[34]
+	mi := &file_api_sessionpb_session_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2099,7 +3097,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{34}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *TransferLeadershipRequest) GetToNodeId() string {
@@ -2117,7 +3115,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[35]
+	mi := &file_api_sessionpb_session_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2129,7 +3127,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[35]
+	mi := &file_api_sessionpb_session_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2142,7 +3140,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{35}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{49}
 }
 
 type RemoveMemberRequest struct {
@@ -2155,7 +3153,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[36]
+	mi := &file_api_sessionpb_session_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2167,7 +3165,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[36]
+	mi := &file_api_sessionpb_session_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2180,7 +3178,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{36}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RemoveMemberRequest) GetNodeId() string {
@@ -2198,7 +3196,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[37]
+	mi := &file_api_sessionpb_session_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2210,7 +3208,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[37]
+	mi := &file_api_sessionpb_session_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2223,7 +3221,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{37}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{51}
 }
 
 type LeaveRequest struct {
@@ -2234,7 +3232,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[38]
+	mi := &file_api_sessionpb_session_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2246,7 +3244,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[38]
+	mi := &file_api_sessionpb_session_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2259,7 +3257,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{38}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{52}
 }
 
 type LeaveResponse struct {
@@ -2270,7 +3268,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[39]
+	mi := &file_api_sessionpb_session_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2282,7 +3280,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[39]
+	mi := &file_api_sessionpb_session_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2295,7 +3293,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{39}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{53}
 }
 
 var File_api_sessionpb_session_proto protoreflect.FileDescriptor
@@ -2436,7 +3434,95 @@ const file_api_sessionpb_session_proto_rawDesc = "" +
 	"\rWatchResponse\x12\x16\n" +
 	"\x06events\x18\x01 \x03(\tR\x06events\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\tR\brevision\x12#\n" +
-	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"\x0f\n" +
+	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"/\n" +
+	"\x0ePlanGetRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"o\n" +
+	"\x0fPlanGetResponse\x12\x16\n" +
+	"\x06active\x18\x01 \x01(\bR\x06active\x12\x1d\n" +
+	"\apending\x18\x02 \x01(\bH\x00R\apending\x88\x01\x01\x12\x19\n" +
+	"\bnext_seq\x18\x03 \x01(\x03R\anextSeqB\n" +
+	"\n" +
+	"\b_pending\"\xb3\x01\n" +
+	"\x0ePlanSetRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
+	"\x06active\x18\x02 \x01(\bR\x06active\x12\x1f\n" +
+	"\vlease_epoch\x18\x03 \x01(\x04R\n" +
+	"leaseEpoch\x12*\n" +
+	"\x11expected_next_seq\x18\x04 \x01(\x03R\x0fexpectedNextSeq\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\"\xa5\x01\n" +
+	"\x0fPlanSetResponse\x122\n" +
+	"\aoutcome\x18\x01 \x01(\x0e2\x18.sessionstore.v1.OutcomeR\aoutcome\x12'\n" +
+	"\x0fappended_events\x18\x02 \x03(\tR\x0eappendedEvents\x12\x19\n" +
+	"\bnext_seq\x18\x03 \x01(\x03R\anextSeq\x12\x1a\n" +
+	"\brevision\x18\x04 \x01(\tR\brevision\"\x9f\x01\n" +
+	"\x12PlanPreStepRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1f\n" +
+	"\vlease_epoch\x18\x02 \x01(\x04R\n" +
+	"leaseEpoch\x12*\n" +
+	"\x11expected_next_seq\x18\x03 \x01(\x03R\x0fexpectedNextSeq\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"\xa7\x01\n" +
+	"\x13PlanPreStepResponse\x12\x16\n" +
+	"\x06active\x18\x01 \x01(\bR\x06active\x12'\n" +
+	"\x0fappended_events\x18\x02 \x03(\tR\x0eappendedEvents\x12\x18\n" +
+	"\anotices\x18\x03 \x03(\tR\anotices\x12\x19\n" +
+	"\bnext_seq\x18\x04 \x01(\x03R\anextSeq\x12\x1a\n" +
+	"\brevision\x18\x05 \x01(\tR\brevision\"\xdf\x01\n" +
+	"\x12PlanCommandRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
+	"\traw_input\x18\x02 \x01(\tR\brawInput\x12!\n" +
+	"\fimage_blocks\x18\x03 \x03(\tR\vimageBlocks\x12\x1f\n" +
+	"\vlease_epoch\x18\x04 \x01(\x04R\n" +
+	"leaseEpoch\x12*\n" +
+	"\x11expected_next_seq\x18\x05 \x01(\x03R\x0fexpectedNextSeq\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId\"\xf5\x01\n" +
+	"\x13PlanCommandResponse\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\x12\"\n" +
+	"\n" +
+	"steer_text\x18\x03 \x01(\tH\x00R\tsteerText\x88\x01\x01\x12'\n" +
+	"\x0fappended_events\x18\x04 \x03(\tR\x0eappendedEvents\x12\x19\n" +
+	"\bnext_seq\x18\x05 \x01(\x03R\anextSeq\x12#\n" +
+	"\rsteer_content\x18\x06 \x01(\tR\fsteerContent\x12\x1a\n" +
+	"\brevision\x18\a \x01(\tR\brevisionB\r\n" +
+	"\v_steer_text\"\xcb\x01\n" +
+	"\x0fPlanExitRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
+	"\x04plan\x18\x02 \x01(\tR\x04plan\x12:\n" +
+	"\x06answer\x18\x03 \x01(\v2\x1d.sessionstore.v1.ReviewAnswerH\x00R\x06answer\x88\x01\x01\x12\x1f\n" +
+	"\vlease_epoch\x18\x04 \x01(\x04R\n" +
+	"leaseEpoch\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestIdB\t\n" +
+	"\a_answer\"c\n" +
+	"\fReviewAnswer\x125\n" +
+	"\aanswers\x18\x01 \x03(\v2\x1b.sessionstore.v1.AnswerItemR\aanswers\x12\x1c\n" +
+	"\tdismissed\x18\x02 \x01(\bR\tdismissed\"`\n" +
+	"\n" +
+	"AnswerItem\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
+	"\bselected\x18\x02 \x03(\tR\bselected\x12\x1b\n" +
+	"\x06custom\x18\x03 \x01(\tH\x00R\x06custom\x88\x01\x01B\t\n" +
+	"\a_custom\"\xa9\x01\n" +
+	"\x10PlanExitResponse\x12\x1a\n" +
+	"\bapproved\x18\x01 \x01(\bR\bapproved\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\x12\x19\n" +
+	"\bis_error\x18\x03 \x01(\bR\aisError\x12!\n" +
+	"\fneeds_review\x18\x04 \x01(\bR\vneedsReview\x12'\n" +
+	"\x0freview_question\x18\x05 \x01(\tR\x0ereviewQuestion\"6\n" +
+	"\x15PlanProjectionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"J\n" +
+	"\x16PlanProjectionResponse\x12\x16\n" +
+	"\x06active\x18\x01 \x01(\bR\x06active\x12\x18\n" +
+	"\apending\x18\x02 \x01(\bR\apending\"\x0f\n" +
 	"\rStatusRequest\"\xfe\x01\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x14\n" +
@@ -2469,7 +3555,14 @@ const file_api_sessionpb_session_proto_rawDesc = "" +
 	"\rLeaveResponse**\n" +
 	"\vConsistency\x12\x10\n" +
 	"\fLINEARIZABLE\x10\x00\x12\t\n" +
-	"\x05STALE\x10\x012\x81\n" +
+	"\x05STALE\x10\x01*V\n" +
+	"\aOutcome\x12\x17\n" +
+	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\r\n" +
+	"\tCOMMITTED\x10\x01\x12\n" +
+	"\n" +
+	"\x06QUEUED\x10\x02\x12\r\n" +
+	"\tCANCELLED\x10\x03\x12\b\n" +
+	"\x04NOOP\x10\x042\x81\n" +
 	"\n" +
 	"\x12SessionPersistence\x12I\n" +
 	"\x06Locate\x12\x1e.sessionstore.v1.LocateRequest\x1a\x1f.sessionstore.v1.LocateResponse\x12I\n" +
@@ -2488,7 +3581,15 @@ const file_api_sessionpb_session_proto_rawDesc = "" +
 	"\aReadRaw\x12\x1f.sessionstore.v1.ReadRawRequest\x1a .sessionstore.v1.ReadRawResponse0\x01\x12C\n" +
 	"\x04List\x12\x1c.sessionstore.v1.ListRequest\x1a\x1d.sessionstore.v1.ListResponse\x12^\n" +
 	"\rListSnapshots\x12%.sessionstore.v1.ListSnapshotsRequest\x1a&.sessionstore.v1.ListSnapshotsResponse\x12H\n" +
-	"\x05Watch\x12\x1d.sessionstore.v1.WatchRequest\x1a\x1e.sessionstore.v1.WatchResponse0\x012\xb6\x03\n" +
+	"\x05Watch\x12\x1d.sessionstore.v1.WatchRequest\x1a\x1e.sessionstore.v1.WatchResponse0\x012\xfa\x03\n" +
+	"\bPlanMode\x12H\n" +
+	"\x03Get\x12\x1f.sessionstore.v1.PlanGetRequest\x1a .sessionstore.v1.PlanGetResponse\x12H\n" +
+	"\x03Set\x12\x1f.sessionstore.v1.PlanSetRequest\x1a .sessionstore.v1.PlanSetResponse\x12T\n" +
+	"\aPreStep\x12#.sessionstore.v1.PlanPreStepRequest\x1a$.sessionstore.v1.PlanPreStepResponse\x12T\n" +
+	"\aCommand\x12#.sessionstore.v1.PlanCommandRequest\x1a$.sessionstore.v1.PlanCommandResponse\x12O\n" +
+	"\bExitPlan\x12 .sessionstore.v1.PlanExitRequest\x1a!.sessionstore.v1.PlanExitResponse\x12]\n" +
+	"\n" +
+	"Projection\x12&.sessionstore.v1.PlanProjectionRequest\x1a'.sessionstore.v1.PlanProjectionResponse2\xb6\x03\n" +
 	"\aCluster\x12I\n" +
 	"\x06Status\x12\x1e.sessionstore.v1.StatusRequest\x1a\x1f.sessionstore.v1.StatusResponse\x12L\n" +
 	"\aMembers\x12\x1f.sessionstore.v1.MembersRequest\x1a .sessionstore.v1.MembersResponse\x12m\n" +
@@ -2508,118 +3609,148 @@ func file_api_sessionpb_session_proto_rawDescGZIP() []byte {
 	return file_api_sessionpb_session_proto_rawDescData
 }
 
-var file_api_sessionpb_session_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_api_sessionpb_session_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_api_sessionpb_session_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_api_sessionpb_session_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_api_sessionpb_session_proto_goTypes = []any{
 	(Consistency)(0),                   // 0: sessionstore.v1.Consistency
-	(*SessionHeader)(nil),              // 1: sessionstore.v1.SessionHeader
-	(*SessionView)(nil),                // 2: sessionstore.v1.SessionView
-	(*Lease)(nil),                      // 3: sessionstore.v1.Lease
-	(*LocateRequest)(nil),              // 4: sessionstore.v1.LocateRequest
-	(*LocateResponse)(nil),             // 5: sessionstore.v1.LocateResponse
-	(*CreateRequest)(nil),              // 6: sessionstore.v1.CreateRequest
-	(*CreateResponse)(nil),             // 7: sessionstore.v1.CreateResponse
-	(*AppendRequest)(nil),              // 8: sessionstore.v1.AppendRequest
-	(*AppendResponse)(nil),             // 9: sessionstore.v1.AppendResponse
-	(*LoadRequest)(nil),                // 10: sessionstore.v1.LoadRequest
-	(*InspectRequest)(nil),             // 11: sessionstore.v1.InspectRequest
-	(*PrepareRequest)(nil),             // 12: sessionstore.v1.PrepareRequest
-	(*PrepareResponse)(nil),            // 13: sessionstore.v1.PrepareResponse
-	(*SessionViewPart)(nil),            // 14: sessionstore.v1.SessionViewPart
-	(*KeepAliveRequest)(nil),           // 15: sessionstore.v1.KeepAliveRequest
-	(*KeepAliveResponse)(nil),          // 16: sessionstore.v1.KeepAliveResponse
-	(*ReleaseRequest)(nil),             // 17: sessionstore.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),            // 18: sessionstore.v1.ReleaseResponse
-	(*ReadFromRequest)(nil),            // 19: sessionstore.v1.ReadFromRequest
-	(*ReadFromResponse)(nil),           // 20: sessionstore.v1.ReadFromResponse
-	(*ReadRawRequest)(nil),             // 21: sessionstore.v1.ReadRawRequest
-	(*ReadRawResponse)(nil),            // 22: sessionstore.v1.ReadRawResponse
-	(*ListRequest)(nil),                // 23: sessionstore.v1.ListRequest
-	(*ListResponse)(nil),               // 24: sessionstore.v1.ListResponse
-	(*ListSnapshotsRequest)(nil),       // 25: sessionstore.v1.ListSnapshotsRequest
-	(*SessionSnapshot)(nil),            // 26: sessionstore.v1.SessionSnapshot
-	(*ListSnapshotsResponse)(nil),      // 27: sessionstore.v1.ListSnapshotsResponse
-	(*WatchRequest)(nil),               // 28: sessionstore.v1.WatchRequest
-	(*WatchResponse)(nil),              // 29: sessionstore.v1.WatchResponse
-	(*StatusRequest)(nil),              // 30: sessionstore.v1.StatusRequest
-	(*StatusResponse)(nil),             // 31: sessionstore.v1.StatusResponse
-	(*MembersRequest)(nil),             // 32: sessionstore.v1.MembersRequest
-	(*MembersResponse)(nil),            // 33: sessionstore.v1.MembersResponse
-	(*Member)(nil),                     // 34: sessionstore.v1.Member
-	(*TransferLeadershipRequest)(nil),  // 35: sessionstore.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 36: sessionstore.v1.TransferLeadershipResponse
-	(*RemoveMemberRequest)(nil),        // 37: sessionstore.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),       // 38: sessionstore.v1.RemoveMemberResponse
-	(*LeaveRequest)(nil),               // 39: sessionstore.v1.LeaveRequest
-	(*LeaveResponse)(nil),              // 40: sessionstore.v1.LeaveResponse
+	(Outcome)(0),                       // 1: sessionstore.v1.Outcome
+	(*SessionHeader)(nil),              // 2: sessionstore.v1.SessionHeader
+	(*SessionView)(nil),                // 3: sessionstore.v1.SessionView
+	(*Lease)(nil),                      // 4: sessionstore.v1.Lease
+	(*LocateRequest)(nil),              // 5: sessionstore.v1.LocateRequest
+	(*LocateResponse)(nil),             // 6: sessionstore.v1.LocateResponse
+	(*CreateRequest)(nil),              // 7: sessionstore.v1.CreateRequest
+	(*CreateResponse)(nil),             // 8: sessionstore.v1.CreateResponse
+	(*AppendRequest)(nil),              // 9: sessionstore.v1.AppendRequest
+	(*AppendResponse)(nil),             // 10: sessionstore.v1.AppendResponse
+	(*LoadRequest)(nil),                // 11: sessionstore.v1.LoadRequest
+	(*InspectRequest)(nil),             // 12: sessionstore.v1.InspectRequest
+	(*PrepareRequest)(nil),             // 13: sessionstore.v1.PrepareRequest
+	(*PrepareResponse)(nil),            // 14: sessionstore.v1.PrepareResponse
+	(*SessionViewPart)(nil),            // 15: sessionstore.v1.SessionViewPart
+	(*KeepAliveRequest)(nil),           // 16: sessionstore.v1.KeepAliveRequest
+	(*KeepAliveResponse)(nil),          // 17: sessionstore.v1.KeepAliveResponse
+	(*ReleaseRequest)(nil),             // 18: sessionstore.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),            // 19: sessionstore.v1.ReleaseResponse
+	(*ReadFromRequest)(nil),            // 20: sessionstore.v1.ReadFromRequest
+	(*ReadFromResponse)(nil),           // 21: sessionstore.v1.ReadFromResponse
+	(*ReadRawRequest)(nil),             // 22: sessionstore.v1.ReadRawRequest
+	(*ReadRawResponse)(nil),            // 23: sessionstore.v1.ReadRawResponse
+	(*ListRequest)(nil),                // 24: sessionstore.v1.ListRequest
+	(*ListResponse)(nil),               // 25: sessionstore.v1.ListResponse
+	(*ListSnapshotsRequest)(nil),       // 26: sessionstore.v1.ListSnapshotsRequest
+	(*SessionSnapshot)(nil),            // 27: sessionstore.v1.SessionSnapshot
+	(*ListSnapshotsResponse)(nil),      // 28: sessionstore.v1.ListSnapshotsResponse
+	(*WatchRequest)(nil),               // 29: sessionstore.v1.WatchRequest
+	(*WatchResponse)(nil),              // 30: sessionstore.v1.WatchResponse
+	(*PlanGetRequest)(nil),             // 31: sessionstore.v1.PlanGetRequest
+	(*PlanGetResponse)(nil),            // 32: sessionstore.v1.PlanGetResponse
+	(*PlanSetRequest)(nil),             // 33: sessionstore.v1.PlanSetRequest
+	(*PlanSetResponse)(nil),            // 34: sessionstore.v1.PlanSetResponse
+	(*PlanPreStepRequest)(nil),         // 35: sessionstore.v1.PlanPreStepRequest
+	(*PlanPreStepResponse)(nil),        // 36: sessionstore.v1.PlanPreStepResponse
+	(*PlanCommandRequest)(nil),         // 37: sessionstore.v1.PlanCommandRequest
+	(*PlanCommandResponse)(nil),        // 38: sessionstore.v1.PlanCommandResponse
+	(*PlanExitRequest)(nil),            // 39: sessionstore.v1.PlanExitRequest
+	(*ReviewAnswer)(nil),               // 40: sessionstore.v1.ReviewAnswer
+	(*AnswerItem)(nil),                 // 41: sessionstore.v1.AnswerItem
+	(*PlanExitResponse)(nil),           // 42: sessionstore.v1.PlanExitResponse
+	(*PlanProjectionRequest)(nil),      // 43: sessionstore.v1.PlanProjectionRequest
+	(*PlanProjectionResponse)(nil),     // 44: sessionstore.v1.PlanProjectionResponse
+	(*StatusRequest)(nil),              // 45: sessionstore.v1.StatusRequest
+	(*StatusResponse)(nil),             // 46: sessionstore.v1.StatusResponse
+	(*MembersRequest)(nil),             // 47: sessionstore.v1.MembersRequest
+	(*MembersResponse)(nil),            // 48: sessionstore.v1.MembersResponse
+	(*Member)(nil),                     // 49: sessionstore.v1.Member
+	(*TransferLeadershipRequest)(nil),  // 50: sessionstore.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 51: sessionstore.v1.TransferLeadershipResponse
+	(*RemoveMemberRequest)(nil),        // 52: sessionstore.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),       // 53: sessionstore.v1.RemoveMemberResponse
+	(*LeaveRequest)(nil),               // 54: sessionstore.v1.LeaveRequest
+	(*LeaveResponse)(nil),              // 55: sessionstore.v1.LeaveResponse
 }
 var file_api_sessionpb_session_proto_depIdxs = []int32{
-	1,  // 0: sessionstore.v1.SessionView.header:type_name -> sessionstore.v1.SessionHeader
-	1,  // 1: sessionstore.v1.LocateRequest.header:type_name -> sessionstore.v1.SessionHeader
-	1,  // 2: sessionstore.v1.CreateRequest.header:type_name -> sessionstore.v1.SessionHeader
+	2,  // 0: sessionstore.v1.SessionView.header:type_name -> sessionstore.v1.SessionHeader
+	2,  // 1: sessionstore.v1.LocateRequest.header:type_name -> sessionstore.v1.SessionHeader
+	2,  // 2: sessionstore.v1.CreateRequest.header:type_name -> sessionstore.v1.SessionHeader
 	0,  // 3: sessionstore.v1.InspectRequest.consistency:type_name -> sessionstore.v1.Consistency
-	2,  // 4: sessionstore.v1.PrepareResponse.view:type_name -> sessionstore.v1.SessionView
-	3,  // 5: sessionstore.v1.PrepareResponse.lease:type_name -> sessionstore.v1.Lease
-	2,  // 6: sessionstore.v1.SessionViewPart.view_part:type_name -> sessionstore.v1.SessionView
-	3,  // 7: sessionstore.v1.SessionViewPart.lease:type_name -> sessionstore.v1.Lease
-	3,  // 8: sessionstore.v1.KeepAliveRequest.lease:type_name -> sessionstore.v1.Lease
-	3,  // 9: sessionstore.v1.KeepAliveResponse.lease:type_name -> sessionstore.v1.Lease
+	3,  // 4: sessionstore.v1.PrepareResponse.view:type_name -> sessionstore.v1.SessionView
+	4,  // 5: sessionstore.v1.PrepareResponse.lease:type_name -> sessionstore.v1.Lease
+	3,  // 6: sessionstore.v1.SessionViewPart.view_part:type_name -> sessionstore.v1.SessionView
+	4,  // 7: sessionstore.v1.SessionViewPart.lease:type_name -> sessionstore.v1.Lease
+	4,  // 8: sessionstore.v1.KeepAliveRequest.lease:type_name -> sessionstore.v1.Lease
+	4,  // 9: sessionstore.v1.KeepAliveResponse.lease:type_name -> sessionstore.v1.Lease
 	0,  // 10: sessionstore.v1.ReadFromRequest.consistency:type_name -> sessionstore.v1.Consistency
-	1,  // 11: sessionstore.v1.ReadFromResponse.header:type_name -> sessionstore.v1.SessionHeader
-	1,  // 12: sessionstore.v1.ReadRawResponse.header:type_name -> sessionstore.v1.SessionHeader
+	2,  // 11: sessionstore.v1.ReadFromResponse.header:type_name -> sessionstore.v1.SessionHeader
+	2,  // 12: sessionstore.v1.ReadRawResponse.header:type_name -> sessionstore.v1.SessionHeader
 	0,  // 13: sessionstore.v1.ListRequest.consistency:type_name -> sessionstore.v1.Consistency
-	1,  // 14: sessionstore.v1.ListResponse.headers:type_name -> sessionstore.v1.SessionHeader
+	2,  // 14: sessionstore.v1.ListResponse.headers:type_name -> sessionstore.v1.SessionHeader
 	0,  // 15: sessionstore.v1.ListSnapshotsRequest.consistency:type_name -> sessionstore.v1.Consistency
-	1,  // 16: sessionstore.v1.SessionSnapshot.header:type_name -> sessionstore.v1.SessionHeader
-	26, // 17: sessionstore.v1.ListSnapshotsResponse.snapshots:type_name -> sessionstore.v1.SessionSnapshot
-	34, // 18: sessionstore.v1.MembersResponse.members:type_name -> sessionstore.v1.Member
-	4,  // 19: sessionstore.v1.SessionPersistence.Locate:input_type -> sessionstore.v1.LocateRequest
-	6,  // 20: sessionstore.v1.SessionPersistence.Create:input_type -> sessionstore.v1.CreateRequest
-	8,  // 21: sessionstore.v1.SessionPersistence.Append:input_type -> sessionstore.v1.AppendRequest
-	10, // 22: sessionstore.v1.SessionPersistence.Load:input_type -> sessionstore.v1.LoadRequest
-	11, // 23: sessionstore.v1.SessionPersistence.Inspect:input_type -> sessionstore.v1.InspectRequest
-	12, // 24: sessionstore.v1.SessionPersistence.Prepare:input_type -> sessionstore.v1.PrepareRequest
-	10, // 25: sessionstore.v1.SessionPersistence.LoadStream:input_type -> sessionstore.v1.LoadRequest
-	11, // 26: sessionstore.v1.SessionPersistence.InspectStream:input_type -> sessionstore.v1.InspectRequest
-	12, // 27: sessionstore.v1.SessionPersistence.PrepareStream:input_type -> sessionstore.v1.PrepareRequest
-	15, // 28: sessionstore.v1.SessionPersistence.KeepAlive:input_type -> sessionstore.v1.KeepAliveRequest
-	17, // 29: sessionstore.v1.SessionPersistence.Release:input_type -> sessionstore.v1.ReleaseRequest
-	19, // 30: sessionstore.v1.SessionPersistence.ReadFrom:input_type -> sessionstore.v1.ReadFromRequest
-	21, // 31: sessionstore.v1.SessionPersistence.ReadRaw:input_type -> sessionstore.v1.ReadRawRequest
-	23, // 32: sessionstore.v1.SessionPersistence.List:input_type -> sessionstore.v1.ListRequest
-	25, // 33: sessionstore.v1.SessionPersistence.ListSnapshots:input_type -> sessionstore.v1.ListSnapshotsRequest
-	28, // 34: sessionstore.v1.SessionPersistence.Watch:input_type -> sessionstore.v1.WatchRequest
-	30, // 35: sessionstore.v1.Cluster.Status:input_type -> sessionstore.v1.StatusRequest
-	32, // 36: sessionstore.v1.Cluster.Members:input_type -> sessionstore.v1.MembersRequest
-	35, // 37: sessionstore.v1.Cluster.TransferLeadership:input_type -> sessionstore.v1.TransferLeadershipRequest
-	37, // 38: sessionstore.v1.Cluster.RemoveMember:input_type -> sessionstore.v1.RemoveMemberRequest
-	39, // 39: sessionstore.v1.Cluster.Leave:input_type -> sessionstore.v1.LeaveRequest
-	5,  // 40: sessionstore.v1.SessionPersistence.Locate:output_type -> sessionstore.v1.LocateResponse
-	7,  // 41: sessionstore.v1.SessionPersistence.Create:output_type -> sessionstore.v1.CreateResponse
-	9,  // 42: sessionstore.v1.SessionPersistence.Append:output_type -> sessionstore.v1.AppendResponse
-	2,  // 43: sessionstore.v1.SessionPersistence.Load:output_type -> sessionstore.v1.SessionView
-	2,  // 44: sessionstore.v1.SessionPersistence.Inspect:output_type -> sessionstore.v1.SessionView
-	13, // 45: sessionstore.v1.SessionPersistence.Prepare:output_type -> sessionstore.v1.PrepareResponse
-	14, // 46: sessionstore.v1.SessionPersistence.LoadStream:output_type -> sessionstore.v1.SessionViewPart
-	14, // 47: sessionstore.v1.SessionPersistence.InspectStream:output_type -> sessionstore.v1.SessionViewPart
-	14, // 48: sessionstore.v1.SessionPersistence.PrepareStream:output_type -> sessionstore.v1.SessionViewPart
-	16, // 49: sessionstore.v1.SessionPersistence.KeepAlive:output_type -> sessionstore.v1.KeepAliveResponse
-	18, // 50: sessionstore.v1.SessionPersistence.Release:output_type -> sessionstore.v1.ReleaseResponse
-	20, // 51: sessionstore.v1.SessionPersistence.ReadFrom:output_type -> sessionstore.v1.ReadFromResponse
-	22, // 52: sessionstore.v1.SessionPersistence.ReadRaw:output_type -> sessionstore.v1.ReadRawResponse
-	24, // 53: sessionstore.v1.SessionPersistence.List:output_type -> sessionstore.v1.ListResponse
-	27, // 54: sessionstore.v1.SessionPersistence.ListSnapshots:output_type -> sessionstore.v1.ListSnapshotsResponse
-	29, // 55: sessionstore.v1.SessionPersistence.Watch:output_type -> sessionstore.v1.WatchResponse
-	31, // 56: sessionstore.v1.Cluster.Status:output_type -> sessionstore.v1.StatusResponse
-	33, // 57: sessionstore.v1.Cluster.Members:output_type -> sessionstore.v1.MembersResponse
-	36, // 58: sessionstore.v1.Cluster.TransferLeadership:output_type -> sessionstore.v1.TransferLeadershipResponse
-	38, // 59: sessionstore.v1.Cluster.RemoveMember:output_type -> sessionstore.v1.RemoveMemberResponse
-	40, // 60: sessionstore.v1.Cluster.Leave:output_type -> sessionstore.v1.LeaveResponse
-	40, // [40:61] is the sub-list for method output_type
-	19, // [19:40] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	2,  // 16: sessionstore.v1.SessionSnapshot.header:type_name -> sessionstore.v1.SessionHeader
+	27, // 17: sessionstore.v1.ListSnapshotsResponse.snapshots:type_name -> sessionstore.v1.SessionSnapshot
+	1,  // 18: sessionstore.v1.PlanSetResponse.outcome:type_name -> sessionstore.v1.Outcome
+	40, // 19: sessionstore.v1.PlanExitRequest.answer:type_name -> sessionstore.v1.ReviewAnswer
+	41, // 20: sessionstore.v1.ReviewAnswer.answers:type_name -> sessionstore.v1.AnswerItem
+	49, // 21: sessionstore.v1.MembersResponse.members:type_name -> sessionstore.v1.Member
+	5,  // 22: sessionstore.v1.SessionPersistence.Locate:input_type -> sessionstore.v1.LocateRequest
+	7,  // 23: sessionstore.v1.SessionPersistence.Create:input_type -> sessionstore.v1.CreateRequest
+	9,  // 24: sessionstore.v1.SessionPersistence.Append:input_type -> sessionstore.v1.AppendRequest
+	11, // 25: sessionstore.v1.SessionPersistence.Load:input_type -> sessionstore.v1.LoadRequest
+	12, // 26: sessionstore.v1.SessionPersistence.Inspect:input_type -> sessionstore.v1.InspectRequest
+	13, // 27: sessionstore.v1.SessionPersistence.Prepare:input_type -> sessionstore.v1.PrepareRequest
+	11, // 28: sessionstore.v1.SessionPersistence.LoadStream:input_type -> sessionstore.v1.LoadRequest
+	12, // 29: sessionstore.v1.SessionPersistence.InspectStream:input_type -> sessionstore.v1.InspectRequest
+	13, // 30: sessionstore.v1.SessionPersistence.PrepareStream:input_type -> sessionstore.v1.PrepareRequest
+	16, // 31: sessionstore.v1.SessionPersistence.KeepAlive:input_type -> sessionstore.v1.KeepAliveRequest
+	18, // 32: sessionstore.v1.SessionPersistence.Release:input_type -> sessionstore.v1.ReleaseRequest
+	20, // 33: sessionstore.v1.SessionPersistence.ReadFrom:input_type -> sessionstore.v1.ReadFromRequest
+	22, // 34: sessionstore.v1.SessionPersistence.ReadRaw:input_type -> sessionstore.v1.ReadRawRequest
+	24, // 35: sessionstore.v1.SessionPersistence.List:input_type -> sessionstore.v1.ListRequest
+	26, // 36: sessionstore.v1.SessionPersistence.ListSnapshots:input_type -> sessionstore.v1.ListSnapshotsRequest
+	29, // 37: sessionstore.v1.SessionPersistence.Watch:input_type -> sessionstore.v1.WatchRequest
+	31, // 38: sessionstore.v1.PlanMode.Get:input_type -> sessionstore.v1.PlanGetRequest
+	33, // 39: sessionstore.v1.PlanMode.Set:input_type -> sessionstore.v1.PlanSetRequest
+	35, // 40: sessionstore.v1.PlanMode.PreStep:input_type -> sessionstore.v1.PlanPreStepRequest
+	37, // 41: sessionstore.v1.PlanMode.Command:input_type -> sessionstore.v1.PlanCommandRequest
+	39, // 42: sessionstore.v1.PlanMode.ExitPlan:input_type -> sessionstore.v1.PlanExitRequest
+	43, // 43: sessionstore.v1.PlanMode.Projection:input_type -> sessionstore.v1.PlanProjectionRequest
+	45, // 44: sessionstore.v1.Cluster.Status:input_type -> sessionstore.v1.StatusRequest
+	47, // 45: sessionstore.v1.Cluster.Members:input_type -> sessionstore.v1.MembersRequest
+	50, // 46: sessionstore.v1.Cluster.TransferLeadership:input_type -> sessionstore.v1.TransferLeadershipRequest
+	52, // 47: sessionstore.v1.Cluster.RemoveMember:input_type -> sessionstore.v1.RemoveMemberRequest
+	54, // 48: sessionstore.v1.Cluster.Leave:input_type -> sessionstore.v1.LeaveRequest
+	6,  // 49: sessionstore.v1.SessionPersistence.Locate:output_type -> sessionstore.v1.LocateResponse
+	8,  // 50: sessionstore.v1.SessionPersistence.Create:output_type -> sessionstore.v1.CreateResponse
+	10, // 51: sessionstore.v1.SessionPersistence.Append:output_type -> sessionstore.v1.AppendResponse
+	3,  // 52: sessionstore.v1.SessionPersistence.Load:output_type -> sessionstore.v1.SessionView
+	3,  // 53: sessionstore.v1.SessionPersistence.Inspect:output_type -> sessionstore.v1.SessionView
+	14, // 54: sessionstore.v1.SessionPersistence.Prepare:output_type -> sessionstore.v1.PrepareResponse
+	15, // 55: sessionstore.v1.SessionPersistence.LoadStream:output_type -> sessionstore.v1.SessionViewPart
+	15, // 56: sessionstore.v1.SessionPersistence.InspectStream:output_type -> sessionstore.v1.SessionViewPart
+	15, // 57: sessionstore.v1.SessionPersistence.PrepareStream:output_type -> sessionstore.v1.SessionViewPart
+	17, // 58: sessionstore.v1.SessionPersistence.KeepAlive:output_type -> sessionstore.v1.KeepAliveResponse
+	19, // 59: sessionstore.v1.SessionPersistence.Release:output_type -> sessionstore.v1.ReleaseResponse
+	21, // 60: sessionstore.v1.SessionPersistence.ReadFrom:output_type -> sessionstore.v1.ReadFromResponse
+	23, // 61: sessionstore.v1.SessionPersistence.ReadRaw:output_type -> sessionstore.v1.ReadRawResponse
+	25, // 62: sessionstore.v1.SessionPersistence.List:output_type -> sessionstore.v1.ListResponse
+	28, // 63: sessionstore.v1.SessionPersistence.ListSnapshots:output_type -> sessionstore.v1.ListSnapshotsResponse
+	30, // 64: sessionstore.v1.SessionPersistence.Watch:output_type -> sessionstore.v1.WatchResponse
+	32, // 65: sessionstore.v1.PlanMode.Get:output_type -> sessionstore.v1.PlanGetResponse
+	34, // 66: sessionstore.v1.PlanMode.Set:output_type -> sessionstore.v1.PlanSetResponse
+	36, // 67: sessionstore.v1.PlanMode.PreStep:output_type -> sessionstore.v1.PlanPreStepResponse
+	38, // 68: sessionstore.v1.PlanMode.Command:output_type -> sessionstore.v1.PlanCommandResponse
+	42, // 69: sessionstore.v1.PlanMode.ExitPlan:output_type -> sessionstore.v1.PlanExitResponse
+	44, // 70: sessionstore.v1.PlanMode.Projection:output_type -> sessionstore.v1.PlanProjectionResponse
+	46, // 71: sessionstore.v1.Cluster.Status:output_type -> sessionstore.v1.StatusResponse
+	48, // 72: sessionstore.v1.Cluster.Members:output_type -> sessionstore.v1.MembersResponse
+	51, // 73: sessionstore.v1.Cluster.TransferLeadership:output_type -> sessionstore.v1.TransferLeadershipResponse
+	53, // 74: sessionstore.v1.Cluster.RemoveMember:output_type -> sessionstore.v1.RemoveMemberResponse
+	55, // 75: sessionstore.v1.Cluster.Leave:output_type -> sessionstore.v1.LeaveResponse
+	49, // [49:76] is the sub-list for method output_type
+	22, // [22:49] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_api_sessionpb_session_proto_init() }
@@ -2628,15 +3759,19 @@ func file_api_sessionpb_session_proto_init() {
 		return
 	}
 	file_api_sessionpb_session_proto_msgTypes[0].OneofWrappers = []any{}
+	file_api_sessionpb_session_proto_msgTypes[30].OneofWrappers = []any{}
+	file_api_sessionpb_session_proto_msgTypes[36].OneofWrappers = []any{}
+	file_api_sessionpb_session_proto_msgTypes[37].OneofWrappers = []any{}
+	file_api_sessionpb_session_proto_msgTypes[39].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_sessionpb_session_proto_rawDesc), len(file_api_sessionpb_session_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   40,
+			NumEnums:      2,
+			NumMessages:   54,
 			NumExtensions: 0,
-			NumServices:   2,
+			NumServices:   3,
 		},
 		GoTypes:           file_api_sessionpb_session_proto_goTypes,
 		DependencyIndexes: file_api_sessionpb_session_proto_depIdxs,

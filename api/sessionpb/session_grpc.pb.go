@@ -750,6 +750,334 @@ var SessionPersistence_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
+	PlanMode_Get_FullMethodName        = "/sessionstore.v1.PlanMode/Get"
+	PlanMode_Set_FullMethodName        = "/sessionstore.v1.PlanMode/Set"
+	PlanMode_PreStep_FullMethodName    = "/sessionstore.v1.PlanMode/PreStep"
+	PlanMode_Command_FullMethodName    = "/sessionstore.v1.PlanMode/Command"
+	PlanMode_ExitPlan_FullMethodName   = "/sessionstore.v1.PlanMode/ExitPlan"
+	PlanMode_Projection_FullMethodName = "/sessionstore.v1.PlanMode/Projection"
+)
+
+// PlanModeClient is the client API for PlanMode service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// PlanMode serves the plan mode of the reference harness (planmode-spec) from
+// the cluster: the logged state is the fold of plan/mode events; the pending
+// selection and the approved exit are replicated state. Calls that may append
+// take lease_epoch (required on an owned session, as for Append; 0 on an
+// owned session only records a pending selection where the call allows it)
+// and expected_next_seq (0 = no check; else SEQ_MISMATCH unless the log's
+// next seq equals it), and return next_seq and the events they appended.
+// The server never writes agent/inbox/spliced: a narration notice is returned
+// by the next PreStep.
+type PlanModeClient interface {
+	// Logged state and the pending selection, if any.
+	Get(ctx context.Context, in *PlanGetRequest, opts ...grpc.CallOption) (*PlanGetResponse, error)
+	// The reference's set (decision table, idle commit).
+	Set(ctx context.Context, in *PlanSetRequest, opts ...grpc.CallOption) (*PlanSetResponse, error)
+	// The agent's accepted pre-step: applies a pending selection and returns
+	// the state the step runs under and any narration notice.
+	PreStep(ctx context.Context, in *PlanPreStepRequest, opts ...grpc.CallOption) (*PlanPreStepResponse, error)
+	// The /plan [off|message] command, logged as command/run … command/done.
+	Command(ctx context.Context, in *PlanCommandRequest, opts ...grpc.CallOption) (*PlanCommandResponse, error)
+	// The exit_plan_mode tool: without an answer only validates; with the
+	// user's answer interprets it, and approval records the silent exit.
+	ExitPlan(ctx context.Context, in *PlanExitRequest, opts ...grpc.CallOption) (*PlanExitResponse, error)
+	// The plan projection unit's view, folded from command/run and plan/mode.
+	Projection(ctx context.Context, in *PlanProjectionRequest, opts ...grpc.CallOption) (*PlanProjectionResponse, error)
+}
+
+type planModeClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewPlanModeClient(cc grpc.ClientConnInterface) PlanModeClient {
+	return &planModeClient{cc}
+}
+
+func (c *planModeClient) Get(ctx context.Context, in *PlanGetRequest, opts ...grpc.CallOption) (*PlanGetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PlanGetResponse)
+	err := c.cc.Invoke(ctx, PlanMode_Get_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *planModeClient) Set(ctx context.Context, in *PlanSetRequest, opts ...grpc.CallOption) (*PlanSetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PlanSetResponse)
+	err := c.cc.Invoke(ctx, PlanMode_Set_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *planModeClient) PreStep(ctx context.Context, in *PlanPreStepRequest, opts ...grpc.CallOption) (*PlanPreStepResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PlanPreStepResponse)
+	err := c.cc.Invoke(ctx, PlanMode_PreStep_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *planModeClient) Command(ctx context.Context, in *PlanCommandRequest, opts ...grpc.CallOption) (*PlanCommandResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PlanCommandResponse)
+	err := c.cc.Invoke(ctx, PlanMode_Command_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *planModeClient) ExitPlan(ctx context.Context, in *PlanExitRequest, opts ...grpc.CallOption) (*PlanExitResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PlanExitResponse)
+	err := c.cc.Invoke(ctx, PlanMode_ExitPlan_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *planModeClient) Projection(ctx context.Context, in *PlanProjectionRequest, opts ...grpc.CallOption) (*PlanProjectionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PlanProjectionResponse)
+	err := c.cc.Invoke(ctx, PlanMode_Projection_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// PlanModeServer is the server API for PlanMode service.
+// All implementations must embed UnimplementedPlanModeServer
+// for forward compatibility.
+//
+// PlanMode serves the plan mode of the reference harness (planmode-spec) from
+// the cluster: the logged state is the fold of plan/mode events; the pending
+// selection and the approved exit are replicated state. Calls that may append
+// take lease_epoch (required on an owned session, as for Append; 0 on an
+// owned session only records a pending selection where the call allows it)
+// and expected_next_seq (0 = no check; else SEQ_MISMATCH unless the log's
+// next seq equals it), and return next_seq and the events they appended.
+// The server never writes agent/inbox/spliced: a narration notice is returned
+// by the next PreStep.
+type PlanModeServer interface {
+	// Logged state and the pending selection, if any.
+	Get(context.Context, *PlanGetRequest) (*PlanGetResponse, error)
+	// The reference's set (decision table, idle commit).
+	Set(context.Context, *PlanSetRequest) (*PlanSetResponse, error)
+	// The agent's accepted pre-step: applies a pending selection and returns
+	// the state the step runs under and any narration notice.
+	PreStep(context.Context, *PlanPreStepRequest) (*PlanPreStepResponse, error)
+	// The /plan [off|message] command, logged as command/run … command/done.
+	Command(context.Context, *PlanCommandRequest) (*PlanCommandResponse, error)
+	// The exit_plan_mode tool: without an answer only validates; with the
+	// user's answer interprets it, and approval records the silent exit.
+	ExitPlan(context.Context, *PlanExitRequest) (*PlanExitResponse, error)
+	// The plan projection unit's view, folded from command/run and plan/mode.
+	Projection(context.Context, *PlanProjectionRequest) (*PlanProjectionResponse, error)
+	mustEmbedUnimplementedPlanModeServer()
+}
+
+// UnimplementedPlanModeServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedPlanModeServer struct{}
+
+func (UnimplementedPlanModeServer) Get(context.Context, *PlanGetRequest) (*PlanGetResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Get not implemented")
+}
+func (UnimplementedPlanModeServer) Set(context.Context, *PlanSetRequest) (*PlanSetResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Set not implemented")
+}
+func (UnimplementedPlanModeServer) PreStep(context.Context, *PlanPreStepRequest) (*PlanPreStepResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method PreStep not implemented")
+}
+func (UnimplementedPlanModeServer) Command(context.Context, *PlanCommandRequest) (*PlanCommandResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Command not implemented")
+}
+func (UnimplementedPlanModeServer) ExitPlan(context.Context, *PlanExitRequest) (*PlanExitResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ExitPlan not implemented")
+}
+func (UnimplementedPlanModeServer) Projection(context.Context, *PlanProjectionRequest) (*PlanProjectionResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Projection not implemented")
+}
+func (UnimplementedPlanModeServer) mustEmbedUnimplementedPlanModeServer() {}
+func (UnimplementedPlanModeServer) testEmbeddedByValue()                  {}
+
+// UnsafePlanModeServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to PlanModeServer will
+// result in compilation errors.
+type UnsafePlanModeServer interface {
+	mustEmbedUnimplementedPlanModeServer()
+}
+
+func RegisterPlanModeServer(s grpc.ServiceRegistrar, srv PlanModeServer) {
+	// If the following call pancis, it indicates UnimplementedPlanModeServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&PlanMode_ServiceDesc, srv)
+}
+
+func _PlanMode_Get_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PlanGetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PlanModeServer).Get(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PlanMode_Get_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PlanModeServer).Get(ctx, req.(*PlanGetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PlanMode_Set_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PlanSetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PlanModeServer).Set(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PlanMode_Set_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PlanModeServer).Set(ctx, req.(*PlanSetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PlanMode_PreStep_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PlanPreStepRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PlanModeServer).PreStep(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PlanMode_PreStep_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PlanModeServer).PreStep(ctx, req.(*PlanPreStepRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PlanMode_Command_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PlanCommandRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PlanModeServer).Command(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PlanMode_Command_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PlanModeServer).Command(ctx, req.(*PlanCommandRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PlanMode_ExitPlan_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PlanExitRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PlanModeServer).ExitPlan(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PlanMode_ExitPlan_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PlanModeServer).ExitPlan(ctx, req.(*PlanExitRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PlanMode_Projection_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PlanProjectionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PlanModeServer).Projection(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PlanMode_Projection_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PlanModeServer).Projection(ctx, req.(*PlanProjectionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// PlanMode_ServiceDesc is the grpc.ServiceDesc for PlanMode service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var PlanMode_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "sessionstore.v1.PlanMode",
+	HandlerType: (*PlanModeServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Get",
+			Handler:    _PlanMode_Get_Handler,
+		},
+		{
+			MethodName: "Set",
+			Handler:    _PlanMode_Set_Handler,
+		},
+		{
+			MethodName: "PreStep",
+			Handler:    _PlanMode_PreStep_Handler,
+		},
+		{
+			MethodName: "Command",
+			Handler:    _PlanMode_Command_Handler,
+		},
+		{
+			MethodName: "ExitPlan",
+			Handler:    _PlanMode_ExitPlan_Handler,
+		},
+		{
+			MethodName: "Projection",
+			Handler:    _PlanMode_Projection_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "api/sessionpb/session.proto",
+}
+
+const (
 	Cluster_Status_FullMethodName             = "/sessionstore.v1.Cluster/Status"
 	Cluster_Members_FullMethodName            = "/sessionstore.v1.Cluster/Members"
 	Cluster_TransferLeadership_FullMethodName = "/sessionstore.v1.Cluster/TransferLeadership"

@@ -178,6 +178,7 @@ func startServer(cfg serveConfig, logger *slog.Logger, raftLog io.Writer) (*serv
 	s.fwd = rpc.NewForwarder(cfg.MaxMessageBytes, cluster.LocalDialer(cfg.GRPCAddr))
 	rpc.NewPersistence(node, cfg.MaxMessageBytes, s.fwd).Register(s.grpc)
 	rpc.NewClusterService(node, s.fwd).Register(s.grpc)
+	rpc.NewPlanMode(node, s.fwd).Register(s.grpc)
 	node.SetRemover(func(ctx context.Context, leaderAPI, nodeID string) error {
 		c, err := client.Dial(ctx, leaderAPI)
 		if err != nil {

@@ -251,6 +251,10 @@ type Command struct {
 	//	*Command_Repair
 	//	*Command_KeepAlive
 	//	*Command_Release
+	//	*Command_PlanSet
+	//	*Command_PlanPreStep
+	//	*Command_PlanCommand
+	//	*Command_PlanExit
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -347,6 +351,42 @@ func (x *Command) GetRelease() *Release {
 	return nil
 }
 
+func (x *Command) GetPlanSet() *PlanSet {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_PlanSet); ok {
+			return x.PlanSet
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetPlanPreStep() *PlanPreStep {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_PlanPreStep); ok {
+			return x.PlanPreStep
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetPlanCommand() *PlanCommand {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_PlanCommand); ok {
+			return x.PlanCommand
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetPlanExit() *PlanExit {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_PlanExit); ok {
+			return x.PlanExit
+		}
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -375,6 +415,22 @@ type Command_Release struct {
 	Release *Release `protobuf:"bytes,6,opt,name=release,proto3,oneof"`
 }
 
+type Command_PlanSet struct {
+	PlanSet *PlanSet `protobuf:"bytes,7,opt,name=plan_set,json=planSet,proto3,oneof"`
+}
+
+type Command_PlanPreStep struct {
+	PlanPreStep *PlanPreStep `protobuf:"bytes,8,opt,name=plan_pre_step,json=planPreStep,proto3,oneof"`
+}
+
+type Command_PlanCommand struct {
+	PlanCommand *PlanCommand `protobuf:"bytes,9,opt,name=plan_command,json=planCommand,proto3,oneof"`
+}
+
+type Command_PlanExit struct {
+	PlanExit *PlanExit `protobuf:"bytes,10,opt,name=plan_exit,json=planExit,proto3,oneof"`
+}
+
 func (*Command_SetClusterId) isCommand_Cmd() {}
 
 func (*Command_Create) isCommand_Cmd() {}
@@ -386,6 +442,14 @@ func (*Command_Repair) isCommand_Cmd() {}
 func (*Command_KeepAlive) isCommand_Cmd() {}
 
 func (*Command_Release) isCommand_Cmd() {}
+
+func (*Command_PlanSet) isCommand_Cmd() {}
+
+func (*Command_PlanPreStep) isCommand_Cmd() {}
+
+func (*Command_PlanCommand) isCommand_Cmd() {}
+
+func (*Command_PlanExit) isCommand_Cmd() {}
 
 type SetClusterID struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -775,6 +839,736 @@ func (x *Release) GetRequestId() string {
 	return ""
 }
 
+// Plan-mode commands (planmode-spec, API.md "service PlanMode"). Each reads
+// the session's plan state and summary, may append events the server writes
+// itself (plan/mode, command/run, command/done) at the stored next seq, and
+// updates the replicated plan state, all in one apply. lease_epoch: 0 on a
+// session that has had an epoch defers (records a pending selection, appends
+// nothing) where the call allows it; another non-current epoch is fenced.
+// expected_next_seq: 0 = no check.
+type PlanSet struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	SessionId       string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Active          bool                   `protobuf:"varint,2,opt,name=active,proto3" json:"active,omitempty"`
+	LeaseEpoch      uint64                 `protobuf:"varint,3,opt,name=lease_epoch,json=leaseEpoch,proto3" json:"lease_epoch,omitempty"`
+	ExpectedNextSeq int64                  `protobuf:"varint,4,opt,name=expected_next_seq,json=expectedNextSeq,proto3" json:"expected_next_seq,omitempty"`
+	RequestId       string                 `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *PlanSet) Reset() {
+	*x = PlanSet{}
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanSet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanSet) ProtoMessage() {}
+
+func (x *PlanSet) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanSet.ProtoReflect.Descriptor instead.
+func (*PlanSet) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *PlanSet) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *PlanSet) GetActive() bool {
+	if x != nil {
+		return x.Active
+	}
+	return false
+}
+
+func (x *PlanSet) GetLeaseEpoch() uint64 {
+	if x != nil {
+		return x.LeaseEpoch
+	}
+	return 0
+}
+
+func (x *PlanSet) GetExpectedNextSeq() int64 {
+	if x != nil {
+		return x.ExpectedNextSeq
+	}
+	return 0
+}
+
+func (x *PlanSet) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type PlanPreStep struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	SessionId       string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	LeaseEpoch      uint64                 `protobuf:"varint,2,opt,name=lease_epoch,json=leaseEpoch,proto3" json:"lease_epoch,omitempty"`
+	ExpectedNextSeq int64                  `protobuf:"varint,3,opt,name=expected_next_seq,json=expectedNextSeq,proto3" json:"expected_next_seq,omitempty"`
+	RequestId       string                 `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	NoticeId        string                 `protobuf:"bytes,5,opt,name=notice_id,json=noticeId,proto3" json:"notice_id,omitempty"` // minted by the proposer for a narration notice
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *PlanPreStep) Reset() {
+	*x = PlanPreStep{}
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanPreStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanPreStep) ProtoMessage() {}
+
+func (x *PlanPreStep) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanPreStep.ProtoReflect.Descriptor instead.
+func (*PlanPreStep) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *PlanPreStep) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *PlanPreStep) GetLeaseEpoch() uint64 {
+	if x != nil {
+		return x.LeaseEpoch
+	}
+	return 0
+}
+
+func (x *PlanPreStep) GetExpectedNextSeq() int64 {
+	if x != nil {
+		return x.ExpectedNextSeq
+	}
+	return 0
+}
+
+func (x *PlanPreStep) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *PlanPreStep) GetNoticeId() string {
+	if x != nil {
+		return x.NoticeId
+	}
+	return ""
+}
+
+type PlanCommand struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	SessionId       string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	RawInput        string                 `protobuf:"bytes,2,opt,name=raw_input,json=rawInput,proto3" json:"raw_input,omitempty"`
+	ImageCount      int32                  `protobuf:"varint,3,opt,name=image_count,json=imageCount,proto3" json:"image_count,omitempty"` // the blocks themselves never enter the log
+	LeaseEpoch      uint64                 `protobuf:"varint,4,opt,name=lease_epoch,json=leaseEpoch,proto3" json:"lease_epoch,omitempty"`
+	ExpectedNextSeq int64                  `protobuf:"varint,5,opt,name=expected_next_seq,json=expectedNextSeq,proto3" json:"expected_next_seq,omitempty"`
+	RequestId       string                 `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	CommandId       string                 `protobuf:"bytes,7,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"` // minted by the proposer
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *PlanCommand) Reset() {
+	*x = PlanCommand{}
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanCommand) ProtoMessage() {}
+
+func (x *PlanCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanCommand.ProtoReflect.Descriptor instead.
+func (*PlanCommand) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *PlanCommand) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *PlanCommand) GetRawInput() string {
+	if x != nil {
+		return x.RawInput
+	}
+	return ""
+}
+
+func (x *PlanCommand) GetImageCount() int32 {
+	if x != nil {
+		return x.ImageCount
+	}
+	return 0
+}
+
+func (x *PlanCommand) GetLeaseEpoch() uint64 {
+	if x != nil {
+		return x.LeaseEpoch
+	}
+	return 0
+}
+
+func (x *PlanCommand) GetExpectedNextSeq() int64 {
+	if x != nil {
+		return x.ExpectedNextSeq
+	}
+	return 0
+}
+
+func (x *PlanCommand) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *PlanCommand) GetCommandId() string {
+	if x != nil {
+		return x.CommandId
+	}
+	return ""
+}
+
+type PlanExit struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Plan          string                 `protobuf:"bytes,2,opt,name=plan,proto3" json:"plan,omitempty"`
+	Answer        *ReviewAnswer          `protobuf:"bytes,3,opt,name=answer,proto3" json:"answer,omitempty"` // required: validation alone is a read
+	LeaseEpoch    uint64                 `protobuf:"varint,4,opt,name=lease_epoch,json=leaseEpoch,proto3" json:"lease_epoch,omitempty"`
+	RequestId     string                 `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanExit) Reset() {
+	*x = PlanExit{}
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanExit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanExit) ProtoMessage() {}
+
+func (x *PlanExit) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanExit.ProtoReflect.Descriptor instead.
+func (*PlanExit) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *PlanExit) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *PlanExit) GetPlan() string {
+	if x != nil {
+		return x.Plan
+	}
+	return ""
+}
+
+func (x *PlanExit) GetAnswer() *ReviewAnswer {
+	if x != nil {
+		return x.Answer
+	}
+	return nil
+}
+
+func (x *PlanExit) GetLeaseEpoch() uint64 {
+	if x != nil {
+		return x.LeaseEpoch
+	}
+	return 0
+}
+
+func (x *PlanExit) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type ReviewAnswer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Answers       []*AnswerItem          `protobuf:"bytes,1,rep,name=answers,proto3" json:"answers,omitempty"`
+	Dismissed     bool                   `protobuf:"varint,2,opt,name=dismissed,proto3" json:"dismissed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReviewAnswer) Reset() {
+	*x = ReviewAnswer{}
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReviewAnswer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReviewAnswer) ProtoMessage() {}
+
+func (x *ReviewAnswer) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReviewAnswer.ProtoReflect.Descriptor instead.
+func (*ReviewAnswer) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ReviewAnswer) GetAnswers() []*AnswerItem {
+	if x != nil {
+		return x.Answers
+	}
+	return nil
+}
+
+func (x *ReviewAnswer) GetDismissed() bool {
+	if x != nil {
+		return x.Dismissed
+	}
+	return false
+}
+
+type AnswerItem struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Selected      []string               `protobuf:"bytes,2,rep,name=selected,proto3" json:"selected,omitempty"`
+	Custom        *string                `protobuf:"bytes,3,opt,name=custom,proto3,oneof" json:"custom,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerItem) Reset() {
+	*x = AnswerItem{}
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerItem) ProtoMessage() {}
+
+func (x *AnswerItem) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerItem.ProtoReflect.Descriptor instead.
+func (*AnswerItem) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *AnswerItem) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *AnswerItem) GetSelected() []string {
+	if x != nil {
+		return x.Selected
+	}
+	return nil
+}
+
+func (x *AnswerItem) GetCustom() string {
+	if x != nil && x.Custom != nil {
+		return *x.Custom
+	}
+	return ""
+}
+
+// PlanState is the replicated plan-mode state beside a session's log.
+type PlanState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pending       *PendingSelection      `protobuf:"bytes,1,opt,name=pending,proto3" json:"pending,omitempty"`      // absent: nothing pending
+	Notice        *bool                  `protobuf:"varint,2,opt,name=notice,proto3,oneof" json:"notice,omitempty"` // an idle commit's narration owed to the next PreStep
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanState) Reset() {
+	*x = PlanState{}
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanState) ProtoMessage() {}
+
+func (x *PlanState) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanState.ProtoReflect.Descriptor instead.
+func (*PlanState) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *PlanState) GetPending() *PendingSelection {
+	if x != nil {
+		return x.Pending
+	}
+	return nil
+}
+
+func (x *PlanState) GetNotice() bool {
+	if x != nil && x.Notice != nil {
+		return *x.Notice
+	}
+	return false
+}
+
+type PendingSelection struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Active        bool                   `protobuf:"varint,1,opt,name=active,proto3" json:"active,omitempty"`
+	Narrate       bool                   `protobuf:"varint,2,opt,name=narrate,proto3" json:"narrate,omitempty"` // false only for the approved silent exit
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PendingSelection) Reset() {
+	*x = PendingSelection{}
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PendingSelection) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PendingSelection) ProtoMessage() {}
+
+func (x *PendingSelection) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PendingSelection.ProtoReflect.Descriptor instead.
+func (*PendingSelection) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *PendingSelection) GetActive() bool {
+	if x != nil {
+		return x.Active
+	}
+	return false
+}
+
+func (x *PendingSelection) GetNarrate() bool {
+	if x != nil {
+		return x.Narrate
+	}
+	return false
+}
+
+// PlanSummary is planmode.Summary of the stored log, advanced by every frame.
+type PlanSummary struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Fold          bool                   `protobuf:"varint,1,opt,name=fold,proto3" json:"fold,omitempty"`
+	OpenTurn      bool                   `protobuf:"varint,2,opt,name=open_turn,json=openTurn,proto3" json:"open_turn,omitempty"`
+	Told          bool                   `protobuf:"varint,3,opt,name=told,proto3" json:"told,omitempty"`
+	HasTold       bool                   `protobuf:"varint,4,opt,name=has_told,json=hasTold,proto3" json:"has_told,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanSummary) Reset() {
+	*x = PlanSummary{}
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanSummary) ProtoMessage() {}
+
+func (x *PlanSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanSummary.ProtoReflect.Descriptor instead.
+func (*PlanSummary) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *PlanSummary) GetFold() bool {
+	if x != nil {
+		return x.Fold
+	}
+	return false
+}
+
+func (x *PlanSummary) GetOpenTurn() bool {
+	if x != nil {
+		return x.OpenTurn
+	}
+	return false
+}
+
+func (x *PlanSummary) GetTold() bool {
+	if x != nil {
+		return x.Told
+	}
+	return false
+}
+
+func (x *PlanSummary) GetHasTold() bool {
+	if x != nil {
+		return x.HasTold
+	}
+	return false
+}
+
+// PlanResult is the plan-mode part of a command's Result.
+type PlanResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Outcome       int32                  `protobuf:"varint,1,opt,name=outcome,proto3" json:"outcome,omitempty"`  // planmode.Outcome (Set, Command)
+	Appended      [][]byte               `protobuf:"bytes,2,rep,name=appended,proto3" json:"appended,omitempty"` // events this command appended, in order
+	Notices       [][]byte               `protobuf:"bytes,3,rep,name=notices,proto3" json:"notices,omitempty"`   // PreStep: narration user-message data objects
+	Active        bool                   `protobuf:"varint,4,opt,name=active,proto3" json:"active,omitempty"`    // PreStep: the state the step runs under
+	Kind          string                 `protobuf:"bytes,5,opt,name=kind,proto3" json:"kind,omitempty"`         // Command
+	Text          string                 `protobuf:"bytes,6,opt,name=text,proto3" json:"text,omitempty"`         // Command, ExitPlan
+	SteerText     *string                `protobuf:"bytes,7,opt,name=steer_text,json=steerText,proto3,oneof" json:"steer_text,omitempty"`
+	Steers        bool                   `protobuf:"varint,8,opt,name=steers,proto3" json:"steers,omitempty"`
+	Approved      bool                   `protobuf:"varint,9,opt,name=approved,proto3" json:"approved,omitempty"`               // ExitPlan
+	IsError       bool                   `protobuf:"varint,10,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"` // ExitPlan
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanResult) Reset() {
+	*x = PlanResult{}
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanResult) ProtoMessage() {}
+
+func (x *PlanResult) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanResult.ProtoReflect.Descriptor instead.
+func (*PlanResult) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *PlanResult) GetOutcome() int32 {
+	if x != nil {
+		return x.Outcome
+	}
+	return 0
+}
+
+func (x *PlanResult) GetAppended() [][]byte {
+	if x != nil {
+		return x.Appended
+	}
+	return nil
+}
+
+func (x *PlanResult) GetNotices() [][]byte {
+	if x != nil {
+		return x.Notices
+	}
+	return nil
+}
+
+func (x *PlanResult) GetActive() bool {
+	if x != nil {
+		return x.Active
+	}
+	return false
+}
+
+func (x *PlanResult) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *PlanResult) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *PlanResult) GetSteerText() string {
+	if x != nil && x.SteerText != nil {
+		return *x.SteerText
+	}
+	return ""
+}
+
+func (x *PlanResult) GetSteers() bool {
+	if x != nil {
+		return x.Steers
+	}
+	return false
+}
+
+func (x *PlanResult) GetApproved() bool {
+	if x != nil {
+		return x.Approved
+	}
+	return false
+}
+
+func (x *PlanResult) GetIsError() bool {
+	if x != nil {
+		return x.IsError
+	}
+	return false
+}
+
 type Lease struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Owner           string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
@@ -786,7 +1580,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[9]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -798,7 +1592,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[9]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -811,7 +1605,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{9}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Lease) GetOwner() string {
@@ -847,13 +1641,14 @@ type Result struct {
 	Repaired      bool                   `protobuf:"varint,6,opt,name=repaired,proto3" json:"repaired,omitempty"`
 	Lease         *Lease                 `protobuf:"bytes,7,opt,name=lease,proto3" json:"lease,omitempty"`
 	Stale         bool                   `protobuf:"varint,8,opt,name=stale,proto3" json:"stale,omitempty"` // Repair only: the stored revision moved; re-read and retry
+	Plan          *PlanResult            `protobuf:"bytes,9,opt,name=plan,proto3" json:"plan,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[10]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -865,7 +1660,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[10]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -878,7 +1673,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{10}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Result) GetReason() string {
@@ -937,6 +1732,13 @@ func (x *Result) GetStale() bool {
 	return false
 }
 
+func (x *Result) GetPlan() *PlanResult {
+	if x != nil {
+		return x.Plan
+	}
+	return nil
+}
+
 // SessionRecord is a session's metadata row in the state database.
 type SessionRecord struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -950,13 +1752,15 @@ type SessionRecord struct {
 	LeaseTtlMs      int64                  `protobuf:"varint,8,opt,name=lease_ttl_ms,json=leaseTtlMs,proto3" json:"lease_ttl_ms,omitempty"`
 	Frames          uint64                 `protobuf:"varint,9,opt,name=frames,proto3" json:"frames,omitempty"`                                       // artifact frames after the header frame
 	CreatedUnixMs   int64                  `protobuf:"varint,10,opt,name=created_unix_ms,json=createdUnixMs,proto3" json:"created_unix_ms,omitempty"` // leader time of the registration
+	Plan            *PlanState             `protobuf:"bytes,11,opt,name=plan,proto3" json:"plan,omitempty"`
+	PlanSummary     *PlanSummary           `protobuf:"bytes,12,opt,name=plan_summary,json=planSummary,proto3" json:"plan_summary,omitempty"` // absent on records written before it existed: rebuilt from the log
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SessionRecord) Reset() {
 	*x = SessionRecord{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[11]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -968,7 +1772,7 @@ func (x *SessionRecord) String() string {
 func (*SessionRecord) ProtoMessage() {}
 
 func (x *SessionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[11]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -981,7 +1785,7 @@ func (x *SessionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRecord.ProtoReflect.Descriptor instead.
 func (*SessionRecord) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{11}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SessionRecord) GetHeader() *Header {
@@ -1054,6 +1858,20 @@ func (x *SessionRecord) GetCreatedUnixMs() int64 {
 	return 0
 }
 
+func (x *SessionRecord) GetPlan() *PlanState {
+	if x != nil {
+		return x.Plan
+	}
+	return nil
+}
+
+func (x *SessionRecord) GetPlanSummary() *PlanSummary {
+	if x != nil {
+		return x.PlanSummary
+	}
+	return nil
+}
+
 var File_fsm_fsmpb_command_proto protoreflect.FileDescriptor
 
 const file_fsm_fsmpb_command_proto_rawDesc = "" +
@@ -1080,7 +1898,7 @@ const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"\f_seed_lengthB\t\n" +
 	"\a_originB\x13\n" +
 	"\x11_delegation_depthB\x0f\n" +
-	"\r_agent_preset\"\xfb\x02\n" +
+	"\r_agent_preset\"\x83\x05\n" +
 	"\aCommand\x12I\n" +
 	"\x0eset_cluster_id\x18\x01 \x01(\v2!.sessionstore.fsm.v1.SetClusterIDH\x00R\fsetClusterId\x125\n" +
 	"\x06create\x18\x02 \x01(\v2\x1b.sessionstore.fsm.v1.CreateH\x00R\x06create\x125\n" +
@@ -1088,7 +1906,12 @@ const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"\x06repair\x18\x04 \x01(\v2\x1b.sessionstore.fsm.v1.RepairH\x00R\x06repair\x12?\n" +
 	"\n" +
 	"keep_alive\x18\x05 \x01(\v2\x1e.sessionstore.fsm.v1.KeepAliveH\x00R\tkeepAlive\x128\n" +
-	"\arelease\x18\x06 \x01(\v2\x1c.sessionstore.fsm.v1.ReleaseH\x00R\areleaseB\x05\n" +
+	"\arelease\x18\x06 \x01(\v2\x1c.sessionstore.fsm.v1.ReleaseH\x00R\arelease\x129\n" +
+	"\bplan_set\x18\a \x01(\v2\x1c.sessionstore.fsm.v1.PlanSetH\x00R\aplanSet\x12F\n" +
+	"\rplan_pre_step\x18\b \x01(\v2 .sessionstore.fsm.v1.PlanPreStepH\x00R\vplanPreStep\x12E\n" +
+	"\fplan_command\x18\t \x01(\v2 .sessionstore.fsm.v1.PlanCommandH\x00R\vplanCommand\x12<\n" +
+	"\tplan_exit\x18\n" +
+	" \x01(\v2\x1d.sessionstore.fsm.v1.PlanExitH\x00R\bplanExitB\x05\n" +
 	"\x03cmd\"-\n" +
 	"\fSetClusterID\x12\x1d\n" +
 	"\n" +
@@ -1130,11 +1953,87 @@ const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"\vlease_epoch\x18\x02 \x01(\x04R\n" +
 	"leaseEpoch\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x03 \x01(\tR\trequestId\"`\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\"\xac\x01\n" +
+	"\aPlanSet\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
+	"\x06active\x18\x02 \x01(\bR\x06active\x12\x1f\n" +
+	"\vlease_epoch\x18\x03 \x01(\x04R\n" +
+	"leaseEpoch\x12*\n" +
+	"\x11expected_next_seq\x18\x04 \x01(\x03R\x0fexpectedNextSeq\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\"\xb5\x01\n" +
+	"\vPlanPreStep\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1f\n" +
+	"\vlease_epoch\x18\x02 \x01(\x04R\n" +
+	"leaseEpoch\x12*\n" +
+	"\x11expected_next_seq\x18\x03 \x01(\x03R\x0fexpectedNextSeq\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\x12\x1b\n" +
+	"\tnotice_id\x18\x05 \x01(\tR\bnoticeId\"\xf5\x01\n" +
+	"\vPlanCommand\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
+	"\traw_input\x18\x02 \x01(\tR\brawInput\x12\x1f\n" +
+	"\vimage_count\x18\x03 \x01(\x05R\n" +
+	"imageCount\x12\x1f\n" +
+	"\vlease_epoch\x18\x04 \x01(\x04R\n" +
+	"leaseEpoch\x12*\n" +
+	"\x11expected_next_seq\x18\x05 \x01(\x03R\x0fexpectedNextSeq\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId\x12\x1d\n" +
+	"\n" +
+	"command_id\x18\a \x01(\tR\tcommandId\"\xb8\x01\n" +
+	"\bPlanExit\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
+	"\x04plan\x18\x02 \x01(\tR\x04plan\x129\n" +
+	"\x06answer\x18\x03 \x01(\v2!.sessionstore.fsm.v1.ReviewAnswerR\x06answer\x12\x1f\n" +
+	"\vlease_epoch\x18\x04 \x01(\x04R\n" +
+	"leaseEpoch\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\"g\n" +
+	"\fReviewAnswer\x129\n" +
+	"\aanswers\x18\x01 \x03(\v2\x1f.sessionstore.fsm.v1.AnswerItemR\aanswers\x12\x1c\n" +
+	"\tdismissed\x18\x02 \x01(\bR\tdismissed\"`\n" +
+	"\n" +
+	"AnswerItem\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
+	"\bselected\x18\x02 \x03(\tR\bselected\x12\x1b\n" +
+	"\x06custom\x18\x03 \x01(\tH\x00R\x06custom\x88\x01\x01B\t\n" +
+	"\a_custom\"t\n" +
+	"\tPlanState\x12?\n" +
+	"\apending\x18\x01 \x01(\v2%.sessionstore.fsm.v1.PendingSelectionR\apending\x12\x1b\n" +
+	"\x06notice\x18\x02 \x01(\bH\x00R\x06notice\x88\x01\x01B\t\n" +
+	"\a_notice\"D\n" +
+	"\x10PendingSelection\x12\x16\n" +
+	"\x06active\x18\x01 \x01(\bR\x06active\x12\x18\n" +
+	"\anarrate\x18\x02 \x01(\bR\anarrate\"m\n" +
+	"\vPlanSummary\x12\x12\n" +
+	"\x04fold\x18\x01 \x01(\bR\x04fold\x12\x1b\n" +
+	"\topen_turn\x18\x02 \x01(\bR\bopenTurn\x12\x12\n" +
+	"\x04told\x18\x03 \x01(\bR\x04told\x12\x19\n" +
+	"\bhas_told\x18\x04 \x01(\bR\ahasTold\"\x9e\x02\n" +
+	"\n" +
+	"PlanResult\x12\x18\n" +
+	"\aoutcome\x18\x01 \x01(\x05R\aoutcome\x12\x1a\n" +
+	"\bappended\x18\x02 \x03(\fR\bappended\x12\x18\n" +
+	"\anotices\x18\x03 \x03(\fR\anotices\x12\x16\n" +
+	"\x06active\x18\x04 \x01(\bR\x06active\x12\x12\n" +
+	"\x04kind\x18\x05 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04text\x18\x06 \x01(\tR\x04text\x12\"\n" +
+	"\n" +
+	"steer_text\x18\a \x01(\tH\x00R\tsteerText\x88\x01\x01\x12\x16\n" +
+	"\x06steers\x18\b \x01(\bR\x06steers\x12\x1a\n" +
+	"\bapproved\x18\t \x01(\bR\bapproved\x12\x19\n" +
+	"\bis_error\x18\n" +
+	" \x01(\bR\aisErrorB\r\n" +
+	"\v_steer_text\"`\n" +
 	"\x05Lease\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12+\n" +
-	"\x12expires_at_unix_ms\x18\x03 \x01(\x03R\x0fexpiresAtUnixMs\"\xf3\x01\n" +
+	"\x12expires_at_unix_ms\x18\x03 \x01(\x03R\x0fexpiresAtUnixMs\"\xa8\x02\n" +
 	"\x06Result\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1a\n" +
@@ -1143,7 +2042,8 @@ const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"\tduplicate\x18\x05 \x01(\bR\tduplicate\x12\x1a\n" +
 	"\brepaired\x18\x06 \x01(\bR\brepaired\x120\n" +
 	"\x05lease\x18\a \x01(\v2\x1a.sessionstore.fsm.v1.LeaseR\x05lease\x12\x14\n" +
-	"\x05stale\x18\b \x01(\bR\x05stale\"\xfb\x02\n" +
+	"\x05stale\x18\b \x01(\bR\x05stale\x123\n" +
+	"\x04plan\x18\t \x01(\v2\x1f.sessionstore.fsm.v1.PlanResultR\x04plan\"\xf4\x03\n" +
 	"\rSessionRecord\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.sessionstore.fsm.v1.HeaderR\x06header\x12\"\n" +
 	"\fmaterialized\x18\x02 \x01(\bR\fmaterialized\x12\x19\n" +
@@ -1156,7 +2056,9 @@ const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"leaseTtlMs\x12\x16\n" +
 	"\x06frames\x18\t \x01(\x04R\x06frames\x12&\n" +
 	"\x0fcreated_unix_ms\x18\n" +
-	" \x01(\x03R\rcreatedUnixMsB0Z.github.com/sessionstore/sessionstore/fsm/fsmpbb\x06proto3"
+	" \x01(\x03R\rcreatedUnixMs\x122\n" +
+	"\x04plan\x18\v \x01(\v2\x1e.sessionstore.fsm.v1.PlanStateR\x04plan\x12C\n" +
+	"\fplan_summary\x18\f \x01(\v2 .sessionstore.fsm.v1.PlanSummaryR\vplanSummaryB0Z.github.com/sessionstore/sessionstore/fsm/fsmpbb\x06proto3"
 
 var (
 	file_fsm_fsmpb_command_proto_rawDescOnce sync.Once
@@ -1171,21 +2073,31 @@ func file_fsm_fsmpb_command_proto_rawDescGZIP() []byte {
 }
 
 var file_fsm_fsmpb_command_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fsm_fsmpb_command_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_fsm_fsmpb_command_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_fsm_fsmpb_command_proto_goTypes = []any{
-	(Repair_Mode)(0),      // 0: sessionstore.fsm.v1.Repair.Mode
-	(*Entry)(nil),         // 1: sessionstore.fsm.v1.Entry
-	(*Header)(nil),        // 2: sessionstore.fsm.v1.Header
-	(*Command)(nil),       // 3: sessionstore.fsm.v1.Command
-	(*SetClusterID)(nil),  // 4: sessionstore.fsm.v1.SetClusterID
-	(*Create)(nil),        // 5: sessionstore.fsm.v1.Create
-	(*Append)(nil),        // 6: sessionstore.fsm.v1.Append
-	(*Repair)(nil),        // 7: sessionstore.fsm.v1.Repair
-	(*KeepAlive)(nil),     // 8: sessionstore.fsm.v1.KeepAlive
-	(*Release)(nil),       // 9: sessionstore.fsm.v1.Release
-	(*Lease)(nil),         // 10: sessionstore.fsm.v1.Lease
-	(*Result)(nil),        // 11: sessionstore.fsm.v1.Result
-	(*SessionRecord)(nil), // 12: sessionstore.fsm.v1.SessionRecord
+	(Repair_Mode)(0),         // 0: sessionstore.fsm.v1.Repair.Mode
+	(*Entry)(nil),            // 1: sessionstore.fsm.v1.Entry
+	(*Header)(nil),           // 2: sessionstore.fsm.v1.Header
+	(*Command)(nil),          // 3: sessionstore.fsm.v1.Command
+	(*SetClusterID)(nil),     // 4: sessionstore.fsm.v1.SetClusterID
+	(*Create)(nil),           // 5: sessionstore.fsm.v1.Create
+	(*Append)(nil),           // 6: sessionstore.fsm.v1.Append
+	(*Repair)(nil),           // 7: sessionstore.fsm.v1.Repair
+	(*KeepAlive)(nil),        // 8: sessionstore.fsm.v1.KeepAlive
+	(*Release)(nil),          // 9: sessionstore.fsm.v1.Release
+	(*PlanSet)(nil),          // 10: sessionstore.fsm.v1.PlanSet
+	(*PlanPreStep)(nil),      // 11: sessionstore.fsm.v1.PlanPreStep
+	(*PlanCommand)(nil),      // 12: sessionstore.fsm.v1.PlanCommand
+	(*PlanExit)(nil),         // 13: sessionstore.fsm.v1.PlanExit
+	(*ReviewAnswer)(nil),     // 14: sessionstore.fsm.v1.ReviewAnswer
+	(*AnswerItem)(nil),       // 15: sessionstore.fsm.v1.AnswerItem
+	(*PlanState)(nil),        // 16: sessionstore.fsm.v1.PlanState
+	(*PendingSelection)(nil), // 17: sessionstore.fsm.v1.PendingSelection
+	(*PlanSummary)(nil),      // 18: sessionstore.fsm.v1.PlanSummary
+	(*PlanResult)(nil),       // 19: sessionstore.fsm.v1.PlanResult
+	(*Lease)(nil),            // 20: sessionstore.fsm.v1.Lease
+	(*Result)(nil),           // 21: sessionstore.fsm.v1.Result
+	(*SessionRecord)(nil),    // 22: sessionstore.fsm.v1.SessionRecord
 }
 var file_fsm_fsmpb_command_proto_depIdxs = []int32{
 	3,  // 0: sessionstore.fsm.v1.Entry.commands:type_name -> sessionstore.fsm.v1.Command
@@ -1195,16 +2107,26 @@ var file_fsm_fsmpb_command_proto_depIdxs = []int32{
 	7,  // 4: sessionstore.fsm.v1.Command.repair:type_name -> sessionstore.fsm.v1.Repair
 	8,  // 5: sessionstore.fsm.v1.Command.keep_alive:type_name -> sessionstore.fsm.v1.KeepAlive
 	9,  // 6: sessionstore.fsm.v1.Command.release:type_name -> sessionstore.fsm.v1.Release
-	2,  // 7: sessionstore.fsm.v1.Create.header:type_name -> sessionstore.fsm.v1.Header
-	0,  // 8: sessionstore.fsm.v1.Repair.mode:type_name -> sessionstore.fsm.v1.Repair.Mode
-	10, // 9: sessionstore.fsm.v1.Result.lease:type_name -> sessionstore.fsm.v1.Lease
-	2,  // 10: sessionstore.fsm.v1.SessionRecord.header:type_name -> sessionstore.fsm.v1.Header
-	10, // 11: sessionstore.fsm.v1.SessionRecord.lease:type_name -> sessionstore.fsm.v1.Lease
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	10, // 7: sessionstore.fsm.v1.Command.plan_set:type_name -> sessionstore.fsm.v1.PlanSet
+	11, // 8: sessionstore.fsm.v1.Command.plan_pre_step:type_name -> sessionstore.fsm.v1.PlanPreStep
+	12, // 9: sessionstore.fsm.v1.Command.plan_command:type_name -> sessionstore.fsm.v1.PlanCommand
+	13, // 10: sessionstore.fsm.v1.Command.plan_exit:type_name -> sessionstore.fsm.v1.PlanExit
+	2,  // 11: sessionstore.fsm.v1.Create.header:type_name -> sessionstore.fsm.v1.Header
+	0,  // 12: sessionstore.fsm.v1.Repair.mode:type_name -> sessionstore.fsm.v1.Repair.Mode
+	14, // 13: sessionstore.fsm.v1.PlanExit.answer:type_name -> sessionstore.fsm.v1.ReviewAnswer
+	15, // 14: sessionstore.fsm.v1.ReviewAnswer.answers:type_name -> sessionstore.fsm.v1.AnswerItem
+	17, // 15: sessionstore.fsm.v1.PlanState.pending:type_name -> sessionstore.fsm.v1.PendingSelection
+	20, // 16: sessionstore.fsm.v1.Result.lease:type_name -> sessionstore.fsm.v1.Lease
+	19, // 17: sessionstore.fsm.v1.Result.plan:type_name -> sessionstore.fsm.v1.PlanResult
+	2,  // 18: sessionstore.fsm.v1.SessionRecord.header:type_name -> sessionstore.fsm.v1.Header
+	20, // 19: sessionstore.fsm.v1.SessionRecord.lease:type_name -> sessionstore.fsm.v1.Lease
+	16, // 20: sessionstore.fsm.v1.SessionRecord.plan:type_name -> sessionstore.fsm.v1.PlanState
+	18, // 21: sessionstore.fsm.v1.SessionRecord.plan_summary:type_name -> sessionstore.fsm.v1.PlanSummary
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_fsm_fsmpb_command_proto_init() }
@@ -1220,14 +2142,21 @@ func file_fsm_fsmpb_command_proto_init() {
 		(*Command_Repair)(nil),
 		(*Command_KeepAlive)(nil),
 		(*Command_Release)(nil),
+		(*Command_PlanSet)(nil),
+		(*Command_PlanPreStep)(nil),
+		(*Command_PlanCommand)(nil),
+		(*Command_PlanExit)(nil),
 	}
+	file_fsm_fsmpb_command_proto_msgTypes[14].OneofWrappers = []any{}
+	file_fsm_fsmpb_command_proto_msgTypes[15].OneofWrappers = []any{}
+	file_fsm_fsmpb_command_proto_msgTypes[18].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsm_fsmpb_command_proto_rawDesc), len(file_fsm_fsmpb_command_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
