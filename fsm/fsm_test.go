@@ -253,6 +253,10 @@ func (s *memSink) Close() error  { return nil }
 func FuzzDecodeCommand(f *testing.F) {
 	good, _ := Encode(&fsmpb.Entry{NowUnixMs: 5, Commands: []*fsmpb.Command{createCmd("x"), appendCmd("x", 0, openTurn...)}})
 	f.Add(good)
+	plan, _ := Encode(&fsmpb.Entry{NowUnixMs: 5, Commands: []*fsmpb.Command{planSetCmd("x", true, 1, 2, "r"),
+		preStepCmd("x", 1, 3, "p", "n"), {Cmd: &fsmpb.Command_PlanExit{PlanExit: &fsmpb.PlanExit{SessionId: "x", Plan: "# p",
+			Answer: &fsmpb.ReviewAnswer{Answers: []*fsmpb.AnswerItem{{Id: "plan-review", Selected: []string{"Approve"}}}}}}}}})
+	f.Add(plan)
 	f.Add([]byte{})
 	f.Add([]byte{0x08, 0x63})
 	f.Fuzz(func(t *testing.T, data []byte) {

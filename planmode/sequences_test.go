@@ -401,3 +401,38 @@ func TestCommandImageCount(t *testing.T) {
 		t.Fatal(r)
 	}
 }
+
+// FuzzSummary feeds arbitrary stored-looking events to the folds: no panic,
+// the incremental summary equals the whole-log one, and every rule stays
+// within its contract (at most one plan/mode per call, at the stamped seq).
+func FuzzSummary(f *testing.F) {
+	f.Add([]byte(`{"type":"plan/mode","seq":0,"time":1,"data":{"active":true}}`), []byte(`{"type":"turn/start","seq":1,"time":1,"data":{"turn":1}}`), true)
+	f.Add([]byte(`{"type":"request/header","seq":0,"time":1,"data":{}}`), []byte(`{"type":"command/run","seq":1,"time":1,"data":{"commandId":"c","name":"plan","args":" off"}}`), false)
+	f.Add([]byte(`{"seq":0,"type":"plan\u002fmode","time":1,"data":{"active":false}}`), []byte(`{"type":"turn/end","seq":1,"time":1,"data":{}}`), true)
+	f.Fuzz(func(t *testing.T, a, b []byte, want bool) {
+		evs := [][]byte{a, b, a}
+		whole, werr := Summarize(evs)
+		var inc Summary
+		var ierr error
+		for _, ev := range evs {
+			if ierr = inc.Observe(ev); ierr != nil {
+				break
+			}
+		}
+		if (werr == nil) != (ierr == nil) || (werr == nil && whole != inc) {
+			t.Fatalf("whole %+v (%v), incremental %+v (%v)", whole, werr, inc, ierr)
+		}
+		_, _ = Projection(evs)
+		if werr != nil {
+			return
+		}
+		at := Stamp{Seq: 3, Time: 9}
+		sr := whole.Set(State{}, want, at, SetOptions{})
+		pr := whole.PreStep(sr.State, StepContext{}, at, "n")
+		for _, app := range [][][]byte{sr.Appended, pr.Appended} {
+			if len(app) > 1 || (len(app) == 1 && !bytes.Contains(app[0], []byte(`"seq":3,`))) {
+				t.Fatalf("appended %q", app)
+			}
+		}
+	})
+}

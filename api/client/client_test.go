@@ -273,6 +273,7 @@ func start(t *testing.T) *harness {
 	srv := grpc.NewServer(grpc.ForceServerCodecV2(codec))
 	f := newFake()
 	sessionpb.RegisterSessionPersistenceServer(srv, f)
+	sessionpb.RegisterPlanModeServer(srv, planFake{fake: f})
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 
@@ -405,6 +406,23 @@ func TestMutatingRPCsRetryWithSameRequestID(t *testing.T) {
 		}},
 		{"Release", func(ctx context.Context, c *Client) error {
 			return c.Release(ctx, &sessionpb.ReleaseRequest{SessionId: "s", LeaseEpoch: 1})
+		}},
+		{"PlanMode.Set", func(ctx context.Context, c *Client) error {
+			_, err := c.PlanSet(ctx, &sessionpb.PlanSetRequest{SessionId: "s", Active: true})
+			return err
+		}},
+		{"PlanMode.PreStep", func(ctx context.Context, c *Client) error {
+			_, err := c.PlanPreStep(ctx, &sessionpb.PlanPreStepRequest{SessionId: "s", LeaseEpoch: 1})
+			return err
+		}},
+		{"PlanMode.Command", func(ctx context.Context, c *Client) error {
+			_, err := c.PlanCommand(ctx, &sessionpb.PlanCommandRequest{SessionId: "s", RawInput: " off"})
+			return err
+		}},
+		{"PlanMode.ExitPlan", func(ctx context.Context, c *Client) error {
+			_, err := c.ExitPlan(ctx, &sessionpb.PlanExitRequest{SessionId: "s", Plan: "# p",
+				Answer: &sessionpb.ReviewAnswer{Dismissed: true}})
+			return err
 		}},
 	}
 	for _, tc := range cases {
@@ -774,5 +792,53 @@ func TestBackoff(t *testing.T) {
 	}
 	if err := (Options{MaxAttempts: -1}).Validate(); err == nil {
 		t.Fatal("negative MaxAttempts accepted")
+	}
+}
+
+// planFake serves the PlanMode service over the same recorded calls.
+type planFake struct {
+	*fake
+	sessionpb.UnimplementedPlanModeServer
+}
+
+func (f planFake) Set(_ context.Context, req *sessionpb.PlanSetRequest) (*sessionpb.PlanSetResponse, error) {
+	if err := f.enter("PlanMode.Set", req); err != nil {
+		return nil, err
+	}
+	return &sessionpb.PlanSetResponse{Outcome: sessionpb.Outcome_QUEUED}, nil
+}
+
+func (f planFake) PreStep(_ context.Context, req *sessionpb.PlanPreStepRequest) (*sessionpb.PlanPreStepResponse, error) {
+	if err := f.enter("PlanMode.PreStep", req); err != nil {
+		return nil, err
+	}
+	return &sessionpb.PlanPreStepResponse{}, nil
+}
+
+func (f planFake) Command(_ context.Context, req *sessionpb.PlanCommandRequest) (*sessionpb.PlanCommandResponse, error) {
+	if err := f.enter("PlanMode.Command", req); err != nil {
+		return nil, err
+	}
+	return &sessionpb.PlanCommandResponse{Kind: "success"}, nil
+}
+
+func (f planFake) ExitPlan(_ context.Context, req *sessionpb.PlanExitRequest) (*sessionpb.PlanExitResponse, error) {
+	if err := f.enter("PlanMode.ExitPlan", req); err != nil {
+		return nil, err
+	}
+	return &sessionpb.PlanExitResponse{IsError: true}, nil
+}
+
+// ExitPlan without an answer only validates: it is a read and carries no
+// request id.
+func TestExitPlanValidationIsARead(t *testing.T) {
+	h := start(t)
+	h.fake.fail("PlanMode.ExitPlan", infoErr(t, codes.Unavailable, sessionstore.ReasonNoLeader, "no leader"))
+	if _, err := h.c.ExitPlan(ctxT(t), &sessionpb.PlanExitRequest{SessionId: "s", Plan: "# p"}); err != nil {
+		t.Fatal(err)
+	}
+	reqs := h.fake.requests("PlanMode.ExitPlan")
+	if len(reqs) != 2 || reqs[1].(*sessionpb.PlanExitRequest).RequestId != "" {
+		t.Fatalf("requests %v", reqs)
 	}
 }
