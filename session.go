@@ -105,3 +105,12 @@ type Member struct {
 	Suffrage    string // Voter, Nonvoter
 	Health      string // alive, suspect, dead, left, unknown
 }
+
+// Suffix is a read of a session's stored events from a seq on, with the
+// revision and next seq of the log it was read from.
+type Suffix struct {
+	Header   Header
+	Events   [][]byte
+	Revision string
+	NextSeq  int64
+}

@@ -119,17 +119,21 @@ func (n *Node) PlanProjection(ctx context.Context, id string) (planmode.Projecti
 	return planmode.Projection(r.events)
 }
 
-func (n *Node) proposePlan(ctx context.Context, id string, cmd *fsmpb.Command) (sessionstore.PlanResult, error) {
-	res, err := n.proposePlanResult(ctx, id, cmd)
+func (n *Node) proposePlan(ctx context.Context, id string, expectedNext int64, cmd *fsmpb.Command) (sessionstore.PlanResult, error) {
+	res, err := n.proposePlanResult(ctx, id, expectedNext, cmd)
 	if err != nil {
 		return sessionstore.PlanResult{}, err
 	}
 	return planResult(res), nil
 }
 
-func (n *Node) proposePlanResult(ctx context.Context, id string, cmd *fsmpb.Command) (*fsmpb.Result, error) {
+func (n *Node) proposePlanResult(ctx context.Context, id string, expectedNext int64, cmd *fsmpb.Command) (*fsmpb.Result, error) {
 	if err := sessionlog.ValidateSessionID(id); err != nil {
 		return nil, err
+	}
+	if expectedNext < 0 || expectedNext > sessionstore.MaxSafeInteger {
+		return nil, sessionstore.Errorf(sessionstore.ReasonInvalidArgument,
+			"expected_next_seq must be a non-negative safe integer (0: no check), got %d", expectedNext)
 	}
 	return n.propose(ctx, cmd)
 }
@@ -146,13 +150,13 @@ func planResult(res *fsmpb.Result) sessionstore.PlanResult {
 
 // PlanSet is the reference's set (planmode-spec §2.3).
 func (n *Node) PlanSet(ctx context.Context, id string, active bool, c sessionstore.PlanCall) (sessionstore.PlanResult, error) {
-	return n.proposePlan(ctx, id, &fsmpb.Command{Cmd: &fsmpb.Command_PlanSet{PlanSet: &fsmpb.PlanSet{
+	return n.proposePlan(ctx, id, c.ExpectedNextSeq, &fsmpb.Command{Cmd: &fsmpb.Command_PlanSet{PlanSet: &fsmpb.PlanSet{
 		SessionId: id, Active: active, LeaseEpoch: c.LeaseEpoch, ExpectedNextSeq: c.ExpectedNextSeq, RequestId: c.RequestID}}})
 }
 
 // PlanPreStep is the agent's accepted pre-step (planmode-spec §3.2).
 func (n *Node) PlanPreStep(ctx context.Context, id string, c sessionstore.PlanCall) (sessionstore.PlanResult, error) {
-	return n.proposePlan(ctx, id, &fsmpb.Command{Cmd: &fsmpb.Command_PlanPreStep{PlanPreStep: &fsmpb.PlanPreStep{
+	return n.proposePlan(ctx, id, c.ExpectedNextSeq, &fsmpb.Command{Cmd: &fsmpb.Command_PlanPreStep{PlanPreStep: &fsmpb.PlanPreStep{
 		SessionId: id, LeaseEpoch: c.LeaseEpoch, ExpectedNextSeq: c.ExpectedNextSeq, RequestId: c.RequestID,
 		NoticeId: newUUID()}}})
 }
@@ -173,7 +177,7 @@ func (n *Node) PlanCommand(ctx context.Context, id, rawInput string, images [][]
 		return sessionstore.PlanResult{}, sessionstore.Errorf(sessionstore.ReasonTooLarge,
 			"/plan input is %d bytes with its images; the limits are %d for the text and %d in all", total, n.cfg.MaxEventBytes/2, n.cfg.MaxBatchBytes)
 	}
-	res, err := n.proposePlanResult(ctx, id, &fsmpb.Command{Cmd: &fsmpb.Command_PlanCommand{PlanCommand: &fsmpb.PlanCommand{
+	res, err := n.proposePlanResult(ctx, id, c.ExpectedNextSeq, &fsmpb.Command{Cmd: &fsmpb.Command_PlanCommand{PlanCommand: &fsmpb.PlanCommand{
 		SessionId: id, RawInput: rawInput, ImageCount: int32(len(images)), LeaseEpoch: c.LeaseEpoch,
 		ExpectedNextSeq: c.ExpectedNextSeq, RequestId: c.RequestID, CommandId: n.commandIDs.next()}}})
 	if err != nil {
@@ -211,7 +215,7 @@ func (n *Node) PlanExit(ctx context.Context, id, plan string, answer *planmode.R
 	for _, it := range answer.Answers {
 		pa.Answers = append(pa.Answers, &fsmpb.AnswerItem{Id: it.ID, Selected: it.Selected, Custom: it.Custom})
 	}
-	return n.proposePlan(ctx, id, &fsmpb.Command{Cmd: &fsmpb.Command_PlanExit{PlanExit: &fsmpb.PlanExit{
+	return n.proposePlan(ctx, id, 0, &fsmpb.Command{Cmd: &fsmpb.Command_PlanExit{PlanExit: &fsmpb.PlanExit{
 		SessionId: id, Plan: plan, Answer: pa, LeaseEpoch: c.LeaseEpoch, RequestId: c.RequestID}}})
 }
 

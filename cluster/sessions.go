@@ -325,27 +325,28 @@ func (n *Node) Release(ctx context.Context, id string, epoch uint64, requestID s
 // ReadFrom returns the stored events with seq >= from: legacy-normalised and
 // validated (the whole log, as the reference's sequential backends do), with
 // no closers and nothing written.
-func (n *Node) ReadFrom(ctx context.Context, id string, from int64, c sessionstore.Consistency) (sessionstore.Header, [][]byte, error) {
+func (n *Node) ReadFrom(ctx context.Context, id string, from int64, c sessionstore.Consistency) (sessionstore.Suffix, error) {
 	if from < 0 || from > sessionstore.MaxSafeInteger {
-		return sessionstore.Header{}, nil, sessionstore.Errorf(sessionstore.ReasonInvalidArgument,
+		return sessionstore.Suffix{}, sessionstore.Errorf(sessionstore.ReasonInvalidArgument,
 			"readFrom fromSeq must be a non-negative safe integer, got %d", from)
 	}
 	s, err := n.readMaterialized(ctx, id, c, 0, true)
 	if err != nil {
-		return sessionstore.Header{}, nil, err
+		return sessionstore.Suffix{}, err
 	}
 	path := n.rawLogPath(s.header)
 	if err := sessionlog.CheckReadFromHeader(id, s.header, path); err != nil {
-		return sessionstore.Header{}, nil, err
+		return sessionstore.Suffix{}, err
 	}
 	norm, err := sessionlog.Normalize(id, s.events, path)
 	if err != nil {
-		return sessionstore.Header{}, nil, err
+		return sessionstore.Suffix{}, err
 	}
-	if from >= int64(len(norm)) {
-		return s.header, nil, nil
+	out := sessionstore.Suffix{Header: s.header, Revision: s.revision, NextSeq: s.rec.NextSeq}
+	if from < int64(len(norm)) {
+		out.Events = norm[from:]
 	}
-	return s.header, norm[from:], nil
+	return out, nil
 }
 
 // RawText is the decoded text of a session's artifact: the header line and one

@@ -50,19 +50,19 @@ func (a *applier) apply(c *fsmpb.Command) (*fsmpb.Result, string, error) {
 			return a.release(cmd.Release)
 		})
 	case *fsmpb.Command_PlanSet:
-		return a.deduped(cmd.PlanSet.SessionId, cmd.PlanSet.RequestId, func() (*fsmpb.Result, bool, error) {
+		return a.deduped(cmd.PlanSet.SessionId, planRequestKey("PlanSet", cmd.PlanSet.RequestId), func() (*fsmpb.Result, bool, error) {
 			return a.planSet(cmd.PlanSet)
 		})
 	case *fsmpb.Command_PlanPreStep:
-		return a.deduped(cmd.PlanPreStep.SessionId, cmd.PlanPreStep.RequestId, func() (*fsmpb.Result, bool, error) {
+		return a.deduped(cmd.PlanPreStep.SessionId, planRequestKey("PlanPreStep", cmd.PlanPreStep.RequestId), func() (*fsmpb.Result, bool, error) {
 			return a.planPreStep(cmd.PlanPreStep)
 		})
 	case *fsmpb.Command_PlanCommand:
-		return a.deduped(cmd.PlanCommand.SessionId, cmd.PlanCommand.RequestId, func() (*fsmpb.Result, bool, error) {
+		return a.deduped(cmd.PlanCommand.SessionId, planRequestKey("PlanCommand", cmd.PlanCommand.RequestId), func() (*fsmpb.Result, bool, error) {
 			return a.planCommand(cmd.PlanCommand)
 		})
 	case *fsmpb.Command_PlanExit:
-		return a.deduped(cmd.PlanExit.SessionId, cmd.PlanExit.RequestId, func() (*fsmpb.Result, bool, error) {
+		return a.deduped(cmd.PlanExit.SessionId, planRequestKey("PlanExit", cmd.PlanExit.RequestId), func() (*fsmpb.Result, bool, error) {
 			return a.planExit(cmd.PlanExit)
 		})
 	default:

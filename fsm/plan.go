@@ -101,7 +101,8 @@ func (a *applier) openPlan(id string, epoch uint64, expectedNext int64, deferrab
 		ps.deferred = true
 	}
 	if expectedNext != 0 && expectedNext != rec.NextSeq {
-		return nil, errResult(SeqMismatch(id, rec.NextSeq, 0, expectedNext)), nil
+		return nil, errResult(sessionstore.Errorf(sessionstore.ReasonSeqMismatch,
+			"plan-mode call for %s expected next seq %d, but the log's next seq is %d", sessionstore.Quote(id), expectedNext, rec.NextSeq)), nil
 	}
 	if rec.PlanSummary != nil {
 		ps.sum = summaryFromPB(rec.PlanSummary)
@@ -122,6 +123,16 @@ func (a *applier) openPlan(id string, epoch uint64, expectedNext int64, deferrab
 	ps.sum = sum
 	rec.PlanSummary = summaryToPB(sum)
 	return ps, nil, nil
+}
+
+// planRequestKey keys a plan-mode call's request id by the call, so an id
+// reused by another kind of call is a new request, never another call's
+// stored answer.
+func planRequestKey(kind, requestID string) string {
+	if requestID == "" {
+		return ""
+	}
+	return kind + "/" + requestID
 }
 
 // stamp is where the first event a plan-mode command appends goes.
@@ -186,7 +197,10 @@ func (a *applier) planCommand(c *fsmpb.PlanCommand) (*fsmpb.Result, bool, error)
 }
 
 func (a *applier) planExit(c *fsmpb.PlanExit) (*fsmpb.Result, bool, error) {
-	ps, refused, err := a.openPlan(c.SessionId, c.LeaseEpoch, 0, true)
+	// The review answer is the agent's tool call: on an owned session only
+	// the owner records the silent exit (a silent exit from anyone else
+	// would leave the model untold).
+	ps, refused, err := a.openPlan(c.SessionId, c.LeaseEpoch, 0, false)
 	if ps == nil {
 		return refused, false, err
 	}

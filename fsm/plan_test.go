@@ -76,7 +76,7 @@ func TestPlanCommandsFollowTheRulesAtTheStoredSeq(t *testing.T) {
 	if rs[4].GetPlan().GetOutcome() != int32(planmode.Noop) {
 		t.Fatalf("repeated target: %v", rs[4])
 	}
-	if rs[5].Reason != "SEQ_MISMATCH" || rs[5].Message != `append seq mismatch for "s": expected 3 at index 0, got 9` {
+	if rs[5].Reason != "SEQ_MISMATCH" || rs[5].Message != `plan-mode call for "s" expected next seq 9, but the log's next seq is 3` {
 		t.Fatalf("expected_next_seq: %v", rs[5])
 	}
 	ps := rs[6].GetPlan()
@@ -218,5 +218,24 @@ func TestPlanCommandsAreDeterministic(t *testing.T) {
 	}
 	if !proto.Equal(states[0], states[1]) {
 		t.Fatalf("records differ: %v / %v", states[0], states[1])
+	}
+}
+
+// A request id is scoped to the kind of call: a PreStep reusing a Set's id is
+// a new request, not the Set's stored answer.
+func TestPlanRequestIDsAreScopedByCall(t *testing.T) {
+	f, _ := newTestFSM(t)
+	rs := applyAll(t, f, 500,
+		createCmd("s"),
+		appendCmd("s", 0, `{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}`),
+		planSetCmd("s", true, 0, 0, "same"),
+		preStepCmd("s", 0, 0, "same", "n"),
+		planSetCmd("s", true, 0, 0, "same"),
+	)
+	if p := rs[3].GetPlan(); !p.GetActive() || len(p.Appended) != 1 {
+		t.Fatalf("the pre-step must apply the selection: %v", rs[3])
+	}
+	if !proto.Equal(rs[4], rs[2]) {
+		t.Fatalf("a repeated Set returns its first answer: %v", rs[4])
 	}
 }

@@ -157,7 +157,8 @@ func (c *Client) PrepareStream(ctx context.Context, req *sessionpb.PrepareReques
 	})
 }
 
-// ReadFrom collects the stored events with seq ≥ req.FromSeq and the header.
+// ReadFrom collects the stored events with seq ≥ req.FromSeq, the header, and
+// the revision and next seq of the log read.
 func (c *Client) ReadFrom(ctx context.Context, req *sessionpb.ReadFromRequest) (*sessionpb.ReadFromResponse, error) {
 	var out *sessionpb.ReadFromResponse
 	err := c.do(ctx, read, func(ctx context.Context) error {
@@ -166,7 +167,7 @@ func (c *Client) ReadFrom(ctx context.Context, req *sessionpb.ReadFromRequest) (
 			return c.rpc.ReadFrom(ctx, req)
 		}, func(m *sessionpb.ReadFromResponse) {
 			if out.Header == nil {
-				out.Header = m.GetHeader()
+				out.Header, out.Revision, out.NextSeq = m.GetHeader(), m.GetRevision(), m.GetNextSeq()
 			}
 			out.Events = append(out.Events, m.GetEvents()...)
 		})

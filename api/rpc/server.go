@@ -208,7 +208,7 @@ func (p *Persistence) Release(ctx context.Context, r *pb.ReleaseRequest) (*pb.Re
 }
 
 func (p *Persistence) ReadFrom(r *pb.ReadFromRequest, s grpc.ServerStreamingServer[pb.ReadFromResponse]) error {
-	h, events, err := p.b.ReadFrom(s.Context(), r.SessionId, r.FromSeq, consistency(r.Consistency))
+	suf, err := p.b.ReadFrom(s.Context(), r.SessionId, r.FromSeq, consistency(r.Consistency))
 	if err != nil {
 		if nl := leaderOf(err); nl != nil {
 			return p.fwd.stream(s.Context(), nl, pb.SessionPersistence_ReadFrom_FullMethodName, r,
@@ -217,8 +217,8 @@ func (p *Persistence) ReadFrom(r *pb.ReadFromRequest, s grpc.ServerStreamingServ
 		}
 		return toStatus(err)
 	}
-	parts := chunks(events, ChunkBytes)
-	first := &pb.ReadFromResponse{Header: headerToPB(h)}
+	parts := chunks(suf.Events, ChunkBytes)
+	first := &pb.ReadFromResponse{Header: headerToPB(suf.Header), Revision: suf.Revision, NextSeq: suf.NextSeq}
 	if len(parts) > 0 {
 		first.Events = toStrings(parts[0])
 		parts = parts[1:]

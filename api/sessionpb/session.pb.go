@@ -1253,8 +1253,12 @@ func (x *ReadFromRequest) GetConsistency() Consistency {
 type ReadFromResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Set in the first message only.
-	Header        *SessionHeader `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
-	Events        []string       `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
+	Header *SessionHeader `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Events []string       `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
+	// Set in the first message only: the revision of the log read and its next
+	// seq (the events are those below next_seq).
+	Revision      string `protobuf:"bytes,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	NextSeq       int64  `protobuf:"varint,4,opt,name=next_seq,json=nextSeq,proto3" json:"next_seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1301,6 +1305,20 @@ func (x *ReadFromResponse) GetEvents() []string {
 		return x.Events
 	}
 	return nil
+}
+
+func (x *ReadFromResponse) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
+}
+
+func (x *ReadFromResponse) GetNextSeq() int64 {
+	if x != nil {
+		return x.NextSeq
+	}
+	return 0
 }
 
 type ReadRawRequest struct {
@@ -3393,10 +3411,12 @@ const file_api_sessionpb_session_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
 	"\bfrom_seq\x18\x02 \x01(\x03R\afromSeq\x12>\n" +
-	"\vconsistency\x18\x03 \x01(\x0e2\x1c.sessionstore.v1.ConsistencyR\vconsistency\"b\n" +
+	"\vconsistency\x18\x03 \x01(\x0e2\x1c.sessionstore.v1.ConsistencyR\vconsistency\"\x99\x01\n" +
 	"\x10ReadFromResponse\x126\n" +
 	"\x06header\x18\x01 \x01(\v2\x1e.sessionstore.v1.SessionHeaderR\x06header\x12\x16\n" +
-	"\x06events\x18\x02 \x03(\tR\x06events\"/\n" +
+	"\x06events\x18\x02 \x03(\tR\x06events\x12\x1a\n" +
+	"\brevision\x18\x03 \x01(\tR\brevision\x12\x19\n" +
+	"\bnext_seq\x18\x04 \x01(\x03R\anextSeq\"/\n" +
 	"\x0eReadRawRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"\x7f\n" +

@@ -293,6 +293,9 @@ func TestContract_C8_ReadFromReturnsTheStoredSuffix(t *testing.T) {
 		t.Errorf("ReadFrom header: got %v, want id %q, cwd /work", whole.GetHeader(), id)
 	}
 	ctEqualEvents(t, "ReadFrom(0)", whole.GetEvents(), log)
+	if whole.GetRevision() != rev || whole.GetNextSeq() != int64(len(log)) {
+		t.Errorf("ReadFrom revision %q next seq %d, want %q and %d", whole.GetRevision(), whole.GetNextSeq(), rev, len(log))
+	}
 	suffix := ctReadFrom(t, n, id, 3)
 	ctEqualEvents(t, "ReadFrom(3)", suffix.GetEvents(), log[3:])
 	for _, from := range []int64{6, 106} {
