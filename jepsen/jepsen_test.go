@@ -1,0 +1,110 @@
+package jepsen
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sessionstore/sessionstore/jepsen/checker"
+	"github.com/sessionstore/sessionstore/jepsen/cluster"
+)
+
+// Scenario tests: the real cluster from docker-compose.yml under faults.
+// They need Docker; without it they skip, except under CI=true, where they
+// fail. JEPSEN_SEED replays a schedule (default: a new seed, printed).
+
+func requireDocker(t *testing.T) {
+	t.Helper()
+	unusable := func(format string, args ...any) {
+		t.Helper()
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true and Docker is not usable: "+format, args...)
+		}
+		t.Skipf("Docker is not usable: "+format, args...)
+	}
+	for _, tool := range []string{"docker", "nsenter", "nft"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			unusable("%v", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
+		unusable("docker info: %v: %s", err, bytes.TrimSpace(out))
+	}
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+func testSeed(t *testing.T) int64 {
+	if s := os.Getenv("JEPSEN_SEED"); s != "" {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			t.Fatalf("JEPSEN_SEED: %v", err)
+		}
+		return v
+	}
+	return time.Now().UnixNano() % 1_000_000
+}
+
+// runScenario runs one scenario and fails the test on any anomaly or an
+// unknown verdict. A failing run's directory (history, summary, report,
+// node logs and data) is kept under jepsen/store/ and named in the failure.
+func runScenario(t *testing.T, scenario string, d time.Duration, faults []string) {
+	if testing.Short() {
+		t.Skip("scenario tests run the cluster in Docker for minutes")
+	}
+	requireDocker(t)
+	root := repoRoot(t)
+	seed := testSeed(t)
+	out := filepath.Join(root, "jepsen", "store", scenario, fmt.Sprintf("%s-%d", time.Now().UTC().Format("20060102T150405Z"), seed))
+	ctx, cancel := context.WithTimeout(context.Background(), d+6*time.Minute)
+	defer cancel()
+	if b, err := cluster.BuildImage(ctx, root); err != nil {
+		t.Fatalf("building the image: %v\n%s", err, b)
+	}
+	b, err := cluster.NewDocker(cluster.DockerConfig{Repo: root, Project: "jepsen-" + scenario, DataDir: filepath.Join(out, "data"),
+		Net: map[string]string{"faults": "10.211.7", "creators-planmode": "10.211.8", "lease": "10.211.9"}[scenario]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var progress bytes.Buffer
+	res, err := Run(ctx, Config{Scenario: scenario, Seed: seed, Duration: d, Faults: faults, Out: out, Backend: b, Progress: &progress})
+	t.Logf("seed %d (replay: JEPSEN_SEED=%d)\n%s", seed, seed, progress.String())
+	if err != nil {
+		t.Fatalf("run failed (outputs kept in %s): %v", out, err)
+	}
+	s := res.Summary
+	t.Logf("%s: valid=%s, %d operations (%v), %d faults, duration %.0f s", scenario, s.Valid, s.Operations, s.Ops, len(s.Nemesis), s.DurationS)
+	if res.Report.Valid != checker.True {
+		for _, r := range res.Report.Results {
+			if r.Valid != checker.True {
+				for i, w := range r.Witnesses {
+					if i == 5 {
+						break
+					}
+					t.Errorf("%s (%s): %s", r.Name, r.Valid, w.Text)
+				}
+			}
+		}
+		t.Fatalf("%s: verdict %s; history, report and node data kept in %s", scenario, res.Report.Valid, out)
+	}
+	_ = os.RemoveAll(out)
+}
+
+func TestScenario_Faults(t *testing.T) {
+	runScenario(t, "faults", 75*time.Second, nil)
+}
