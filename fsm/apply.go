@@ -167,7 +167,7 @@ func (a *applier) append(c *fsmpb.Append) (*fsmpb.Result, string, error) {
 			return &fsmpb.Result{Revision: a.revision(rec), NextSeq: rec.NextSeq, Duplicate: true}, "", nil
 		}
 	}
-	if rec.Epoch > 0 && c.LeaseEpoch != rec.Epoch {
+	if rec.Epoch > 0 && c.LeaseEpoch != rec.Epoch && !skipFencing {
 		return errResult(fenced(id, rec.Epoch, c.LeaseEpoch)), "", nil
 	}
 	if c.ExpectedRevision != "" && c.ExpectedRevision != a.revision(rec) {

@@ -153,10 +153,10 @@ func names(ns []cluster.Node) []string {
 	return out
 }
 
-// menu is the scenario's fault menu, restricted to cfg.Faults when given.
+// menu is the scenario's fault menu, or cfg.Faults when set (empty: no faults).
 func (r *run) menu() ([]fault, error) {
 	allowed := r.cfg.Faults
-	if len(allowed) == 0 {
+	if allowed == nil {
 		allowed = r.wl.faults()
 	}
 	var out []fault

@@ -35,7 +35,7 @@ type Config struct {
 	Duration time.Duration
 	// Warmup is the fault-free start.
 	Warmup time.Duration
-	// Faults restricts the fault menu (nil: the scenario's default).
+	// Faults is the fault menu (nil: the scenario's default; empty: none).
 	Faults []string
 	// Processes is the number of client processes per node (default 3); as
 	// many again use every node.
@@ -107,10 +107,11 @@ func (r *run) beginPhase(name string) {
 // to any node when node is ""). After an operation with an unknown outcome
 // that may have written, it continues under a new process number.
 type proc struct {
-	id   int
-	node cluster.Node
-	rng  *rand.Rand
-	last history.Type // the outcome of its last operation
+	id     int
+	worker int // stable across renumbering: the workload's role for it
+	node   cluster.Node
+	rng    *rand.Rand
+	last   history.Type // the outcome of its last operation
 }
 
 // client returns the client for this operation and the node it talks to.
@@ -269,7 +270,7 @@ func (r *run) startWorkers(ctx context.Context, wg *sync.WaitGroup) {
 		bindings = append(bindings, "")
 	}
 	for i, n := range bindings {
-		p := &proc{id: r.newProcess(), node: n, rng: rand.New(rand.NewSource(r.cfg.Seed*1000 + int64(i)))}
+		p := &proc{id: r.newProcess(), worker: i, node: n, rng: rand.New(rand.NewSource(r.cfg.Seed*1000 + int64(i)))}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

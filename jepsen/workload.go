@@ -31,12 +31,16 @@ func newWorkload(scenario string) (workload, error) {
 	switch scenario {
 	case "faults":
 		return newAppendWorkload("faults"), nil
+	case "creators-planmode":
+		return newCreatorsPlanMode(), nil
+	case "lease":
+		return newLeaseWorkload(), nil
 	}
 	return nil, fmt.Errorf("unknown scenario %q (known: %s)", scenario, strings.Join(Scenarios(), ", "))
 }
 
 // Scenarios lists the scenarios.
-func Scenarios() []string { return []string{"faults"} }
+func Scenarios() []string { return []string{"faults", "creators-planmode", "lease"} }
 
 // sessionPool is the set of sessions of a workload: a few live ones that
 // receive traffic, rotated after maxAppends acknowledged appends.

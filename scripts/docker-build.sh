@@ -11,11 +11,13 @@
 # did. Then: docker-compose up -d (see docker-compose.yml).
 #
 # Environment: IMAGE (default sessionstore:dev) names the image; GO (default
-# go) is the Go command.
+# go) is the Go command; TAGS (default none) are Go build tags (the jepsen
+# harness builds a `jepsenbug` image this way; never deploy one).
 set -eu
 
 IMAGE=${IMAGE:-sessionstore:dev}
 GO=${GO:-go}
+TAGS=${TAGS:-}
 root=$(cd "$(dirname "$0")/.." && pwd)
 
 command -v "$GO" >/dev/null 2>&1 || { echo "docker-build: $GO not found (Go 1.26 is required)" >&2; exit 1; }
@@ -24,8 +26,8 @@ command -v docker >/dev/null 2>&1 || { echo "docker-build: docker not found" >&2
 ctx=$(mktemp -d "${TMPDIR:-/tmp}/sessionstore-image.XXXXXX")
 trap 'rm -rf "$ctx"' EXIT INT TERM
 
-echo "docker-build: compiling $root/cmd/node (CGO_ENABLED=0, -trimpath)"
-(cd "$root" && CGO_ENABLED=0 "$GO" build -trimpath -o "$ctx/node" ./cmd/node)
+echo "docker-build: compiling $root/cmd/node (CGO_ENABLED=0, -trimpath${TAGS:+, tags $TAGS})"
+(cd "$root" && CGO_ENABLED=0 "$GO" build -trimpath -tags "$TAGS" -o "$ctx/node" ./cmd/node)
 mkdir "$ctx/data"
 cp "$root/Dockerfile" "$ctx/Dockerfile"
 echo "docker-build: binary $(wc -c <"$ctx/node" | tr -d ' ') bytes, sha256 $(sha256sum "$ctx/node" | cut -c1-16)"

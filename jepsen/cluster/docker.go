@@ -28,6 +28,8 @@ type DockerConfig struct {
 	Net string
 	// Compose is the compose command (default: docker-compose, else `docker compose`).
 	Compose []string
+	// Image is the node image (default sessionstore:dev).
+	Image string
 }
 
 // Docker runs the repository's docker-compose.yml (three nodes) with the
@@ -55,6 +57,9 @@ func NewDocker(cfg DockerConfig) (*Docker, error) {
 	}
 	if cfg.Project == "" {
 		cfg.Project = "jepsen"
+	}
+	if cfg.Image == "" {
+		cfg.Image = "sessionstore:dev"
 	}
 	for _, tool := range []string{"docker", "nsenter", "nft"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -120,6 +125,7 @@ func (d *Docker) container(n Node) string { return d.cfg.Project + "-" + string(
 func (d *Docker) env() []string {
 	env := append(os.Environ(),
 		"JEPSEN_PROJECT="+d.cfg.Project,
+		"JEPSEN_IMAGE="+d.cfg.Image,
 		"JEPSEN_DATA="+d.cfg.DataDir,
 		"JEPSEN_NET="+d.cfg.Net,
 		"JEPSEN_SUBNET="+d.cfg.Net+".0/24",
@@ -353,9 +359,15 @@ func (d *Docker) CollectLogs(ctx context.Context, dir string) error {
 	return nil
 }
 
-// BuildImage builds the node image (scripts/docker-build.sh).
-func BuildImage(ctx context.Context, repo string) (string, error) {
-	return run(ctx, nil, nil, "sh", filepath.Join(repo, "scripts", "docker-build.sh"))
+// BuildImage builds the node image (scripts/docker-build.sh) named image
+// ("" = sessionstore:dev) with Go build tags (none for a real build).
+func BuildImage(ctx context.Context, repo, image, tags string) (string, error) {
+	env := os.Environ()
+	if image != "" {
+		env = append(env, "IMAGE="+image)
+	}
+	env = append(env, "TAGS="+tags)
+	return run(ctx, env, nil, "sh", filepath.Join(repo, "scripts", "docker-build.sh"))
 }
 
 var _ Backend = (*Docker)(nil)

@@ -11,6 +11,20 @@ import (
 // reference, so they carry "ignorable": true and every read accepts them.
 const EventType = "jepsen/op"
 
+// MarkedEvent is the JSON text of an event of type typ at seq whose data is
+// {"marker": marker, …extra members} (extra: JSON members without braces,
+// e.g. `"turn":3`; "" for none).
+func MarkedEvent(typ, marker, extra string, seq, timeMs int64) string {
+	m, _ := json.Marshal(marker)
+	t, _ := json.Marshal(typ)
+	data := `{"marker":` + string(m)
+	if extra != "" {
+		data += "," + extra
+	}
+	return `{"type":` + string(t) + `,"seq":` + strconv.FormatInt(seq, 10) + `,"time":` +
+		strconv.FormatInt(timeMs, 10) + `,"data":` + data + `}}`
+}
+
 // WorkloadEvent is the JSON text of a workload event at seq carrying marker,
 // a unique id of the form p<process>-<n> that maps reads back to writers.
 func WorkloadEvent(marker string, seq, timeMs int64) string {
@@ -20,7 +34,8 @@ func WorkloadEvent(marker string, seq, timeMs int64) string {
 }
 
 // Identity names a stored event for the checkers: its marker when it is a
-// workload event, else "<type>:<first 12 hex digits of the SHA-256 of its
+// workload event (any event whose data has a string "marker": the workloads
+// also mark the turn/start and turn/end events they write), else "<type>:<first 12 hex digits of the SHA-256 of its
 // bytes>" (server-written events: command/run, crash closers), and for
 // plan/mode "plan/mode=<active>:<digest>".
 // The identity does not depend on seq for workload events, so a marker found
@@ -33,7 +48,7 @@ func Identity(ev []byte) string {
 			Active *bool  `json:"active"`
 		} `json:"data"`
 	}
-	if json.Unmarshal(ev, &e) == nil && e.Type == EventType && e.Data.Marker != "" {
+	if json.Unmarshal(ev, &e) == nil && e.Data.Marker != "" {
 		return e.Data.Marker
 	}
 	sum := sha256.Sum256(ev)

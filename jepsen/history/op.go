@@ -29,16 +29,17 @@ const (
 type F string
 
 const (
-	FAppend  F = "append"   // Append a batch at an expected seq
-	FRead    F = "read"     // linearizable read of the whole session log
-	FCreate  F = "create"   // Create (concurrent creators)
-	FPrepare F = "prepare"  // take ownership (lease) of a session; repairs
-	FLoad    F = "load"     // Load: commits the crash repair of a cold session
-	FSetMode F = "set-mode" // PlanMode.Set
-	FPreStep F = "pre-step" // PlanMode.PreStep
-	FGetMode F = "get-mode" // PlanMode.Get
-	FNemesis F = "nemesis"  // a fault injected or healed (process NemesisProcess)
-	FStatus  F = "status"   // a poll of each node's Raft state (process NemesisProcess)
+	FAppend    F = "append"     // Append a batch at an expected seq
+	FRead      F = "read"       // linearizable read of the whole session log
+	FCreate    F = "create"     // Create (concurrent creators)
+	FPrepare   F = "prepare"    // take ownership (lease) of a session; repairs
+	FLoad      F = "load"       // Load: commits the crash repair of a cold session
+	FKeepAlive F = "keep-alive" // KeepAlive of a lease (writes no event)
+	FSetMode   F = "set-mode"   // PlanMode.Set
+	FPreStep   F = "pre-step"   // PlanMode.PreStep
+	FGetMode   F = "get-mode"   // PlanMode.Get
+	FNemesis   F = "nemesis"    // a fault injected or healed (process NemesisProcess)
+	FStatus    F = "status"     // a poll of each node's Raft state (process NemesisProcess)
 )
 
 // NemesisProcess is the process number of nemesis and status records.

@@ -40,7 +40,7 @@ func run() int {
 	seed := fs.Int64("seed", 0, "seed of the schedule and the workload (0: a new one, printed)")
 	dur := fs.Duration("time", 90*time.Second, "traffic time of one run")
 	soak := fs.Duration("soak", 0, "repeat runs (cycling through the scenarios, new seeds) until this much time has passed")
-	faults := fs.String("faults", "", "comma-separated fault menu (default: the scenario's): "+strings.Join(jepsen.FaultNames(), ", "))
+	faults := fs.String("faults", "", "comma-separated fault menu (default: the scenario's; \"none\": no faults): "+strings.Join(jepsen.FaultNames(), ", "))
 	procs := fs.Int("processes", 3, "client processes per node (as many again use every node)")
 	out := fs.String("out", "jepsen/store", "output directory")
 	repo := fs.String("repo", ".", "repository root (docker-compose.yml)")
@@ -57,13 +57,17 @@ func run() int {
 	}
 	if *build {
 		fmt.Println("building the node image (scripts/docker-build.sh)")
-		if b, err := cluster.BuildImage(ctx, root); err != nil {
+		if b, err := cluster.BuildImage(ctx, root, "", ""); err != nil {
 			fmt.Fprintf(os.Stderr, "%v\n%s", err, b)
 			return 2
 		}
 	}
 	var menu []string
-	if *faults != "" {
+	switch *faults {
+	case "":
+	case "none":
+		menu = []string{}
+	default:
 		menu = strings.Split(*faults, ",")
 	}
 	scenarios := []string{*scenario}
@@ -106,7 +110,7 @@ func once(ctx context.Context, root, outRoot, scenario string, seed int64, d tim
 	if err != nil {
 		return 2, err.Error()
 	}
-	b, err := cluster.NewDocker(cluster.DockerConfig{Repo: root, Project: "jepsen", DataDir: filepath.Join(dir, "data")})
+	b, err := cluster.NewDocker(cluster.DockerConfig{Repo: root, Project: "jepsen", DataDir: filepath.Join(dir, "data"), Net: "10.211.20"})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2, fmt.Sprintf("%s seed %d: %v", scenario, seed, err)

@@ -1,0 +1,5 @@
+//go:build jepsenbug
+
+package fsm
+
+func init() { skipFencing = true }
