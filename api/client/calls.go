@@ -191,7 +191,7 @@ func (c *Client) ReadRaw(ctx context.Context, req *sessionpb.ReadRawRequest) (*s
 				out.Header = m.GetHeader()
 			}
 			if out.Filename == "" {
-				out.Filename = m.GetFilename()
+				out.Filename, out.Revision = m.GetFilename(), m.GetRevision()
 			}
 			out.Content = append(out.Content, m.GetContent()...)
 		})

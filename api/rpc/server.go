@@ -235,7 +235,7 @@ func (p *Persistence) ReadFrom(r *pb.ReadFromRequest, s grpc.ServerStreamingServ
 }
 
 func (p *Persistence) ReadRaw(r *pb.ReadRawRequest, s grpc.ServerStreamingServer[pb.ReadRawResponse]) error {
-	h, _, text, err := p.b.RawText(s.Context(), r.SessionId, sessionstore.Linearizable)
+	h, revision, text, err := p.b.RawText(s.Context(), r.SessionId, sessionstore.Linearizable)
 	if err != nil {
 		if nl := leaderOf(err); nl != nil {
 			return p.fwd.stream(s.Context(), nl, pb.SessionPersistence_ReadRaw_FullMethodName, r,
@@ -249,7 +249,7 @@ func (p *Persistence) ReadRaw(r *pb.ReadRawRequest, s grpc.ServerStreamingServer
 		n := min(len(text), ChunkBytes)
 		m := &pb.ReadRawResponse{Content: text[:n]}
 		if first {
-			m.Header, m.Filename = headerToPB(h), "session.jsonl"
+			m.Header, m.Filename, m.Revision = headerToPB(h), "session.jsonl", revision
 			first = false
 		}
 		if err := s.Send(m); err != nil {

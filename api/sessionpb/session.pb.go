@@ -1370,8 +1370,10 @@ type ReadRawResponse struct {
 	// Set in the first message only.
 	Header *SessionHeader `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
 	// "session.jsonl"; set in the first message only.
-	Filename      string `protobuf:"bytes,2,opt,name=filename,proto3" json:"filename,omitempty"`
-	Content       []byte `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
+	Filename string `protobuf:"bytes,2,opt,name=filename,proto3" json:"filename,omitempty"`
+	Content  []byte `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
+	// The revision of the text; set in the first message only.
+	Revision      string `protobuf:"bytes,4,opt,name=revision,proto3" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1425,6 +1427,13 @@ func (x *ReadRawResponse) GetContent() []byte {
 		return x.Content
 	}
 	return nil
+}
+
+func (x *ReadRawResponse) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
 }
 
 type ListRequest struct {
@@ -3419,11 +3428,12 @@ const file_api_sessionpb_session_proto_rawDesc = "" +
 	"\bnext_seq\x18\x04 \x01(\x03R\anextSeq\"/\n" +
 	"\x0eReadRawRequest\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"\x7f\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"\x9b\x01\n" +
 	"\x0fReadRawResponse\x126\n" +
 	"\x06header\x18\x01 \x01(\v2\x1e.sessionstore.v1.SessionHeaderR\x06header\x12\x1a\n" +
 	"\bfilename\x18\x02 \x01(\tR\bfilename\x12\x18\n" +
-	"\acontent\x18\x03 \x01(\fR\acontent\"\xa8\x01\n" +
+	"\acontent\x18\x03 \x01(\fR\acontent\x12\x1a\n" +
+	"\brevision\x18\x04 \x01(\tR\brevision\"\xa8\x01\n" +
 	"\vListRequest\x12>\n" +
 	"\vconsistency\x18\x01 \x01(\x0e2\x1c.sessionstore.v1.ConsistencyR\vconsistency\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +

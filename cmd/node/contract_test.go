@@ -520,9 +520,13 @@ func TestContract_K9_LoadsPreIdentityMessageLogs(t *testing.T) {
 		t.Errorf("ReadFrom(6) first event: got %s, want tool/result seq 6 with message id legacy-message:%s:5", suffix[0], id)
 	}
 	// Read-side normalisation never rewrites the stored bytes.
-	raw := string(ctReadRaw(t, n, id).GetContent())
+	rr := ctReadRaw(t, n, id)
+	raw := string(rr.GetContent())
 	if !strings.HasSuffix(raw, strings.Join(ctLegacyMessageLog(), "\n")+"\n") {
 		t.Errorf("ReadRaw: got %q, want the stored legacy lines verbatim", raw)
+	}
+	if rr.GetRevision() == "" || rr.GetRevision() != ctRevision(t, n, id) {
+		t.Errorf("ReadRaw revision %q, want the session's %q", rr.GetRevision(), ctRevision(t, n, id))
 	}
 }
 
