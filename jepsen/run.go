@@ -224,6 +224,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if nemesisErr != nil {
 		rep = withUnknown(rep, "nemesis", nemesisErr.Error())
 	}
+	for _, f := range r.faults {
+		// A fault that did not take effect tested nothing: the run proves
+		// less than it claims.
+		if !f.Injected || !f.Verified {
+			rep = withUnknown(rep, "nemesis", fmt.Sprintf("%s on %v at %.1f s was not verified to take effect: %s",
+				f.Fault, f.Targets, float64(f.Start)/1e9, f.Note))
+		}
+	}
 	sum := r.summary(ops, rep)
 	res := &Result{Dir: cfg.Out, Summary: sum, Report: rep}
 	if err := writeJSON(filepath.Join(cfg.Out, "summary.json"), sum); err != nil {

@@ -366,15 +366,44 @@ func (w *leaseWorkload) step(ctx context.Context, r *run, p *proc) {
 		rd := readOp(ctx, r, p, a.session, nil)
 		if rd.Type == history.OK {
 			a.next, a.sync = rd.NextSeq, false
+			if a.unsure != "" {
+				// Did the turn/start with the unknown outcome land?
+				for _, id := range rd.Events {
+					if id == a.unsure {
+						a.inTurn = true
+					}
+				}
+				a.unsure = ""
+			}
 		}
 		return
 	}
 	if a.epoch == 0 {
 		done := prepareOp(ctx, r, p, a.session, a.owner, w.ttl)
 		if done.Type == history.OK {
-			a.epoch, a.next = done.Epoch, done.NextSeq
+			// Prepare committed the crash repair of the previous owner's open
+			// turn (its closers); this owner opens its own turn next.
+			a.epoch, a.next, a.inTurn = done.Epoch, done.NextSeq, false
 		} else {
 			time.Sleep(time.Duration(200+p.rng.Intn(600)) * time.Millisecond) // someone else holds it
+		}
+		return
+	}
+	if !a.inTurn {
+		// Each owner works inside one turn it never closes: the next owner's
+		// Prepare must repair it.
+		m := r.marker(p.id)
+		ev := history.MarkedEvent("turn/start", m, fmt.Sprintf(`"turn":%d`, a.epoch), a.next, time.Now().UnixMilli())
+		done := appendOp(ctx, r, p, a.session, a.next, a.epoch, []string{ev}, []string{m})
+		switch {
+		case done.Type == history.OK:
+			a.next, a.inTurn = done.NextSeq, true
+		case done.Reason == "LEASE_FENCED":
+			a.epoch = 0
+		case done.Type == history.Info:
+			a.sync, a.unsure = true, m
+		case done.Reason == "SEQ_MISMATCH":
+			a.sync = true
 		}
 		return
 	}
