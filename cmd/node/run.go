@@ -15,6 +15,8 @@ Usage:
   node [serve] [flags]     run a node (the default subcommand)
   node status [flags]      print a running node's view of the cluster and its members
   node leave [flags]       make a running node leave the cluster
+  node export [flags]      export sessions as a reference JSONL root (directory, .tar or .tar.zst)
+  node import [flags] SRC  import a reference JSONL root or an export through the API
   node bench [flags]       measure append throughput and latency against a running node
 
 Run 'node <subcommand> --help' for the flags of each.
@@ -36,6 +38,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = leaveCmd(ctx, args, stdout, stderr)
 	case "bench":
 		err = bench(ctx, args, stdout, stderr)
+	case "export":
+		err = exportCmd(ctx, args, stdout, stderr)
+	case "import":
+		err = importCmd(ctx, args, stdout, stderr)
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -1,0 +1,55 @@
+// Package archive exports a cluster's sessions as a reference JSONL root and
+// imports reference roots (and such exports) back through the API (issue 6).
+//
+// # The export format
+//
+// An export is a reference JSONL root (persistence-spec §6.2) that the
+// reference harness opens as it is:
+//
+//	<projectKey(cwd)>|_no-cwd/<encodeSegment(id)>/session.jsonl.zstd   --compression zstd (default)
+//	<projectKey(cwd)>|_no-cwd/<encodeSegment(id)>/session.jsonl        --compression none
+//	manifest.json                                                       written last
+//
+// written either as a directory or as the entries of a tar file (optionally
+// compressed as a whole with zstd). A session file holds exactly the text
+// ReadRaw returned: the header line, then one line per stored event, bytes
+// verbatim. In zstd mode the first frame is the header line alone and the
+// events follow in frames of at most about 1 MiB of text (one larger event
+// gets a frame of its own), every frame with its content checksum, as the
+// reference's zstd mode writes them (§6.6). The manifest (see Manifest)
+// records where the export started (the applied Raft index), its filters, and
+// per session the revision it was read at, its event count and the SHA-256 of
+// its text.
+//
+// Every session is consistent at one revision: the one its ReadRaw returned
+// (a linearizable read). The set of sessions is the one materialised at the
+// start: the linearizable listing that follows the Status call whose applied
+// index the manifest records; a session registered after that index is left
+// out even where paging lets it into the listing.
+//
+// What is not exported: leases (ownership by an agent host, with their
+// epochs) and pending plan-mode selections and approved plan exits. They are
+// replicated state beside the log, not the log: the reference's own JSONL
+// root has no place for them, and an imported session starts cold (no
+// lease, epoch 0, nothing pending). Request-id deduplication records are not
+// exported either.
+//
+// # Memory
+//
+// An export holds at most a few sessions at once (those being read ahead, see
+// ExportOptions.Parallel) and writes each session file as soon as it is
+// encoded: memory is bounded by the largest sessions, not by the size of the
+// export. The manifest keeps one small record per session until it is written.
+// An import holds one session per worker.
+//
+// # Import
+//
+// Import reads a reference root (either encoding, packed chunk rows expanded,
+// torn tails dropped as the reference drops them: storage.WalkRoot) or an
+// archive written by Export, validates each session completely (header and
+// every event, with the API's own checks) before writing anything for it,
+// and then creates it and appends its events in batches. Import is idempotent:
+// re-running an interrupted import completes it without duplicating
+// anything, and a session that exists with different content is a conflict,
+// reported and left untouched (see Import for the rules).
+package archive
