@@ -295,6 +295,16 @@ var anomalies = []anomaly{
 		b.do(read(1, "s"), info())
 		b.setFinal("s", "c:1:10", "p1-1")
 	}},
+	{name: "a node never serves after the last fault", checker: NameLiveness, want: Unknown, opt: Options{MinOKBeforeFaults: 1, MinFaults: 1}, build: func(b *hb) {
+		on := func(o history.Op, n string) history.Op { o.Node = n; return o }
+		b.do(on(app(1, "s", 0, 0, "p1-1"), "n1"), appOK(1, "c:1:10"))
+		b.nemesis(ActionInject, true)
+		b.nemesis(ActionHeal, true)
+		b.do(on(read(1, "s"), "n1"), readOK("c:1:10", "p1-1"))
+		b.do(on(read(2, "s"), "n2"), info())
+		b.do(on(read(2, "s"), "n2"), fail("NO_LEADER"))
+		b.setFinal("s", "c:1:10", "p1-1")
+	}},
 }
 
 func TestCheckersAnomalies(t *testing.T) {

@@ -130,7 +130,7 @@ const (
 //   - at least one OK client operation.
 func Liveness(h *History, opt Options) Result {
 	v := h.newVerdict(NameLiveness)
-	firstInject, lastHeal := -1, -1
+	firstInject, lastHeal, lastFaultHeal := -1, -1, -1
 	injected, injectFailed, heals := 0, 0, 0
 	for i, o := range h.Ops {
 		if o.F != history.FNemesis {
@@ -153,8 +153,37 @@ func Liveness(h *History, opt Options) Result {
 		case ActionHeal:
 			lastHeal = i
 			heals++
+			if nv.Fault != "all" {
+				lastFaultHeal = i
+			}
 		}
 	}
+	// Every node that clients used in the healed window after the last fault
+	// (before the final heal of everything, when the workers stop) must have
+	// answered at least one of them successfully: a node that never recovers
+	// leaves its clients without service.
+	nodeUsed, nodeOK := map[string]bool{}, map[string]bool{}
+	for i, o := range h.Ops {
+		if !isClient(o) || o.Node == "" || i <= lastFaultHeal || (lastHeal > lastFaultHeal && i > lastHeal) {
+			continue
+		}
+		if o.Type == history.Invoke {
+			nodeUsed[o.Node] = true
+		} else if o.Type == history.OK {
+			nodeOK[o.Node] = true
+		}
+	}
+	var usedNodes []string
+	for n := range nodeUsed {
+		usedNodes = append(usedNodes, n)
+	}
+	sort.Strings(usedNodes)
+	for _, n := range usedNodes {
+		if !nodeOK[n] {
+			v.unknown("", nil, "no operation sent to %s succeeded in the healed window after the last fault", n)
+		}
+	}
+	v.stats["nodes_serving_after_last_fault"] = len(nodeOK)
 	counts := map[history.F]map[history.Type]int{}
 	okBefore, okTotal := 0, 0
 	usedAfter := map[history.F]bool{}
