@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -178,9 +179,29 @@ func (s *memSink) Add(rel string, data []byte) error {
 	s.order = append(s.order, rel)
 	return nil
 }
-func (s *memSink) Finish(m []byte) error { s.manifest = m; return nil }
-func (s *memSink) Abort()                { s.aborted = true }
-func (s *memSink) Where() string         { return "memory" }
+func (s *memSink) Finish(r io.Reader, size int64) error {
+	m, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	if int64(len(m)) != size {
+		return fmt.Errorf("manifest of %d bytes, announced %d", len(m), size)
+	}
+	s.manifest = m
+	return nil
+}
+func (s *memSink) Abort()        { s.aborted = true }
+func (s *memSink) Where() string { return "memory" }
+
+// parsed is the manifest the sink received.
+func (s *memSink) parsed(t *testing.T) *Manifest {
+	t.Helper()
+	m, err := parseManifest(s.manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
 
 // Export reads ahead a bounded number of sessions (memory does not grow
 // with the export), writes them in listing order across pages, records a
@@ -201,11 +222,14 @@ func TestArchiveExportIsBoundedOrderedAndSkipsLaterRegistrations(t *testing.T) {
 		return nil
 	}
 	sink := &memSink{st: st, files: map[string][]byte{}}
-	res, err := Export(context.Background(), st, sink, ExportOptions{Parallel: 3, PageSize: 7})
+	res, err := Export(context.Background(), st, sink, ExportOptions{Parallel: 3, PageSize: 7, TempDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := res.Manifest
+	if res.Manifest.Sessions != nil || res.Sessions != 39 || res.Events != 39*3 {
+		t.Errorf("result: %d entries held, %d sessions, %d events", len(res.Manifest.Sessions), res.Sessions, res.Events)
+	}
+	m := sink.parsed(t)
 	if len(m.Sessions) != 39 || len(m.Failed) != 1 || m.Failed[0].ID != "s07" || !strings.Contains(m.Failed[0].Error, "vanished") {
 		t.Fatalf("%d sessions, failed %+v", len(m.Sessions), m.Failed)
 	}
@@ -546,5 +570,39 @@ func TestArchiveRevisionIncarnation(t *testing.T) {
 		if _, ok := revisionIncarnation(rev); ok {
 			t.Errorf("%q parsed", rev)
 		}
+	}
+}
+
+// A session registered before the start but materialised only during the
+// export (after the first pass) is left out: the second pass exports exactly
+// the sessions the first pass selected.
+func TestArchiveExportLeavesOutSessionsMaterialisedDuringIt(t *testing.T) {
+	st := newFakeStore()
+	for i := range 12 {
+		st.put(fmt.Sprintf("s%02d", i), evs(2, 5)...)
+	}
+	cwd := "/p"
+	st.mu.Lock()
+	// Registered (incarnation below the start index) but not materialised.
+	st.sessions["s05-empty"] = &fakeSession{header: sessionstore.Header{ID: "s05-empty", CreatedAt: 1, Cwd: &cwd}, incarnation: 1, last: 1}
+	st.mu.Unlock()
+	sink := &memSink{st: st, files: map[string][]byte{}}
+	res, err := Export(context.Background(), st, sink, ExportOptions{Parallel: 2, PageSize: 5, TempDir: t.TempDir(),
+		AfterList: func() {
+			st.mu.Lock()
+			st.sessions["s05-empty"].events = evs(1, 5) // its first append lands now
+			st.mu.Unlock()
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := sink.parsed(t)
+	for _, s := range m.Sessions {
+		if s.ID == "s05-empty" {
+			t.Fatal("a session materialised after the start was exported")
+		}
+	}
+	if len(m.Sessions) != 12 || res.Sessions != 12 {
+		t.Fatalf("%d sessions exported, want 12", len(m.Sessions))
 	}
 }

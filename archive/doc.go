@@ -25,7 +25,10 @@
 // (a linearizable read). The set of sessions is the one materialised at the
 // start: the linearizable listing that follows the Status call whose applied
 // index the manifest records; a session registered after that index is left
-// out even where paging lets it into the listing.
+// out even where paging lets it into the listing. The listing is paged
+// through as the export goes, so a session registered before that index but
+// listed only later (sessions are listed from their first append) can still
+// come in while its page is ahead.
 //
 // What is not exported: leases (ownership by an agent host, with their
 // epochs) and pending plan-mode selections and approved plan exits. They are
@@ -36,11 +39,21 @@
 //
 // # Memory
 //
-// An export holds at most a few sessions at once (those being read ahead, see
+// An export's memory does not grow with the number of sessions. It holds at
+// most a few sessions at once (those being read ahead, see
 // ExportOptions.Parallel) and writes each session file as soon as it is
 // encoded: memory is bounded by the largest sessions, not by the size of the
-// export. The manifest keeps one small record per session until it is written.
-// An import holds one session per worker.
+// export. The listing is paged through as the export goes (one page in
+// memory), after a first pass that only counts the sessions for progress.
+// Each session's manifest entry is appended to a temporary file (JSON
+// lines, beside the output for `node export`, removed however the export
+// ends) and manifest.json is streamed from it at the end, so no manifest is
+// ever held whole. What is kept per session is only what is rare or asked
+// for: the failed sessions (the manifest's Failed list) and the ids given
+// with ExportOptions.Sessions.
+//
+// An import holds one session per worker, and the manifest of the source
+// whole (up to maxManifestBytes, 256 MiB: about 800,000 sessions).
 //
 // # Import
 //

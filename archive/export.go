@@ -1,10 +1,14 @@
 package archive
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -51,19 +55,43 @@ type ExportOptions struct {
 	PageSize int
 	// MaxFrameBytes bounds a zstd frame's plaintext (default 1 MiB).
 	MaxFrameBytes int
-	// Started is called once the set of sessions is fixed, with its size.
+	// TempDir is where the manifest's session entries wait, one JSON line
+	// each, until manifest.json is written (a hidden file, removed however
+	// the export ends). Default, and fallback when TempDir refuses the
+	// file: os.TempDir(). `node export` uses the output's parent directory
+	// (on many systems /tmp is memory).
+	TempDir string
+	// Started is called before any session is read, with the number of
+	// sessions selected by a first pass over the listing (counting only),
+	// for progress. The export itself pages through the listing again as
+	// it goes (except with Sessions: the few selected are kept from the
+	// first pass); the two agree but for a session registered before the
+	// start whose first append lands in between (a session is listed once
+	// it has events, and none is ever removed).
 	Started func(m *Manifest, total int)
 	// Exported is called after each session is written (or has failed,
 	// with err set).
 	Exported func(s ManifestSession, err error)
-	// AfterList, if set, runs after the listing, before any session is
-	// read (tests use it to change the cluster mid-export).
+	// AfterList, if set, runs after the first pass over the listing, before
+	// the export's own and before any session is read (tests use it to
+	// change the cluster mid-export).
 	AfterList func()
 }
 
 // ExportResult is the outcome of an export.
 type ExportResult struct {
+	// Manifest is the manifest written, without its session entries: they
+	// are in the manifest.json written to the sink (holding them would grow
+	// with the export). Failed is complete (failures are few, and kept in
+	// memory).
 	Manifest *Manifest
+	// Sessions, Events, TextBytes and Bytes total the manifest's session
+	// entries: sessions exported, their events, decoded text and bytes
+	// written.
+	Sessions  int
+	Events    int64
+	TextBytes int64
+	Bytes     int64
 	// Missing are the requested ids (ExportOptions.Sessions) that were not
 	// materialised sessions at the start (or were filtered out by the other
 	// filters).
@@ -81,6 +109,14 @@ func (r *ExportResult) Problems() int { return len(r.Missing) + len(r.Manifest.F
 // (and passed to Exported) and the export goes on; an error is returned only
 // when the export as a whole fails (the start, the sink, the context), in
 // which case the sink is aborted.
+//
+// Memory does not grow with the export: the listing is paged through as
+// sessions are exported (after a first pass that only counts them; the
+// sessions of requested ids, few, are kept from that pass instead), at most
+// about Parallel+2 sessions are held at once, and the manifest's session
+// entries are spilled to a temporary file (see ExportOptions.TempDir) from
+// which manifest.json is streamed at the end. What stays in memory is the
+// Failed list and, with ExportOptions.Sessions, the requested ids.
 func Export(ctx context.Context, st Store, sink Sink, opts ExportOptions) (res *ExportResult, err error) {
 	defer func() {
 		if err != nil {
@@ -118,24 +154,72 @@ func Export(ctx context.Context, st Store, sink Sink, opts ExportOptions) (res *
 		Filters:             Filters{Sessions: opts.Sessions, CwdPrefix: opts.CwdPrefix},
 		Compression:         opts.Compression,
 		NotExported:         NotExported,
-		Sessions:            []ManifestSession{},
 	}
 	if !opts.Since.IsZero() {
 		m.Filters.Since = opts.Since.UTC().Format(time.RFC3339Nano)
 	}
-	selected, missing, err := listSelected(ctx, st, m.AppliedIndexAtStart, opts)
+	// A first pass over the listing counts the sessions for progress; the
+	// export pages through it again as it goes. Requested ids are few: their
+	// sessions are kept from the first pass instead.
+	sel := newSelection(st, m.AppliedIndexAtStart, opts)
+	total := 0
+	var held []*sessionpb.SessionSnapshot
+	// The first pass also records the selected ids (in listing order) in a
+	// temporary file: the second pass exports exactly those, so a session
+	// materialised after the start (listed only by the later pass) is left
+	// out, with memory independent of the number of sessions.
+	startSet, err := newIDFile(opts.TempDir)
 	if err != nil {
 		return nil, err
 	}
-	res = &ExportResult{Manifest: m, Missing: missing}
+	defer startSet.close()
+	if err := sel.each(ctx, func(s *sessionpb.SessionSnapshot) error {
+		total++
+		if len(sel.want) > 0 {
+			held = append(held, s)
+			return nil
+		}
+		return startSet.add(s.GetHeader().GetId())
+	}); err != nil {
+		return nil, err
+	}
+	pass := func(ctx context.Context, fn func(*sessionpb.SessionSnapshot) error) error {
+		cur, err := startSet.reader()
+		if err != nil {
+			return err
+		}
+		return sel.each(ctx, func(s *sessionpb.SessionSnapshot) error {
+			ok, err := cur.contains(s.GetHeader().GetId())
+			if err != nil || !ok {
+				return err // not selected at the start: materialised since
+			}
+			return fn(s)
+		})
+	}
+	if len(sel.want) > 0 {
+		pass = func(_ context.Context, fn func(*sessionpb.SessionSnapshot) error) error {
+			for _, s := range held {
+				if err := fn(s); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	spill, err := newManifestSpill(opts.TempDir)
+	if err != nil {
+		return nil, err
+	}
+	defer spill.close()
+	res = &ExportResult{Manifest: m}
 	if opts.Started != nil {
-		opts.Started(m, len(selected))
+		opts.Started(m, total)
 	}
 	if opts.AfterList != nil {
 		opts.AfterList()
 	}
 
-	err = exportSessions(ctx, st, selected, opts, func(r exported) error {
+	err = exportSessions(ctx, st, pass, opts, func(r exported) error {
 		if r.err != nil {
 			m.Failed = append(m.Failed, ManifestFailure{ID: r.id, Error: r.err.Error()})
 			if opts.Exported != nil {
@@ -146,7 +230,13 @@ func Export(ctx context.Context, st Store, sink Sink, opts ExportOptions) (res *
 		if err := sink.Add(r.entry.Path, r.data); err != nil {
 			return fmt.Errorf("write %s: %w", r.entry.Path, err)
 		}
-		m.Sessions = append(m.Sessions, r.entry)
+		if err := spill.add(r.entry); err != nil {
+			return err
+		}
+		res.Sessions++
+		res.Events += r.entry.Events
+		res.TextBytes += r.entry.TextBytes
+		res.Bytes += r.entry.Bytes
 		if opts.Exported != nil {
 			opts.Exported(r.entry, nil)
 		}
@@ -155,67 +245,94 @@ func Export(ctx context.Context, st Store, sink Sink, opts ExportOptions) (res *
 	if err != nil {
 		return nil, err
 	}
+	res.Missing = sel.missing()
 	m.FinishedAt = time.Now().UTC()
-	data, err := m.encode()
+	manifest, size, err := spill.reader(m)
 	if err != nil {
 		return nil, err
 	}
-	if err := sink.Finish(data); err != nil {
+	if err := sink.Finish(manifest, size); err != nil {
 		return nil, fmt.Errorf("finish %s: %w", sink.Where(), err)
 	}
 	res.Elapsed = time.Since(start)
 	return res, nil
 }
 
-// listSelected pages through the materialised sessions and applies the
-// filters. A session whose revision says it was registered after the start
-// index is left out (paging reads later states than the first page).
-func listSelected(ctx context.Context, st Store, startIndex uint64, opts ExportOptions) ([]*sessionpb.SessionSnapshot, []string, error) {
-	want := map[string]bool{}
+// selection is the export's set of sessions: the materialised sessions, as
+// the listing pages through them, that pass the filters. A session whose
+// revision says it was registered after the start index is left out
+// (paging reads later states than the first page), which keeps the set the
+// one of the start however long the export takes.
+type selection struct {
+	st         Store
+	startIndex uint64
+	pageSize   int
+	cwdPrefix  string
+	sinceMs    int64
+	want       map[string]bool // ExportOptions.Sessions, if any
+	found      map[string]bool // the wanted ids selected
+	ids        []string        // ExportOptions.Sessions, for missing
+}
+
+func newSelection(st Store, startIndex uint64, opts ExportOptions) *selection {
+	s := &selection{st: st, startIndex: startIndex, pageSize: opts.PageSize, cwdPrefix: opts.CwdPrefix,
+		want: map[string]bool{}, found: map[string]bool{}, ids: opts.Sessions}
 	for _, id := range opts.Sessions {
-		want[id] = true
+		s.want[id] = true
 	}
-	var sinceMs int64
 	if !opts.Since.IsZero() {
-		sinceMs = opts.Since.UnixMilli()
+		s.sinceMs = opts.Since.UnixMilli()
 	}
-	var out []*sessionpb.SessionSnapshot
-	found := map[string]bool{}
+	return s
+}
+
+// each pages through the listing and calls fn with each selected session,
+// in listing order, one page in memory at a time. It stops at fn's first
+// error and returns it.
+func (s *selection) each(ctx context.Context, fn func(*sessionpb.SessionSnapshot) error) error {
 	token := ""
 	for {
-		resp, err := st.ListSnapshots(ctx, &sessionpb.ListSnapshotsRequest{
-			Consistency: sessionpb.Consistency_LINEARIZABLE, PageSize: int32(opts.PageSize),
-			PageToken: token, CwdPrefix: opts.CwdPrefix})
+		resp, err := s.st.ListSnapshots(ctx, &sessionpb.ListSnapshotsRequest{
+			Consistency: sessionpb.Consistency_LINEARIZABLE, PageSize: int32(s.pageSize),
+			PageToken: token, CwdPrefix: s.cwdPrefix})
 		if err != nil {
-			return nil, nil, fmt.Errorf("list sessions: %w", err)
+			return fmt.Errorf("list sessions: %w", err)
 		}
-		for _, s := range resp.GetSnapshots() {
-			h := s.GetHeader()
-			if len(want) > 0 && !want[h.GetId()] {
+		for _, snap := range resp.GetSnapshots() {
+			h := snap.GetHeader()
+			if len(s.want) > 0 && !s.want[h.GetId()] {
 				continue
 			}
-			if inc, ok := revisionIncarnation(s.GetRevision()); ok && inc > startIndex {
+			if inc, ok := revisionIncarnation(snap.GetRevision()); ok && inc > s.startIndex {
 				continue // registered after the export began
 			}
-			if sinceMs > 0 && h.GetCreatedAt() < sinceMs {
+			if s.sinceMs > 0 && h.GetCreatedAt() < s.sinceMs {
 				continue
 			}
-			found[h.GetId()] = true
-			out = append(out, s)
+			if len(s.want) > 0 {
+				s.found[h.GetId()] = true
+			}
+			if err := fn(snap); err != nil {
+				return err
+			}
 		}
 		token = resp.GetNextPageToken()
 		if token == "" {
-			break
+			return nil
 		}
 	}
-	var missing []string
-	for _, id := range opts.Sessions {
-		if !found[id] {
-			missing = append(missing, id)
-			found[id] = true // report a repeated id once
+}
+
+// missing is the requested ids not selected, each once.
+func (s *selection) missing() []string {
+	var out []string
+	for _, id := range s.ids {
+		if !s.found[id] {
+			out = append(out, id)
+			s.found[id] = true // report a repeated id once
 		}
 	}
-	return out, missing, nil
+	return out
 }
 
 // revisionIncarnation extracts the Raft index of the Create that registered
@@ -242,12 +359,12 @@ type exported struct {
 	err   error
 }
 
-// exportSessions reads and encodes the sessions with opts.Parallel workers
-// and hands them to write in listing order. At most about Parallel+2
-// sessions are in memory at once.
-func exportSessions(ctx context.Context, st Store, selected []*sessionpb.SessionSnapshot, opts ExportOptions, write func(exported) error) error {
+// exportSessions takes the sessions from pass (a selection's pages, as it
+// goes), reads and encodes them with opts.Parallel workers and hands them to
+// write in listing order. At most about Parallel+2 sessions are in memory at
+// once, and what pass holds (one page of the listing).
+func exportSessions(ctx context.Context, st Store, pass func(context.Context, func(*sessionpb.SessionSnapshot) error) error, opts ExportOptions, write func(exported) error) error {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	type job struct {
 		snap *sessionpb.SessionSnapshot
 		done chan exported // buffered: a worker never blocks on it
@@ -255,7 +372,10 @@ func exportSessions(ctx context.Context, st Store, selected []*sessionpb.Session
 	jobs := make(chan *job)
 	order := make(chan *job, opts.Parallel)
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer func() {
+		cancel() // first: a lister or worker may be waiting on a send
+		wg.Wait()
+	}()
 	for range opts.Parallel {
 		wg.Add(1)
 		go func() {
@@ -265,23 +385,28 @@ func exportSessions(ctx context.Context, st Store, selected []*sessionpb.Session
 			}
 		}()
 	}
+	var listErr error // set before order is closed
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		defer close(order)
 		defer close(jobs)
-		for _, s := range selected {
+		err := pass(ctx, func(s *sessionpb.SessionSnapshot) error {
 			j := &job{snap: s, done: make(chan exported, 1)}
 			select {
 			case order <- j:
 			case <-ctx.Done():
-				return
+				return ctx.Err()
 			}
 			select {
 			case jobs <- j:
 			case <-ctx.Done():
-				return
+				return ctx.Err()
 			}
+			return nil
+		})
+		if err != nil && ctx.Err() == nil {
+			listErr = err
 		}
 	}()
 	for j := range order {
@@ -297,6 +422,9 @@ func exportSessions(ctx context.Context, st Store, selected []*sessionpb.Session
 		if err := write(r); err != nil {
 			return err
 		}
+	}
+	if listErr != nil {
+		return listErr
 	}
 	return ctx.Err()
 }
@@ -365,4 +493,78 @@ func encodeFrames(text []byte, headerEnd, maxFrame int) []byte {
 		out = storage.EncodeFrame(out, text[start:end])
 	}
 	return out
+}
+
+// idFile is a temporary file of session ids, one JSON string a line, in
+// listing (byte) order.
+type idFile struct {
+	f *os.File
+	w *bufio.Writer
+}
+
+func newIDFile(dir string) (*idFile, error) {
+	const pattern = ".sessionstore-export-*.ids"
+	f, err := os.CreateTemp(dir, pattern)
+	if err != nil && dir != "" {
+		f, err = os.CreateTemp("", pattern)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("export id file: %w", err)
+	}
+	return &idFile{f: f, w: bufio.NewWriterSize(f, 64<<10)}, nil
+}
+
+func (i *idFile) add(id string) error {
+	b, err := json.Marshal(id)
+	if err != nil {
+		return err
+	}
+	if _, err := i.w.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("export id file: %w", err)
+	}
+	return nil
+}
+
+// reader flushes the file and returns a cursor over it from the start.
+func (i *idFile) reader() (*idCursor, error) {
+	if err := i.w.Flush(); err != nil {
+		return nil, fmt.Errorf("export id file: %w", err)
+	}
+	if _, err := i.f.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	sc := bufio.NewScanner(i.f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	return &idCursor{sc: sc}, nil
+}
+
+func (i *idFile) close() {
+	name := i.f.Name()
+	_ = i.f.Close()
+	_ = os.Remove(name)
+}
+
+// idCursor answers membership for ids asked in ascending order.
+type idCursor struct {
+	sc   *bufio.Scanner
+	cur  string
+	have bool
+	done bool
+}
+
+func (c *idCursor) contains(id string) (bool, error) {
+	for !c.done && (!c.have || c.cur < id) {
+		if !c.sc.Scan() {
+			if err := c.sc.Err(); err != nil {
+				return false, fmt.Errorf("export id file: %w", err)
+			}
+			c.done, c.have = true, false
+			break
+		}
+		if err := json.Unmarshal(c.sc.Bytes(), &c.cur); err != nil {
+			return false, fmt.Errorf("export id file: %w", err)
+		}
+		c.have = true
+	}
+	return c.have && c.cur == id, nil
 }

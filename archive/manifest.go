@@ -1,10 +1,15 @@
 package archive
 
 import (
+	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"os"
 	"time"
 
 	"github.com/sessionstore/sessionstore"
@@ -29,7 +34,10 @@ const (
 // NotExported is what the manifest says an export leaves out.
 const NotExported = "leases (owners and epochs), pending plan-mode selections and approved plan exits, and request-id deduplication records: state beside the logs, not the logs; imported sessions start cold"
 
-// Manifest is manifest.json, the last entry of an export.
+// Manifest is manifest.json, the last entry of an export. An export never
+// holds it whole: Export streams the session entries into it (see
+// manifestSpill), and its result's Manifest has no Sessions. Import reads
+// it whole (up to maxManifestBytes).
 type Manifest struct {
 	Format        string `json:"format"`         // ManifestFormat
 	FormatVersion int    `json:"format_version"` // ManifestVersion
@@ -138,4 +146,159 @@ func headerToPB(h sessionstore.Header) *sessionpb.SessionHeader {
 		out.DelegationDepth = &d
 	}
 	return out
+}
+
+// manifestSpill keeps an export's session entries out of memory: each entry
+// is appended to a temporary file as one JSON line when its session is
+// written, and manifest.json is rendered from that file at the end, entry
+// by entry (see reader). It also counts the bytes the entries will take in
+// manifest.json, since a tar header needs the size before the content.
+type manifestSpill struct {
+	f       *os.File
+	w       *bufio.Writer
+	n       int   // entries spilled
+	body    int64 // bytes of the entries in manifest.json, separators included
+	scratch bytes.Buffer
+}
+
+// manifestIndent is how json.MarshalIndent(m, "", "  ") indents an element
+// of the manifest's sessions array: the prefix of its lines after the first.
+const manifestIndent = "    "
+
+// newManifestSpill creates the spill file in dir (os.TempDir() if empty,
+// and as a fallback when dir refuses it).
+func newManifestSpill(dir string) (*manifestSpill, error) {
+	const pattern = ".sessionstore-export-*.manifest.jsonl"
+	f, err := os.CreateTemp(dir, pattern)
+	if err != nil && dir != "" {
+		f, err = os.CreateTemp("", pattern)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("manifest spill file: %w", err)
+	}
+	return &manifestSpill{f: f, w: bufio.NewWriterSize(f, 64<<10)}, nil
+}
+
+// add appends one entry.
+func (s *manifestSpill) add(e ManifestSession) error {
+	line, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	s.scratch.Reset()
+	if err := json.Indent(&s.scratch, line, manifestIndent, "  "); err != nil {
+		return err
+	}
+	// ",\n    " before every entry but the first, which has "\n    ".
+	s.body += int64(len("\n"+manifestIndent) + s.scratch.Len())
+	if s.n > 0 {
+		s.body++
+	}
+	s.n++
+	if _, err := s.w.Write(line); err != nil {
+		return fmt.Errorf("manifest spill file: %w", err)
+	}
+	if err := s.w.WriteByte('\n'); err != nil {
+		return fmt.Errorf("manifest spill file: %w", err)
+	}
+	return nil
+}
+
+// sessionsKey is where json.MarshalIndent(m, "", "  ") puts the manifest's
+// sessions array when it is empty. Only the top level is indented by two
+// spaces (Filters.Sessions is at four), and a quote inside a JSON string is
+// escaped, so the match is unique.
+const sessionsKey = "\n  \"sessions\": []"
+
+// reader renders manifest.json (head and Failed from m, whose Sessions must
+// be empty; the sessions from the spill file), byte for byte what
+// json.MarshalIndent(m, "", "  ") plus a newline gives for the manifest
+// with every entry in memory, and returns its size.
+func (s *manifestSpill) reader(m *Manifest) (io.Reader, int64, error) {
+	if len(m.Sessions) != 0 {
+		return nil, 0, errors.New("manifest: the session entries are in the spill file, not in memory")
+	}
+	head := *m
+	head.Sessions = []ManifestSession{} // "sessions": [], to be filled
+	data, err := head.encode()
+	if err != nil {
+		return nil, 0, err
+	}
+	i := bytes.Index(data, []byte(sessionsKey))
+	if i < 0 || bytes.Count(data, []byte(sessionsKey)) != 1 {
+		return nil, 0, errors.New("manifest: no unique sessions array to fill")
+	}
+	open := i + len(sessionsKey) - 1 // just past "["
+	prefix, tail := data[:open], data[open:]
+	size := int64(len(data))
+	if s.n > 0 {
+		size += s.body + int64(len("\n  "))
+		tail = append([]byte("\n  "), tail...)
+	}
+	if err := s.w.Flush(); err != nil {
+		return nil, 0, fmt.Errorf("manifest spill file: %w", err)
+	}
+	if _, err := s.f.Seek(0, io.SeekStart); err != nil {
+		return nil, 0, fmt.Errorf("manifest spill file: %w", err)
+	}
+	sc := bufio.NewScanner(bufio.NewReaderSize(s.f, 64<<10))
+	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
+	r := &manifestReader{pending: prefix, sc: sc, want: s.n, tail: tail}
+	return r, size, nil
+}
+
+// close closes and removes the spill file.
+func (s *manifestSpill) close() {
+	s.f.Close()
+	os.Remove(s.f.Name())
+}
+
+// manifestReader streams manifest.json: the head, each spilled entry
+// indented as an element of the sessions array, then the tail.
+type manifestReader struct {
+	pending []byte
+	sc      *bufio.Scanner
+	buf     bytes.Buffer
+	n, want int // entries rendered, entries spilled
+	tail    []byte
+	done    bool // the tail is pending or sent
+}
+
+func (r *manifestReader) Read(p []byte) (int, error) {
+	for len(r.pending) == 0 {
+		if r.done {
+			return 0, io.EOF
+		}
+		if err := r.next(); err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, r.pending)
+	r.pending = r.pending[n:]
+	return n, nil
+}
+
+// next makes the next piece pending: an entry, or the tail.
+func (r *manifestReader) next() error {
+	if !r.sc.Scan() {
+		if err := r.sc.Err(); err != nil {
+			return fmt.Errorf("manifest spill file: %w", err)
+		}
+		if r.n != r.want {
+			return fmt.Errorf("manifest spill file: %d entries, want %d", r.n, r.want)
+		}
+		r.pending, r.done = r.tail, true
+		return nil
+	}
+	r.buf.Reset()
+	if r.n > 0 {
+		r.buf.WriteByte(',')
+	}
+	r.buf.WriteString("\n" + manifestIndent)
+	if err := json.Indent(&r.buf, r.sc.Bytes(), manifestIndent, "  "); err != nil {
+		return fmt.Errorf("manifest spill file: %w", err)
+	}
+	r.n++
+	r.pending = r.buf.Bytes()
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -70,12 +71,16 @@ tree as a tar file, zstd-compressed as a whole when the name ends in .tar.zst.
 The set of sessions is fixed at the start (sessions registered later are left
 out); each session is read linearizably at one revision, recorded in the
 manifest. Sessions are streamed: memory holds a few sessions, whatever the
-size of the export. Leases and pending plan-mode selections are not exported
-(they are state beside the logs, not the logs): imported sessions start cold.
+size of the export (the listing is paged through as the export goes, and
+the manifest's entries wait in a hidden temporary file beside the output
+until manifest.json is written; it is removed however the export ends).
+Leases and pending plan-mode selections are not exported (they are state
+beside the logs, not the logs): imported sessions start cold.
 A session that vanishes or cannot be read is reported and the export goes on;
 the exit status is then 1.
 
-Progress goes to stderr (a bar on a terminal, else a line every few seconds);
+Progress goes to stderr (a bar on a terminal, else a line every few seconds),
+with a total (for the ETA) counted by a first, cheap pass over the listing;
 the summary goes to stdout. Every flag can also be set as SESSIONSTORE_<FLAG>
 (e.g. SESSIONSTORE_ADDR); flags win.
 
@@ -148,6 +153,9 @@ func runExport(ctx context.Context, cfg exportConfig, stdout, stderr io.Writer) 
 	}
 	meter := newMeter(stderr, "exported")
 	opts := cfg.opts
+	if opts.TempDir == "" {
+		opts.TempDir = filepath.Dir(sink.Where()) // beside the output, not in a /tmp that may be memory
+	}
 	started, exported := opts.Started, opts.Exported
 	opts.Started = func(m *archive.Manifest, total int) {
 		meter.start(total)
@@ -188,17 +196,11 @@ func runExport(ctx context.Context, cfg exportConfig, stdout, stderr io.Writer) 
 
 func printExportSummary(w io.Writer, res *archive.ExportResult, where string) {
 	m := res.Manifest
-	var events, text, bytes int64
-	for _, s := range m.Sessions {
-		events += s.Events
-		text += s.TextBytes
-		bytes += s.Bytes
-	}
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
 	fmt.Fprintf(tw, "output\t%s\n", where)
 	fmt.Fprintf(tw, "cluster\t%s (applied index %d at the start)\n", m.ClusterID, m.AppliedIndexAtStart)
 	fmt.Fprintf(tw, "exported\t%d sessions, %d events, %s of text, %s written (compression %s)\n",
-		len(m.Sessions), events, humanBytes(text), humanBytes(bytes), m.Compression)
+		res.Sessions, res.Events, humanBytes(res.TextBytes), humanBytes(res.Bytes), m.Compression)
 	fmt.Fprintf(tw, "failed\t%d\n", len(m.Failed))
 	if len(res.Missing) > 0 {
 		fmt.Fprintf(tw, "missing\t%d (requested with --session)\n", len(res.Missing))
