@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -17,26 +18,34 @@ import (
 	pb "github.com/sessionstore/sessionstore/api/sessionpb"
 )
 
-// clFreeAddr reserves a loopback port (TCP and UDP free at the moment).
-func clFreeAddr(t *testing.T) string {
+// clFreeAddr reserves a loopback port (TCP and UDP free at the moment) for a
+// node to bind later. It picks below the kernel's ephemeral range
+// (ip_local_port_range starts at 32768 here): a port from port 0 is released
+// before the node binds it, and meanwhile any outgoing connection on the
+// machine (clients, docker-proxy, other test packages) may take it; ports
+// below that range are only ever taken by explicit binds.
+func clFreeAddr(t testing.TB) string {
 	t.Helper()
-	for i := 0; i < 20; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for i := 0; i < 200; i++ {
+		port := 20000 + clPortRand.IntN(12000)
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		l, err := net.Listen("tcp", addr)
 		if err != nil {
-			t.Fatal(err)
+			continue
 		}
-		addr := l.Addr().String()
-		l.Close()
 		u, err := net.ListenPacket("udp", addr)
+		l.Close()
 		if err != nil {
 			continue
 		}
 		u.Close()
 		return addr
 	}
-	t.Fatal("no free port")
+	t.Fatal("no free port between 20000 and 32000")
 	return ""
 }
+
+var clPortRand = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(os.Getpid())))
 
 type clNode struct {
 	*testNode

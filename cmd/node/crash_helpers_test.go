@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -128,17 +127,8 @@ func (b *crBuffer) String() string {
 	return b.b.String()
 }
 
-// crFreeAddr picks a free loopback port by listening on port 0 and closing.
-func crFreeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("pick a free port: %v", err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
+// crFreeAddr picks a free loopback port for a node process (see clFreeAddr).
+func crFreeAddr(t *testing.T) string { return clFreeAddr(t) }
 
 // crRun is one run of the node process.
 type crRun struct {
