@@ -75,7 +75,7 @@ func (f *fakeStore) ListSnapshots(_ context.Context, req *sessionpb.ListSnapshot
 			break
 		}
 		s := f.sessions[id]
-		out.Snapshots = append(out.Snapshots, &sessionpb.SessionSnapshot{Header: headerToPB(s.header), Revision: f.rev(s)})
+		out.Snapshots = append(out.Snapshots, &sessionpb.SessionSnapshot{Header: sessionpb.HeaderFromDomain(s.header), Revision: f.rev(s)})
 	}
 	return out, nil
 }
@@ -95,13 +95,13 @@ func (f *fakeStore) ReadRaw(_ context.Context, req *sessionpb.ReadRawRequest) (*
 	f.inFlight++
 	f.maxHeld = max(f.maxHeld, f.inFlight)
 	text := string(sessionlog.HeaderLine(s.header)) + "\n" + strings.Join(s.events, "\n") + "\n"
-	return &sessionpb.ReadRawResponse{Header: headerToPB(s.header), Filename: "session.jsonl", Content: []byte(text), Revision: f.rev(s)}, nil
+	return &sessionpb.ReadRawResponse{Header: sessionpb.HeaderFromDomain(s.header), Filename: "session.jsonl", Content: []byte(text), Revision: f.rev(s)}, nil
 }
 
 func (f *fakeStore) Create(_ context.Context, req *sessionpb.CreateRequest) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	h := headerFromPB(req.Header)
+	h := req.Header.Domain()
 	if s := f.sessions[h.ID]; s != nil {
 		if len(s.events) > 0 || !bytes.Equal(sessionlog.HeaderLine(s.header), sessionlog.HeaderLine(h)) {
 			return sessionstore.Errorf(sessionstore.ReasonAlreadyExists, "exists")

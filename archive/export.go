@@ -443,7 +443,7 @@ func exportOne(ctx context.Context, st Store, snap *sessionpb.SessionSnapshot, o
 		r.err = err
 		return r
 	}
-	h := headerFromPB(raw.GetHeader())
+	h := raw.GetHeader().Domain()
 	text := raw.GetContent()
 	headerLine := sessionlog.HeaderLine(h)
 	if len(text) < len(headerLine)+1 || !bytes.Equal(text[:len(headerLine)], headerLine) || text[len(headerLine)] != '\n' || text[len(text)-1] != '\n' {

@@ -399,7 +399,7 @@ func (im *importer) write(ctx context.Context, it Item, r *SessionResult) {
 		return
 	}
 	if !s.exists {
-		err := im.st.Create(ctx, &sessionpb.CreateRequest{Header: headerToPB(h), RequestId: createRequestID(h)})
+		err := im.st.Create(ctx, &sessionpb.CreateRequest{Header: sessionpb.HeaderFromDomain(h), RequestId: createRequestID(h)})
 		if errors.Is(err, sessionstore.ErrAlreadyExists) {
 			// Materialised meanwhile, or registered with another header.
 			if s, err = im.probe(ctx, h.ID); err != nil {

@@ -11,9 +11,6 @@ import (
 	"io"
 	"os"
 	"time"
-
-	"github.com/sessionstore/sessionstore"
-	"github.com/sessionstore/sessionstore/api/sessionpb"
 )
 
 // ManifestName is the manifest's name at the root of an export.
@@ -120,32 +117,6 @@ func parseManifest(data []byte) (*Manifest, error) {
 func textDigest(text []byte) string {
 	s := sha256.Sum256(text)
 	return hex.EncodeToString(s[:])
-}
-
-// headerFromPB converts an API header.
-func headerFromPB(h *sessionpb.SessionHeader) sessionstore.Header {
-	if h == nil {
-		return sessionstore.Header{}
-	}
-	out := sessionstore.Header{Version: int64(h.GetVersion()), ID: h.GetId(), CreatedAt: h.GetCreatedAt(),
-		Cwd: h.Cwd, ParentSession: h.ParentSession, SeedLength: h.SeedLength, Origin: h.Origin, AgentPreset: h.AgentPreset}
-	if h.DelegationDepth != nil {
-		d := int64(*h.DelegationDepth)
-		out.DelegationDepth = &d
-	}
-	return out
-}
-
-// headerToPB converts a header for the API; the caller has checked that
-// Version and DelegationDepth fit the API's int32 fields (fitsPB).
-func headerToPB(h sessionstore.Header) *sessionpb.SessionHeader {
-	out := &sessionpb.SessionHeader{Version: int32(h.Version), Id: h.ID, CreatedAt: h.CreatedAt, Cwd: h.Cwd,
-		ParentSession: h.ParentSession, SeedLength: h.SeedLength, Origin: h.Origin, AgentPreset: h.AgentPreset}
-	if h.DelegationDepth != nil {
-		d := int32(*h.DelegationDepth)
-		out.DelegationDepth = &d
-	}
-	return out
 }
 
 // manifestSpill keeps an export's session entries out of memory: each entry

@@ -4,8 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"github.com/sessionstore/sessionstore/internal/refdata"
+	"github.com/sessionstore/sessionstore/sessionlog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -256,55 +256,6 @@ func findRecorded(t *testing.T, name string) string {
 	return filepath.Join(refdata.RecordedDir(t), name)
 }
 
-// expandRow decodes a packed chunk row (persistence-spec §6.4).
-func expandRow(t *testing.T, typ string, line []byte) [][]byte {
-	var row struct {
-		Seq0  int64 `json:"seq0"`
-		Time0 int64 `json:"time0"`
-		Data  struct {
-			Turn, Step, Index int
-			Dt                []int64
-			Texts, Args       []string
-			ID                string
-			Name              *string
-		} `json:"data"`
-	}
-	if err := json.Unmarshal(line, &row); err != nil {
-		t.Fatal(err)
-	}
-	n := len(row.Data.Texts)
-	if typ == "tool-call-chunks" {
-		n = len(row.Data.Args)
-	}
-	if len(row.Data.Dt) != n-1 {
-		t.Fatalf("malformed %s storage row", typ)
-	}
-	var out [][]byte
-	tm := row.Time0
-	for k := 0; k < n; k++ {
-		if k > 0 {
-			tm += row.Data.Dt[k-1]
-		}
-		var chunk map[string]any
-		switch typ {
-		case "text-chunks", "reasoning-chunks":
-			kind := "text-delta"
-			if typ == "reasoning-chunks" {
-				kind = "reasoning-delta"
-			}
-			chunk = map[string]any{"type": kind, "index": row.Data.Index, "text": row.Data.Texts[k]}
-		default:
-			chunk = map[string]any{"type": "tool-call-delta", "index": row.Data.Index, "id": row.Data.ID, "argumentsDelta": row.Data.Args[k]}
-			if row.Data.Name != nil {
-				chunk["name"] = *row.Data.Name
-			}
-		}
-		data, _ := json.Marshal(map[string]any{"turn": row.Data.Turn, "step": row.Data.Step, "chunk": chunk})
-		out = append(out, []byte(fmt.Sprintf(`{"type":"assistant/chunk","seq":%d,"time":%d,"data":%s}`, row.Seq0+int64(k), tm, data)))
-	}
-	return out
-}
-
 func TestRecordedWebPlanMode(t *testing.T) {
 	f, err := os.Open(findRecorded(t, "web-plan-mode.session.jsonl"))
 	if err != nil {
@@ -325,10 +276,13 @@ func TestRecordedWebPlanMode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		switch typ {
-		case "reasoning-chunks", "text-chunks", "tool-call-chunks":
-			events = append(events, expandRow(t, typ, line)...)
-		default:
+		if packed, _ := sessionlog.IsPackedRow(line); packed {
+			evs, err := sessionlog.ExpandPackedRow(line)
+			if err != nil {
+				t.Fatalf("%s: %v", typ, err)
+			}
+			events = append(events, evs...)
+		} else {
 			events = append(events, line)
 		}
 	}

@@ -5,28 +5,9 @@ import (
 	pb "github.com/sessionstore/sessionstore/api/sessionpb"
 )
 
-func headerFromPB(h *pb.SessionHeader) sessionstore.Header {
-	if h == nil {
-		return sessionstore.Header{}
-	}
-	out := sessionstore.Header{Version: int64(h.Version), ID: h.Id, CreatedAt: h.CreatedAt, Cwd: h.Cwd,
-		ParentSession: h.ParentSession, SeedLength: h.SeedLength, Origin: h.Origin, AgentPreset: h.AgentPreset}
-	if h.DelegationDepth != nil {
-		d := int64(*h.DelegationDepth)
-		out.DelegationDepth = &d
-	}
-	return out
-}
+func headerFromPB(h *pb.SessionHeader) sessionstore.Header { return h.Domain() }
 
-func headerToPB(h sessionstore.Header) *pb.SessionHeader {
-	out := &pb.SessionHeader{Version: int32(h.Version), Id: h.ID, CreatedAt: h.CreatedAt, Cwd: h.Cwd,
-		ParentSession: h.ParentSession, SeedLength: h.SeedLength, Origin: h.Origin, AgentPreset: h.AgentPreset}
-	if h.DelegationDepth != nil {
-		d := int32(*h.DelegationDepth)
-		out.DelegationDepth = &d
-	}
-	return out
-}
+func headerToPB(h sessionstore.Header) *pb.SessionHeader { return pb.HeaderFromDomain(h) }
 
 func leaseToPB(l *sessionstore.Lease) *pb.Lease {
 	if l == nil {

@@ -100,12 +100,9 @@ package main
 // TestPlanMode_RecordedSessionReadsActive.
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -122,6 +119,7 @@ import (
 	"github.com/sessionstore/sessionstore/api/client"
 	"github.com/sessionstore/sessionstore/api/sessionpb"
 	"github.com/sessionstore/sessionstore/internal/refdata"
+	"github.com/sessionstore/sessionstore/storage"
 )
 
 // Reference texts (planmode-spec §2.5, §5, §6.3).
@@ -2314,112 +2312,22 @@ func TestPlanMode_SelectionsSurviveRestart(t *testing.T) {
 // The recorded web-plan-mode session
 // ---------------------------------------------------------------------------
 
-// pmRecordedHeader is the header line of a recorded JSONL log.
-type pmRecordedHeader struct {
-	Type            string  `json:"type"`
-	Version         int32   `json:"version"`
-	ID              string  `json:"id"`
-	CreatedAt       int64   `json:"createdAt"`
-	Cwd             *string `json:"cwd"`
-	DelegationDepth *int32  `json:"delegationDepth"`
-}
-
-// pmExpandPacked expands one packed chunk row (persistence-spec §6.4) into
-// assistant/chunk events: member k at seq0+k, time time0+dt[0]+…+dt[k-1];
-// members keep their recorded bytes.
-func pmExpandPacked(t *testing.T, line string) []string {
-	t.Helper()
-	var row struct {
-		Type  string `json:"type"`
-		Seq0  int64  `json:"seq0"`
-		Time0 int64  `json:"time0"`
-		Data  struct {
-			Turn  json.RawMessage   `json:"turn"`
-			Step  json.RawMessage   `json:"step"`
-			Index json.RawMessage   `json:"index"`
-			Dt    []int64           `json:"dt"`
-			Texts []json.RawMessage `json:"texts"`
-			Args  []json.RawMessage `json:"args"`
-			ID    json.RawMessage   `json:"id"`
-			Name  json.RawMessage   `json:"name"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal([]byte(line), &row); err != nil {
-		t.Fatalf("packed row: %v", err)
-	}
-	members, delta := row.Data.Texts, ""
-	switch row.Type {
-	case "text-chunks":
-		delta = "text-delta"
-	case "reasoning-chunks":
-		delta = "reasoning-delta"
-	case "tool-call-chunks":
-		members = row.Data.Args
-	default:
-		t.Fatalf("not a packed row: %s", row.Type)
-	}
-	if len(row.Data.Dt) != len(members)-1 {
-		t.Fatalf("%s at seq0 %d: %d members, %d gaps", row.Type, row.Seq0, len(members), len(row.Data.Dt))
-	}
-	out := make([]string, 0, len(members))
-	tm := row.Time0
-	for k, m := range members {
-		if k > 0 {
-			tm += row.Data.Dt[k-1]
-		}
-		var chunk string
-		if row.Type == "tool-call-chunks" {
-			chunk = `{"type":"tool-call-delta","index":` + string(row.Data.Index) + `,"id":` + string(row.Data.ID)
-			if len(row.Data.Name) > 0 {
-				chunk += `,"name":` + string(row.Data.Name)
-			}
-			chunk += `,"argumentsDelta":` + string(m) + `}`
-		} else {
-			chunk = `{"type":"` + delta + `","index":` + string(row.Data.Index) + `,"text":` + string(m) + `}`
-		}
-		out = append(out, pmEv("assistant/chunk", row.Seq0+int64(k), tm,
-			`{"turn":`+string(row.Data.Turn)+`,"step":`+string(row.Data.Step)+`,"chunk":`+chunk+`}`))
-	}
-	return out
-}
-
-// pmReadRecorded reads a recorded log: its header and its logical events.
+// pmReadRecorded reads a recorded log with the store's reader of reference
+// JSONL files (packed chunk rows expanded as the reference loads them).
 func pmReadRecorded(t *testing.T, path string) (*sessionpb.SessionHeader, []string) {
 	t.Helper()
-	data, err := os.ReadFile(path)
+	rs, err := storage.ReadRootSession(path)
+	if err == nil {
+		err = rs.Err
+	}
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", path, err)
 	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 1<<20), 16<<20)
-	var hdr *sessionpb.SessionHeader
-	var events []string
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" {
-			continue
-		}
-		if hdr == nil {
-			var h pmRecordedHeader
-			if err := json.Unmarshal([]byte(line), &h); err != nil || h.Type != "session" {
-				t.Fatalf("%s: bad header line (%v)", path, err)
-			}
-			hdr = &sessionpb.SessionHeader{Version: h.Version, Id: h.ID, CreatedAt: h.CreatedAt, Cwd: h.Cwd, DelegationDepth: h.DelegationDepth}
-			continue
-		}
-		if ty := pmType(t, line); strings.HasSuffix(ty, "-chunks") {
-			events = append(events, pmExpandPacked(t, line)...)
-		} else {
-			events = append(events, line)
-		}
+	events := make([]string, len(rs.Events))
+	for i, ev := range rs.Events {
+		events[i] = string(ev)
 	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if hdr == nil {
-		t.Fatalf("%s: empty", path)
-	}
-	return hdr, events
+	return sessionpb.HeaderFromDomain(rs.Header), events
 }
 
 func TestPlanMode_RecordedSessionReadsActive(t *testing.T) {
