@@ -30,6 +30,8 @@ const (
 	ReasonNoLeader          Reason = "NO_LEADER"
 	ReasonShuttingDown      Reason = "SHUTTING_DOWN"
 	ReasonOutcomeUnknown    Reason = "OUTCOME_UNKNOWN"
+	ReasonUnauthenticated   Reason = "UNAUTHENTICATED"
+	ReasonPermissionDenied  Reason = "PERMISSION_DENIED"
 )
 
 // Error is a domain error: a reason and the message a client sees. Messages are the
@@ -71,6 +73,9 @@ var (
 	ErrInvalidArgument   = &Error{Reason: ReasonInvalidArgument}
 	ErrCorruption        = &Error{Reason: ReasonCorruption}
 	ErrTooLarge          = &Error{Reason: ReasonTooLarge}
+	ErrQuotaExceeded     = &Error{Reason: ReasonQuotaExceeded}
+	ErrUnauthenticated   = &Error{Reason: ReasonUnauthenticated}
+	ErrPermissionDenied  = &Error{Reason: ReasonPermissionDenied}
 	ErrNoLeader          = &Error{Reason: ReasonNoLeader, Message: "no leader"}
 	ErrShuttingDown      = &Error{Reason: ReasonShuttingDown, Message: "node is shutting down"}
 	ErrOutcomeUnknown    = &Error{Reason: ReasonOutcomeUnknown, Message: "outcome unknown: the command may or may not have been applied; retry with the same bytes or request id"}

@@ -1,10 +1,13 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/hashicorp/memberlist"
 )
 
 // Config configures one node.
@@ -59,11 +62,36 @@ type Config struct {
 	MaxEventBytes int
 	MaxBatchBytes int
 	MaxBatchCount int
+	// Quotas, decided by the FSM from the values the leader stamps into each
+	// Create and Append (0: unlimited).
+	MaxSessionEvents        int64
+	MaxSessionBytes         int64
+	MaxSessionsPerPrincipal int64
+	// MaxPendingBytes bounds the commands waiting for Raft on this node; a
+	// proposal that finds it full waits up to PendingWait, then is refused
+	// with QUOTA_EXCEEDED (definitely not applied).
+	MaxPendingBytes int64
+	PendingWait     time.Duration
 
 	// RaftLogOutput receives hashicorp/raft's own log lines (nil: discarded),
 	// as JSON when RaftLogJSON is set.
 	RaftLogOutput io.Writer
 	RaftLogJSON   bool
+
+	// RaftTLS, when set, makes the Raft transport mutual TLS: Server for the
+	// connections it accepts (it must require and verify the peer's
+	// certificate), Client for those it dials (its ServerName is set per dial
+	// from the dialled host). Nil: plaintext.
+	RaftTLS *TLSPair
+	// GossipKey, when set, encrypts and authenticates gossip (memberlist's
+	// SecretKey, AES-GCM; 16, 24 or 32 bytes) and refuses unencrypted gossip.
+	GossipKey []byte
+}
+
+// TLSPair is the server and client side of a mutual TLS link between nodes.
+type TLSPair struct {
+	Server *tls.Config
+	Client *tls.Config
 }
 
 // DefaultConfig returns the shipped defaults.
@@ -84,6 +112,10 @@ func DefaultConfig() Config {
 		MaxEventBytes:     2 << 20,
 		MaxBatchBytes:     4 << 20,
 		MaxBatchCount:     1000,
+		MaxSessionEvents:  1_000_000,
+		MaxSessionBytes:   1 << 30,
+		MaxPendingBytes:   64 << 20,
+		PendingWait:       2 * time.Second,
 	}
 }
 
@@ -111,8 +143,30 @@ func (c Config) Validate() error {
 	if c.MaxGroupCommands < 1 || c.MaxGroupBytes < 1 {
 		errs = append(errs, errors.New("group bounds must be >= 1"))
 	}
+	if c.MaxSessionEvents < 0 || c.MaxSessionBytes < 0 || c.MaxSessionsPerPrincipal < 0 {
+		errs = append(errs, errors.New("quotas must be >= 0 (0: unlimited)"))
+	}
+	if c.MaxPendingBytes < int64(c.MaxBatchBytes) {
+		errs = append(errs, fmt.Errorf("max pending bytes %d must hold at least one batch (%d bytes)", c.MaxPendingBytes, c.MaxBatchBytes))
+	}
 	if c.MaxEventBytes < 1 || c.MaxBatchBytes < c.MaxEventBytes || c.MaxBatchCount < 1 {
 		errs = append(errs, fmt.Errorf("limits: event %d, batch %d bytes, %d events are inconsistent", c.MaxEventBytes, c.MaxBatchBytes, c.MaxBatchCount))
+	}
+	if t := c.RaftTLS; t != nil {
+		switch {
+		case t.Server == nil || t.Client == nil:
+			errs = append(errs, errors.New("raft TLS needs both a server and a client config"))
+		case t.Server.ClientAuth != tls.RequireAndVerifyClientCert:
+			errs = append(errs, fmt.Errorf("raft TLS server must require and verify client certificates (mutual TLS), got %v", t.Server.ClientAuth))
+		case len(t.Server.Certificates) == 0 && t.Server.GetCertificate == nil,
+			len(t.Client.Certificates) == 0 && t.Client.GetClientCertificate == nil:
+			errs = append(errs, errors.New("raft TLS needs the node's certificate on both sides"))
+		}
+	}
+	if c.GossipKey != nil {
+		if err := memberlist.ValidateKey(c.GossipKey); err != nil {
+			errs = append(errs, fmt.Errorf("gossip key: %d bytes: %v", len(c.GossipKey), err))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -29,12 +29,22 @@ type memberMeta struct {
 	// Leaving is gossiped just before a graceful leave, so peers can tell a
 	// node that left (SIGTERM, node leave) from one that died.
 	Leaving bool `json:"leaving,omitempty"`
+	// AuthHash identifies the node's token file (auth.Table.Hash): nodes
+	// whose files differ authorise differently, which deserves a warning.
+	AuthHash string `json:"auth,omitempty"`
+	// Commands is the newest command version the node applies (absent on
+	// builds before version 3: they are taken to know at most version 2).
+	Commands uint32 `json:"cmd,omitempty"`
 }
 
 // gossip runs memberlist and tracks the peers' metadata.
 type gossip struct {
 	ml     *memberlist.Memberlist
 	logger *slog.Logger
+	// address is the local node's gossip address, read once at start:
+	// memberlist rewrites its local node under its own lock on every
+	// UpdateNode, so reading LocalNode() later races with publishMeta.
+	address string
 
 	mu      sync.Mutex
 	meta    memberMeta
@@ -67,12 +77,19 @@ func newGossip(cfg Config, self memberMeta, logger *slog.Logger) (*gossip, error
 		}
 		mc.AdvertiseAddr, mc.AdvertisePort = ah, ap
 	}
+	if cfg.GossipKey != nil {
+		// Encrypted gossip only: a peer without the key (or with another)
+		// can neither read nor be read.
+		mc.SecretKey = cfg.GossipKey
+		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+	}
 	mc.Delegate = g
 	mc.Events = g
 	mc.Logger = log.New(&memberlistLog{logger: g.logger}, "", 0)
 	if g.ml, err = memberlist.Create(mc); err != nil {
 		return nil, fmt.Errorf("start gossip on %s: %w", cfg.GossipAddr, err)
 	}
+	g.address = g.ml.LocalNode().Address()
 	return g, nil
 }
 
@@ -198,8 +215,14 @@ func (g *gossip) record(n *memberlist.Node, state memberlist.NodeStateType) {
 			state = memberlist.StateLeft
 		}
 		g.mu.Lock()
+		prev, known := g.members[n.Name]
 		g.members[n.Name] = peer{meta: meta, state: state}
+		mine, self := g.meta.AuthHash, g.meta.ID
 		g.mu.Unlock()
+		if meta.ID != self && meta.AuthHash != mine && (!known || prev.meta.AuthHash != meta.AuthHash) {
+			g.logger.Warn("peer's token file differs from this node's: callers may be authorised differently depending on the node they reach",
+				"peer", meta.ID, "peer_auth_hash", meta.AuthHash, "auth_hash", mine)
+		}
 	}
 	g.notify()
 }
@@ -233,6 +256,4 @@ func sortedIDs(ps map[string]peer) []string {
 }
 
 // addr is the gossip address peers reach this node at.
-func (g *gossip) addr() string {
-	return g.ml.LocalNode().Address()
-}
+func (g *gossip) addr() string { return g.address }

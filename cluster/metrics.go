@@ -6,12 +6,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/storage"
 )
 
 // Metrics holds every instrument of the cluster package.
 type Metrics struct {
 	Proposals *prometheus.CounterVec
 	GroupSize prometheus.Histogram
+	// CommitSeconds: one grouped entry, from raft.Apply until its future
+	// resolves (quorum commit and the leader's own apply).
+	CommitSeconds prometheus.Histogram
+	// QueueSeconds: one command, from enqueue until its group is handed to
+	// raft.Apply (observed only for proposals that carry their enqueue time).
+	QueueSeconds prometheus.Histogram
 }
 
 // NewMetrics registers the cluster instruments on reg (nil: unregistered).
@@ -23,9 +30,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		GroupSize: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "sessionstore_cluster_group_commands", Help: "Commands grouped into one Raft entry.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 10)}),
+		CommitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "sessionstore_cluster_commit_seconds", Help: "Grouped Raft entries, from raft.Apply until the future resolves (quorum commit and local apply).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18)}),
+		QueueSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "sessionstore_cluster_queue_wait_seconds", Help: "Commands, from enqueue until their group is submitted to raft.Apply.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18)}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Proposals, m.GroupSize)
+		reg.MustRegister(m.Proposals, m.GroupSize, m.CommitSeconds, m.QueueSeconds)
 	}
 	return m
 }
@@ -45,3 +58,10 @@ func (m *Metrics) proposal(err error) {
 		m.Proposals.WithLabelValues("error").Inc()
 	}
 }
+
+// RaftStore exposes the node-local bbolt file (Raft term and vote, artifact
+// watermarks) for its scrape-time gauges.
+func (n *Node) RaftStore() *storage.RaftStore { return n.local }
+
+// QueuedProposals is the number of commands waiting for a free in-flight slot.
+func (n *Node) QueuedProposals() int { return len(n.proposals) }

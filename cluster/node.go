@@ -38,10 +38,16 @@ type Node struct {
 	raft      *raft.Raft
 	gossip    *gossip
 	metrics   *Metrics
+	peerCheck *raftPeerCheck // nil without Raft TLS
 
 	proposals  chan *proposal
 	slots      chan struct{}
 	commandIDs *commandIDs // /plan command ids this node mints
+
+	pendingMu    sync.Mutex
+	pending      int64         // bytes of proposals not yet answered
+	pendingFreed chan struct{} // closed and replaced whenever pending shrinks
+	warnOnce     sync.Once     // quotas not enforced yet (a voter on an older build)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -78,7 +84,7 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 		return nil, err
 	}
 	n := &Node{cfg: cfg, logger: logger.With("component", "cluster", "node_id", cfg.NodeID),
-		proposals: make(chan *proposal, 4096), slots: make(chan struct{}, cfg.InFlight), commandIDs: newCommandIDs(),
+		proposals: make(chan *proposal, 4096), pendingFreed: make(chan struct{}), slots: make(chan struct{}, cfg.InFlight), commandIDs: newCommandIDs(),
 		metrics: NewMetrics(reg)}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.dialCtx, n.dialCancel = context.WithCancel(context.Background())
@@ -107,7 +113,9 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 	if n.snaps, err = raft.NewFileSnapshotStoreWithLogger(raftDir(cfg.DataDir), 1, hl); err != nil {
 		return nil, err
 	}
+	guardStart := time.Now()
 	restored, err := guardState(statePath(cfg.DataDir), n.snaps, n.logs, n.logger, needsVerify(cfg.DataDir))
+	guardDur := time.Since(guardStart)
 	if err != nil {
 		return nil, err
 	}
@@ -121,14 +129,19 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 		n.logger.Info("state restored from the latest snapshot before start")
 	}
 	fm := fsm.NewMetrics(reg)
+	if restored {
+		fm.Restores.Inc()
+		fm.RestoreSeconds.Observe(guardDur.Seconds())
+	}
 	n.artifacts = fsm.NewArtifacts(artifactsDir(cfg.DataDir), n.state, n.local, logger, fm)
 	if n.fsm, err = fsm.New(n.state, logger, fm, n.artifacts.Observe); err != nil {
 		return nil, err
 	}
 
-	if n.transport, err = newTransport(n.dialCtx, cfg.RaftAddr, cfg.RaftAdvertise, hl); err != nil {
+	if n.transport, err = newTransport(n.dialCtx, cfg.RaftAddr, cfg.RaftAdvertise, cfg.RaftTLS, hl); err != nil {
 		return nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
 	}
+	n.peerCheck = newRaftPeerCheck(cfg.RaftTLS, cfg.RaftAddr, n.logger)
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.NodeID)
@@ -146,7 +159,7 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 	if n.raft, err = raft.NewRaft(rc, n.fsm, n.logs, n.local, n.snaps, n.transport); err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
-	self := memberMeta{ID: cfg.NodeID, Raft: string(n.transport.LocalAddr()), API: cfg.APIAdvertise,
+	self := memberMeta{ID: cfg.NodeID, Commands: fsm.CommandVersion, Raft: string(n.transport.LocalAddr()), API: cfg.APIAdvertise,
 		HasState: hasState, ClusterID: n.ClusterID(), Applied: n.fsm.AppliedIndex()}
 	if n.gossip, err = newGossip(cfg, self, logger); err != nil {
 		_ = n.raft.Shutdown().Error()
@@ -352,6 +365,17 @@ func (n *Node) Ready() error {
 		return fmt.Errorf("artifacts: %w", err)
 	}
 	return nil
+}
+
+// SetAuthHash publishes the hash of the node's token file in gossip, so that
+// nodes notice (and warn) when their files differ.
+func (n *Node) SetAuthHash(h string) {
+	n.gossip.update(func(m *memberMeta) { m.AuthHash = h })
+	for id, p := range n.gossip.peers() {
+		if id != n.cfg.NodeID && p.meta.AuthHash != h {
+			n.logger.Warn("peer's token file differs from this node's", "peer", id, "peer_auth_hash", p.meta.AuthHash, "auth_hash", h)
+		}
+	}
 }
 
 // SetRemover gives the node the way to ask the leader (over its API) to remove

@@ -17,6 +17,9 @@ type proposal struct {
 	cmd  *fsmpb.Command
 	size int
 	done chan proposalResult
+	// enqueued, when set, is when the command entered the queue
+	// (sessionstore_cluster_queue_wait_seconds); zero: not measured.
+	enqueued time.Time
 }
 
 type proposalResult struct {
@@ -40,19 +43,31 @@ func (n *Node) propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, 
 	if n.raft.State() != raft.Leader {
 		return nil, n.notLeader()
 	}
-	p := &proposal{cmd: cmd, size: proto.Size(cmd), done: make(chan proposalResult, 1)}
+	p := &proposal{cmd: cmd, size: proto.Size(cmd), done: make(chan proposalResult, 1), enqueued: time.Now()}
+	// Back-pressure: a full pipeline makes callers wait, then refuses them
+	// (before enqueueing, so the refusal is definite).
+	if err := n.acquirePending(ctx, int64(p.size)); err != nil {
+		n.metrics.proposal(err)
+		return nil, err
+	}
 	select {
 	case n.proposals <- p:
 	case <-ctx.Done():
+		n.releasePending(int64(p.size))
 		return nil, ctx.Err()
 	case <-n.ctx.Done():
+		n.releasePending(int64(p.size))
 		return nil, sessionstore.ErrShuttingDown
 	}
 	select {
 	case r := <-p.done:
+		n.releasePending(int64(p.size))
 		n.metrics.proposal(r.err)
 		return r.res, r.err
 	case <-ctx.Done():
+		// The command is still queued or in Raft: its bytes stay counted
+		// until it is answered.
+		go func() { <-p.done; n.releasePending(int64(p.size)) }()
 		n.metrics.proposal(sessionstore.ErrOutcomeUnknown)
 		return nil, sessionstore.ErrOutcomeUnknown
 	}
@@ -119,9 +134,16 @@ func (n *Node) submit(group []*proposal) {
 		return
 	}
 	n.metrics.GroupSize.Observe(float64(len(group)))
+	submitted := time.Now()
+	for _, p := range group {
+		if !p.enqueued.IsZero() {
+			n.metrics.QueueSeconds.Observe(submitted.Sub(p.enqueued).Seconds())
+		}
+	}
 	fut := n.raft.Apply(data, n.cfg.ApplyTimeout)
 	go func() {
 		err := fut.Error()
+		n.metrics.CommitSeconds.Observe(time.Since(submitted).Seconds())
 		<-n.slots
 		if err != nil {
 			err = translate(err)

@@ -71,6 +71,9 @@ func (n *Node) reconcile() {
 		addr := raft.ServerAddress(p.meta.Raft)
 		s, ok := configured[id]
 		switch {
+		case (!ok || s.Address != addr) && !n.peerCheck.admit(n.dialCtx, id, addr):
+			// With Raft TLS: not added, and a configured server keeps its
+			// address, until that address shows a node certificate of our CA.
 		case !ok:
 			if err := n.raft.AddNonvoter(raft.ServerID(id), addr, 0, 5*time.Second).Error(); err != nil {
 				n.logger.Warn("adding a server as non-voter failed", "peer_id", id, "err", err)

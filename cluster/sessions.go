@@ -108,8 +108,8 @@ func (n *Node) Create(ctx context.Context, h sessionstore.Header, requestID stri
 	if err := sessionlog.CheckCreateHeader(h); err != nil {
 		return err
 	}
-	_, err := n.propose(ctx, &fsmpb.Command{Cmd: &fsmpb.Command_Create{Create: &fsmpb.Create{
-		Header: fsm.HeaderToPB(h), RequestId: requestID}}})
+	_, err := n.propose(ctx, n.stamp(ctx, &fsmpb.Command{Cmd: &fsmpb.Command_Create{Create: &fsmpb.Create{
+		Header: fsm.HeaderToPB(h), RequestId: requestID}}}))
 	return err
 }
 
@@ -162,8 +162,8 @@ func (n *Node) Append(ctx context.Context, id string, events [][]byte, epoch uin
 		}
 		return sessionstore.AppendResult{Revision: s.revision, NextSeq: s.rec.NextSeq}, nil
 	}
-	res, err := n.propose(ctx, &fsmpb.Command{Cmd: &fsmpb.Command_Append{Append: &fsmpb.Append{
-		SessionId: id, Events: events, LeaseEpoch: epoch, ExpectedRevision: expectedRevision, FirstSeq: first}}})
+	res, err := n.propose(ctx, n.stamp(ctx, &fsmpb.Command{Cmd: &fsmpb.Command_Append{Append: &fsmpb.Append{
+		SessionId: id, Events: events, LeaseEpoch: epoch, ExpectedRevision: expectedRevision, FirstSeq: first}}}))
 	if err != nil {
 		return sessionstore.AppendResult{}, err
 	}

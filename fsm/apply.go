@@ -18,6 +18,8 @@ type applier struct {
 	index  uint64
 	now    int64
 	frames *[]Frame // frames written in this batch, for the artifact writer
+	// metrics are side effects only: never read back (determinism).
+	metrics *Metrics
 }
 
 // apply runs one command. It returns the command's result, the session it
@@ -33,10 +35,10 @@ func (a *applier) apply(c *fsmpb.Command) (*fsmpb.Result, string, error) {
 		return &fsmpb.Result{}, "", nil
 	case *fsmpb.Command_Create:
 		return a.deduped(cmd.Create.GetHeader().GetId(), cmd.Create.RequestId, func() (*fsmpb.Result, bool, error) {
-			return a.create(cmd.Create)
+			return a.create(cmd.Create, c.Principal, c.Limits)
 		})
 	case *fsmpb.Command_Append:
-		return a.append(cmd.Append)
+		return a.append(cmd.Append, c.Limits)
 	case *fsmpb.Command_Repair:
 		return a.deduped(cmd.Repair.SessionId, cmd.Repair.RequestId, func() (*fsmpb.Result, bool, error) {
 			return a.repair(cmd.Repair)
@@ -118,7 +120,7 @@ func (a *applier) revision(r *fsmpb.SessionRecord) string {
 	return Revision(a.tx.ClusterID(), r)
 }
 
-func (a *applier) create(c *fsmpb.Create) (*fsmpb.Result, bool, error) {
+func (a *applier) create(c *fsmpb.Create, principal string, lim *fsmpb.Limits) (*fsmpb.Result, bool, error) {
 	h := c.GetHeader()
 	id := h.GetId()
 	rec, err := a.record(id)
@@ -136,14 +138,26 @@ func (a *applier) create(c *fsmpb.Create) (*fsmpb.Result, bool, error) {
 		return errResult(sessionstore.Errorf(sessionstore.ReasonAlreadyExists,
 			"session %s already exists in this backend", sessionstore.Quote(id))), false, nil
 	}
-	rec = &fsmpb.SessionRecord{Header: h, Incarnation: a.index, CreatedUnixMs: a.now, PlanSummary: &fsmpb.PlanSummary{}}
+	if max := lim.GetMaxPrincipalSessions(); max > 0 {
+		if n := a.tx.PrincipalSessions(principal); n >= max {
+			return errResult(sessionstore.Errorf(sessionstore.ReasonQuotaExceeded,
+				"principal %q has registered %d sessions, its quota; session %s was not created", principal, n, sessionstore.Quote(id))), false, nil
+		}
+	}
+	zero := int64(0)
+	rec = &fsmpb.SessionRecord{Header: h, Incarnation: a.index, CreatedUnixMs: a.now, PlanSummary: &fsmpb.PlanSummary{},
+		EventBytes: &zero, Creator: principal}
 	if err := a.putRecord(id, rec); err != nil {
+		return nil, false, err
+	}
+	// Counted whether or not a quota is set, so one set later sees every session.
+	if err := a.tx.AddPrincipalSession(principal); err != nil {
 		return nil, false, err
 	}
 	return &fsmpb.Result{Revision: a.revision(rec)}, true, nil
 }
 
-func (a *applier) append(c *fsmpb.Append) (*fsmpb.Result, string, error) {
+func (a *applier) append(c *fsmpb.Append, lim *fsmpb.Limits) (*fsmpb.Result, string, error) {
 	id := c.SessionId
 	rec, err := a.record(id)
 	if err != nil {
@@ -168,6 +182,7 @@ func (a *applier) append(c *fsmpb.Append) (*fsmpb.Result, string, error) {
 		}
 	}
 	if rec.Epoch > 0 && c.LeaseEpoch != rec.Epoch && !skipFencing {
+		a.metrics.FencedAppends.Inc()
 		return errResult(fenced(id, rec.Epoch, c.LeaseEpoch)), "", nil
 	}
 	if c.ExpectedRevision != "" && c.ExpectedRevision != a.revision(rec) {
@@ -180,6 +195,17 @@ func (a *applier) append(c *fsmpb.Append) (*fsmpb.Result, string, error) {
 	if n == 0 {
 		return &fsmpb.Result{Revision: a.revision(rec), NextSeq: rec.NextSeq}, "", nil
 	}
+	if max := lim.GetMaxSessionEvents(); max > 0 && rec.NextSeq+n > max {
+		return errResult(sessionstore.Errorf(sessionstore.ReasonQuotaExceeded,
+			"session %s holds %d events; %d more would exceed the quota of %d events per session", sessionstore.Quote(id), rec.NextSeq, n, max)), "", nil
+	}
+	if max := lim.GetMaxSessionBytes(); max > 0 {
+		have := a.eventBytes(id, rec)
+		if add := batchBytes(c.Events); have+add > max {
+			return errResult(sessionstore.Errorf(sessionstore.ReasonQuotaExceeded,
+				"session %s holds %d bytes of events; %d more would exceed the quota of %d bytes per session", sessionstore.Quote(id), have, add, max)), "", nil
+		}
+	}
 	if err := a.writeFrame(id, rec, c.Events); err != nil {
 		return nil, "", err
 	}
@@ -191,6 +217,8 @@ func (a *applier) writeFrame(id string, rec *fsmpb.SessionRecord, events [][]byt
 	if err := a.tx.PutEvents(id, rec.NextSeq, events); err != nil {
 		return err
 	}
+	size := a.eventBytes(id, rec) + batchBytes(events)
+	rec.EventBytes = &size
 	rec.NextSeq += int64(len(events))
 	observeFrame(rec, events)
 	rec.Materialized = true
@@ -203,6 +231,26 @@ func (a *applier) writeFrame(id string, rec *fsmpb.SessionRecord, events [][]byt
 		*a.frames = append(*a.frames, Frame{SessionID: id, N: rec.Frames, Index: a.index, Header: rec.Header, Events: events})
 	}
 	return a.putRecord(id, rec)
+}
+
+// eventBytes is the size of a session's stored events; records written
+// before the size was kept are summed from the log once.
+func (a *applier) eventBytes(id string, rec *fsmpb.SessionRecord) int64 {
+	if rec.EventBytes != nil {
+		return *rec.EventBytes
+	}
+	var n int64
+	_ = a.tx.ForEachEvent(id, 0, rec.NextSeq, func(_ int64, ev []byte) error { n += int64(len(ev)); return nil })
+	rec.EventBytes = &n
+	return n
+}
+
+func batchBytes(events [][]byte) int64 {
+	var n int64
+	for _, ev := range events {
+		n += int64(len(ev))
+	}
+	return n
 }
 
 // SeqMismatch is the reference text for a non-contiguous append (persistence-spec §7.4).
@@ -283,6 +331,7 @@ func (a *applier) repair(c *fsmpb.Repair) (*fsmpb.Result, bool, error) {
 	if err := a.putRecord(id, rec); err != nil {
 		return nil, false, err
 	}
+	a.metrics.LeasesGranted.Inc()
 	return a.viewResult(rec, repaired), true, nil
 }
 
@@ -310,6 +359,7 @@ func (a *applier) keepAlive(c *fsmpb.KeepAlive) (*fsmpb.Result, bool, error) {
 	if err := a.putRecord(id, rec); err != nil {
 		return nil, false, err
 	}
+	a.metrics.LeasesRenewed.Inc()
 	return a.viewResult(rec, false), true, nil
 }
 
@@ -332,6 +382,7 @@ func (a *applier) release(c *fsmpb.Release) (*fsmpb.Result, bool, error) {
 	if err := a.putRecord(id, rec); err != nil {
 		return nil, false, err
 	}
+	a.metrics.LeasesReleased.Inc()
 	return a.viewResult(rec, false), true, nil
 }
 

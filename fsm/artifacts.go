@@ -36,7 +36,11 @@ type Artifacts struct {
 	wake    chan struct{}
 	lastErr error
 	marks   map[string]storage.Watermark
-	idle    chan struct{} // closed when nothing is pending
+	// markBytes is the sum of marks' Bytes: the artifact bytes on disk as the
+	// watermarks record them (sessionstore_artifact_bytes), kept as a running
+	// sum so a scrape never walks the directory.
+	markBytes int64
+	idle      chan struct{} // closed when nothing is pending
 
 	// pending holds the frames applied batches handed over, per session, so
 	// the writer can frame them without reading them back from the state
@@ -274,15 +278,23 @@ func (a *Artifacts) pass(all bool, dirty map[string]struct{}, marks map[string]s
 	a.mu.Lock()
 	if a.marks == nil {
 		a.marks = marks
+		a.markBytes = 0
+		for _, w := range a.marks {
+			a.markBytes += w.Bytes
+		}
 	}
 	for id, w := range updates {
+		a.markBytes -= a.marks[id].Bytes
 		if w.Path == "" {
 			delete(a.marks, id)
 		} else {
 			a.marks[id] = w
+			a.markBytes += w.Bytes
 		}
 	}
+	stored := a.markBytes
 	a.mu.Unlock()
+	a.metrics.ArtifactStored.Set(float64(stored))
 	a.metrics.ArtifactLagging.Set(float64(lagging))
 	return firstErr
 }

@@ -13,7 +13,8 @@ import (
 // Entries of a newer version make Apply panic: a replica must never apply a
 // command it does not understand (rolling upgrades propose a new version only
 // once every voter supports it). Version 2 added the plan-mode commands.
-const CommandVersion = 2
+// Version 3 added principals and limits to Create and Append.
+const CommandVersion = 3
 
 // Encode serialises an entry for the Raft log, stamped with the oldest
 // version that knows all its commands, so an entry an older replica cannot
@@ -23,7 +24,10 @@ func Encode(e *fsmpb.Entry) ([]byte, error) {
 	for _, c := range e.Commands {
 		switch c.Cmd.(type) {
 		case *fsmpb.Command_PlanSet, *fsmpb.Command_PlanPreStep, *fsmpb.Command_PlanCommand, *fsmpb.Command_PlanExit:
-			e.Version = 2
+			e.Version = max(e.Version, 2)
+		}
+		if c.Principal != "" || c.Limits != nil {
+			e.Version = 3
 		}
 	}
 	return proto.Marshal(e)

@@ -129,7 +129,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 				// Replicas must not diverge: stop this node rather than skip.
 				panic(fmt.Sprintf("fsm: undecodable entry at index %d: %v", l.Index, err))
 			}
-			a := &applier{tx: tx, index: l.Index, now: clamp(tx, e.NowUnixMs), frames: &frames}
+			a := &applier{tx: tx, index: l.Index, now: clamp(tx, e.NowUnixMs), frames: &frames, metrics: f.metrics}
 			res := make([]*fsmpb.Result, len(e.Commands))
 			for j, c := range e.Commands {
 				r, touched, err := a.apply(c)
@@ -194,6 +194,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return err
 	}
 	f.metrics.Restores.Inc()
+	f.metrics.RestoreSeconds.Observe(time.Since(start).Seconds())
 	f.mu.Lock()
 	f.restores++
 	f.mu.Unlock()
@@ -212,12 +213,15 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	start := time.Now()
 	n, err := s.sn.WriteTo(sink)
 	if err != nil {
+		s.metrics.SnapshotErrors.Inc()
 		_ = sink.Cancel()
 		return err
 	}
 	if err := sink.Close(); err != nil {
+		s.metrics.SnapshotErrors.Inc()
 		return err
 	}
+	s.metrics.Snapshots.Inc()
 	s.metrics.SnapshotBytes.Set(float64(n))
 	s.metrics.SnapshotSeconds.Observe(time.Since(start).Seconds())
 	s.logger.Info("snapshot persisted", "bytes", n, "dur", time.Since(start))

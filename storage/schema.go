@@ -11,11 +11,14 @@ package storage
 //	    q/k<request id>         <order:8 BE><time ms:8 BE><encoded result>
 //	    q/o<order:8 BE>         <request id>
 //	    q/n                     next order number (8 BE)
+//	principals/<name>           sessions registered by that principal (8 BE; added without a
+//	                            format bump: older builds never read it, a missing bucket is 0)
 const StateFormatVersion = 1
 
 var (
-	bucketMeta     = []byte("meta")
-	bucketSessions = []byte("sessions")
+	bucketMeta       = []byte("meta")
+	bucketSessions   = []byte("sessions")
+	bucketPrincipals = []byte("principals")
 
 	keyAppliedIndex = []byte("applied_index")
 	keyAppliedTerm  = []byte("applied_term")

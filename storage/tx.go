@@ -277,3 +277,26 @@ func (t *Tx) FrameEnd(id string, n uint64) int64 {
 	}
 	return int64(getU64(b.Get(u64(n))))
 }
+
+// PrincipalSessions is how many sessions principal name has registered.
+func (t *Tx) PrincipalSessions(name string) int64 {
+	b := t.tx.Bucket(bucketPrincipals)
+	if b == nil {
+		return 0
+	}
+	return int64(getU64(b.Get(principalKey(name))))
+}
+
+// AddPrincipalSession counts one more session registered by name.
+func (t *Tx) AddPrincipalSession(name string) error {
+	b, err := t.tx.CreateBucketIfNotExists(bucketPrincipals)
+	if err != nil {
+		return err
+	}
+	k := principalKey(name)
+	return b.Put(k, u64(getU64(b.Get(k))+1))
+}
+
+// principalKey keeps the anonymous principal ("" when authentication is off)
+// a valid bbolt key.
+func principalKey(name string) []byte { return append([]byte{'p'}, name...) }

@@ -41,15 +41,18 @@ func toStrings(events [][]byte) []string {
 
 // chunks splits events into runs of at most max bytes (a larger single event
 // travels alone).
+// chunks splits events into runs of at most max bytes on the wire (each
+// event's own framing counted, as in eventBytes); an event larger than max
+// travels alone.
 func chunks(events [][]byte, max int) [][][]byte {
 	var out [][][]byte
 	start, size := 0, 0
 	for i, e := range events {
-		if i > start && size+len(e) > max {
+		if i > start && size+len(e)+8 > max {
 			out = append(out, events[start:i])
 			start, size = i, 0
 		}
-		size += len(e)
+		size += len(e) + 8
 	}
 	if start < len(events) {
 		out = append(out, events[start:])

@@ -36,6 +36,8 @@ var codeOf = map[sessionstore.Reason]codes.Code{
 	sessionstore.ReasonNoLeader:          codes.Unavailable,
 	sessionstore.ReasonShuttingDown:      codes.Unavailable,
 	sessionstore.ReasonOutcomeUnknown:    codes.Unavailable,
+	sessionstore.ReasonUnauthenticated:   codes.Unauthenticated,
+	sessionstore.ReasonPermissionDenied:  codes.PermissionDenied,
 }
 
 // toStatus translates a domain error to a gRPC status carrying an ErrorInfo.

@@ -38,6 +38,8 @@ func TestToStatus(t *testing.T) {
 		{sessionstore.ReasonNoLeader, codes.Unavailable},
 		{sessionstore.ReasonShuttingDown, codes.Unavailable},
 		{sessionstore.ReasonOutcomeUnknown, codes.Unavailable},
+		{sessionstore.ReasonUnauthenticated, codes.Unauthenticated},
+		{sessionstore.ReasonPermissionDenied, codes.PermissionDenied},
 	}
 	if len(rows) != len(codeOf) {
 		t.Fatalf("table has %d reasons, test covers %d", len(codeOf), len(rows))

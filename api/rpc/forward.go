@@ -9,12 +9,14 @@ import (
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/api/auth"
 )
 
 // forwardedKey marks a call a follower forwarded to the leader. A forwarded
@@ -25,17 +27,27 @@ const forwardedKey = "sessionstore-forwarded"
 // Forwarder sends calls a follower cannot serve to the leader over pooled
 // connections, so clients never need to know who leads.
 type Forwarder struct {
+	// Metrics, when set, counts forwarded calls.
+	Metrics *Metrics
+
 	maxMsg int
 	dialer net.Dialer
+	creds  credentials.TransportCredentials
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
 }
 
 // NewForwarder returns a forwarder whose connections carry messages up to
-// maxMsg bytes and are dialled with dialer (e.g. from the node's own address).
-func NewForwarder(maxMsg int, dialer net.Dialer) *Forwarder {
-	return &Forwarder{maxMsg: maxMsg, dialer: dialer, conns: map[string]*grpc.ClientConn{}}
+// maxMsg bytes and are dialled with dialer (e.g. from the node's own address)
+// and secured with creds (nil: plaintext; with TLS, the node's own
+// certificate is the client certificate and the leader's is verified for
+// the host of its API address).
+func NewForwarder(maxMsg int, dialer net.Dialer, creds credentials.TransportCredentials) *Forwarder {
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
+	return &Forwarder{maxMsg: maxMsg, dialer: dialer, creds: creds, conns: map[string]*grpc.ClientConn{}}
 }
 
 // Close closes the pooled connections.
@@ -55,7 +67,7 @@ func (f *Forwarder) conn(addr string) (*grpc.ClientConn, error) {
 		return c, nil
 	}
 	d := f.dialer
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(f.creds),
 		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, "tcp", a) }),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(f.maxMsg), grpc.MaxCallSendMsgSize(f.maxMsg)))
 	if err != nil {
@@ -106,14 +118,36 @@ func (f *Forwarder) unary(ctx context.Context, nl *sessionstore.NotLeaderError, 
 	if err != nil {
 		return toStatus(sessionstore.ErrNoLeader)
 	}
-	ctx = metadata.AppendToOutgoingContext(ctx, forwardedKey, "1")
+	ctx = metadata.AppendToOutgoingContext(auth.Outgoing(ctx), forwardedKey, "1")
 	if err := c.Invoke(ctx, method, req, resp); err != nil {
-		return failure(err, mutating)
+		err = failure(err, mutating)
+		f.count(method, err)
+		return err
 	}
+	f.count(method, nil)
 	return nil
 }
 
 // stream forwards a server-streaming call, relaying every message.
+// count records a forwarded call's outcome.
+func (f *Forwarder) count(method string, err error) {
+	if f.Metrics == nil {
+		return
+	}
+	outcome := "ok"
+	switch reasonOf(err) {
+	case "":
+		if err != nil {
+			outcome = "error"
+		}
+	case string(sessionstore.ReasonOutcomeUnknown):
+		outcome = "unknown"
+	default:
+		outcome = "error"
+	}
+	f.Metrics.Forwarded.WithLabelValues(method, outcome).Inc()
+}
+
 func (f *Forwarder) stream(ctx context.Context, nl *sessionstore.NotLeaderError, method string, req proto.Message, newResp func() proto.Message, send func(proto.Message) error, mutating bool) error {
 	if f == nil || isForwarded(ctx) {
 		return toStatus(sessionstore.ErrNoLeader)
@@ -122,7 +156,7 @@ func (f *Forwarder) stream(ctx context.Context, nl *sessionstore.NotLeaderError,
 	if err != nil {
 		return toStatus(sessionstore.ErrNoLeader)
 	}
-	ctx = metadata.AppendToOutgoingContext(ctx, forwardedKey, "1")
+	ctx = metadata.AppendToOutgoingContext(auth.Outgoing(ctx), forwardedKey, "1")
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	cs, err := c.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, method)
@@ -139,9 +173,12 @@ func (f *Forwarder) stream(ctx context.Context, nl *sessionstore.NotLeaderError,
 		m := newResp()
 		if err := cs.RecvMsg(m); err != nil {
 			if errors.Is(err, io.EOF) {
+				f.count(method, nil)
 				return nil
 			}
-			return failure(err, mutating)
+			err = failure(err, mutating)
+			f.count(method, err)
+			return err
 		}
 		if err := send(m); err != nil {
 			return err

@@ -2,22 +2,31 @@ package rpc
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/sessionstore/sessionstore"
 )
 
-// Metrics holds the per-rpc instruments.
+// Metrics holds the rpc package's instruments.
 type Metrics struct {
-	Requests *prometheus.CounterVec
-	Latency  *prometheus.HistogramVec
-	Panics   prometheus.Counter
+	Requests  *prometheus.CounterVec
+	Latency   *prometheus.HistogramVec
+	Panics    prometheus.Counter
+	Denied    *prometheus.CounterVec
+	Refused   *prometheus.CounterVec
+	Forwarded *prometheus.CounterVec
 }
 
 // NewMetrics registers the rpc instruments on reg (nil: unregistered).
@@ -30,52 +39,126 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18)}, []string{"method"}),
 		Panics: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sessionstore_rpc_panics_total", Help: "Handler panics recovered (each one is a bug)."}),
+		Denied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sessionstore_auth_denied_total", Help: "Calls refused by authentication or authorisation, by reason (unauthenticated, permission, session)."},
+			[]string{"reason"}),
+		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sessionstore_limit_refused_total", Help: "Calls refused by a limit: too_large (TOO_LARGE), quota (QUOTA_EXCEEDED: session and principal quotas, the per-principal request rate, a full Raft pipeline)."},
+			[]string{"limit"}),
+		Forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sessionstore_rpc_forwarded_total", Help: "Calls this follower forwarded to the leader, by method and outcome (ok, error, unknown)."},
+			[]string{"method", "outcome"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Requests, m.Latency, m.Panics)
+		reg.MustRegister(m.Requests, m.Latency, m.Panics, m.Denied, m.Refused, m.Forwarded)
 	}
 	return m
 }
 
-// Interceptors returns the server options that recover panics, log failures
-// and record metrics for every rpc.
-func Interceptors(logger *slog.Logger, m *Metrics) []grpc.ServerOption {
+// RequestIDKey is the metadata key of a call's request id: taken from the
+// caller when it sends one, minted otherwise, returned in the response header
+// and logged with every line about the call.
+const RequestIDKey = "x-request-id"
+
+type requestIDCtx struct{}
+
+func requestIDFrom(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDCtx{}).(string)
+	return id
+}
+
+func withRequestID(ctx context.Context) (context.Context, string) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	var id string
+	if v := md.Get(RequestIDKey); len(v) > 0 && len(v[0]) <= 128 {
+		id = v[0]
+	} else {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		id = hex.EncodeToString(b[:])
+	}
+	return context.WithValue(ctx, requestIDCtx{}, id), id
+}
+
+// reasonOf is the ErrorInfo reason of a status error ("" if none).
+func reasonOf(err error) string {
+	st, ok := status.FromError(err)
+	if !ok {
+		return ""
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info.Reason
+		}
+	}
+	return ""
+}
+
+// Interceptors returns the server options that assign request ids, recover
+// panics, log failures and record metrics for every rpc; extra interceptors
+// (the guard) run inside them, so their refusals are logged and counted too.
+func Interceptors(logger *slog.Logger, m *Metrics, extra ...*Guard) []grpc.ServerOption {
 	logger = logger.With("component", "rpc")
-	done := func(method string, start time.Time, err error) {
+	done := func(method, reqID string, start time.Time, err error) {
 		code := status.Code(err)
 		m.Requests.WithLabelValues(method, code.String()).Inc()
 		m.Latency.WithLabelValues(method).Observe(time.Since(start).Seconds())
+		switch reasonOf(err) {
+		case string(sessionstore.ReasonTooLarge):
+			m.Refused.WithLabelValues("too_large").Inc()
+		case string(sessionstore.ReasonQuotaExceeded):
+			m.Refused.WithLabelValues("quota").Inc()
+		}
 		switch code {
-		case codes.OK, codes.NotFound, codes.AlreadyExists, codes.FailedPrecondition, codes.InvalidArgument, codes.Canceled:
-			logger.Debug("rpc", "method", method, "code", code.String(), "dur", time.Since(start))
+		case codes.OK, codes.NotFound, codes.AlreadyExists, codes.FailedPrecondition, codes.InvalidArgument, codes.Canceled,
+			codes.Unauthenticated, codes.PermissionDenied:
+			logger.Debug("rpc", "method", method, "code", code.String(), "dur", time.Since(start), "request_id", reqID)
 		default:
-			logger.Warn("rpc failed", "method", method, "code", code.String(), "err", err, "dur", time.Since(start))
+			logger.Warn("rpc failed", "method", method, "code", code.String(), "err", err, "dur", time.Since(start), "request_id", reqID)
 		}
 	}
-	recovered := func(method string, r any) error {
+	recovered := func(method, reqID string, r any) error {
 		m.Panics.Inc()
-		logger.Error("panic in handler", "method", method, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-		return status.Error(codes.Internal, "internal error")
+		logger.Error("panic in handler", "method", method, "request_id", reqID, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+		return status.Error(codes.Internal, "internal error (request id "+reqID+")")
 	}
 	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
 		start := time.Now()
+		ctx, reqID := withRequestID(ctx)
+		_ = grpc.SetHeader(ctx, metadata.Pairs(RequestIDKey, reqID))
 		defer func() {
 			if r := recover(); r != nil {
-				err = recovered(info.FullMethod, r)
+				err = recovered(info.FullMethod, reqID, r)
 			}
-			done(info.FullMethod, start, err)
+			done(info.FullMethod, reqID, start, err)
 		}()
 		return h(ctx, req)
 	}
 	stream := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
 		start := time.Now()
+		ctx, reqID := withRequestID(ss.Context())
+		_ = ss.SetHeader(metadata.Pairs(RequestIDKey, reqID))
 		defer func() {
 			if r := recover(); r != nil {
-				err = recovered(info.FullMethod, r)
+				err = recovered(info.FullMethod, reqID, r)
 			}
-			done(info.FullMethod, start, err)
+			done(info.FullMethod, reqID, start, err)
 		}()
-		return h(srv, ss)
+		return h(srv, &ctxStream{ServerStream: ss, ctx: ctx})
 	}
-	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(unary), grpc.ChainStreamInterceptor(stream)}
+	us := []grpc.UnaryServerInterceptor{unary}
+	ss := []grpc.StreamServerInterceptor{stream}
+	for _, g := range extra {
+		us = append(us, g.unary)
+		ss = append(ss, g.stream)
+	}
+	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(us...), grpc.ChainStreamInterceptor(ss...)}
 }
+
+// ctxStream is a server stream with a derived context.
+type ctxStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *ctxStream) Context() context.Context { return s.ctx }

@@ -8,11 +8,24 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/api/auth"
 	pb "github.com/sessionstore/sessionstore/api/sessionpb"
 )
 
 // ChunkBytes bounds the events of one streamed message (API.md: ≤ 1 MiB).
 const ChunkBytes = 1 << 20
+
+// messageMargin is kept free in every message for the header and framing.
+const messageMargin = 64 << 10
+
+// chunk is the event bytes of one streamed message: ChunkBytes, or less when
+// the node's message limit is near it.
+func (p *Persistence) chunk() int {
+	if p.MaxMessageBytes > 0 && p.MaxMessageBytes-messageMargin < ChunkBytes {
+		return max(p.MaxMessageBytes-messageMargin, 1)
+	}
+	return ChunkBytes
+}
 
 // Persistence serves sessionstore.v1.SessionPersistence.
 type Persistence struct {
@@ -78,7 +91,14 @@ func (p *Persistence) viewToPB(v sessionstore.View) (*pb.SessionView, error) {
 		Repaired: v.Repaired, NextSeq: v.NextSeq}, nil
 }
 
+// readOnly reports whether the caller lacks write permission: its Load is an
+// Inspect (a view without committing a repair).
+func readOnly(ctx context.Context) bool { return !auth.FromContext(ctx).Has(auth.Write) }
+
 func (p *Persistence) Load(ctx context.Context, r *pb.LoadRequest) (*pb.SessionView, error) {
+	if readOnly(ctx) {
+		return p.Inspect(ctx, &pb.InspectRequest{SessionId: r.SessionId})
+	}
 	v, err := p.b.Load(ctx, r.SessionId, r.RequestId)
 	if err != nil {
 		if nl := leaderOf(err); nl != nil {
@@ -121,11 +141,11 @@ func (p *Persistence) Prepare(ctx context.Context, r *pb.PrepareRequest) (*pb.Pr
 }
 
 // streamView sends a view: metadata (and the first events) in the first
-// message, the rest in chunks of at most ChunkBytes.
-func streamView(v sessionstore.View, send func(*pb.SessionViewPart) error) error {
+// message, the rest in chunks of at most chunk bytes.
+func streamView(v sessionstore.View, chunk int, send func(*pb.SessionViewPart) error) error {
 	first := &pb.SessionViewPart{ViewPart: &pb.SessionView{Header: headerToPB(v.Header), Revision: v.Revision,
 		Repaired: v.Repaired, NextSeq: v.NextSeq}, Lease: leaseToPB(v.Lease)}
-	parts := chunks(v.Events, ChunkBytes)
+	parts := chunks(v.Events, chunk)
 	if len(parts) > 0 {
 		first.ViewPart.Events = toStrings(parts[0])
 		parts = parts[1:]
@@ -142,6 +162,9 @@ func streamView(v sessionstore.View, send func(*pb.SessionViewPart) error) error
 }
 
 func (p *Persistence) LoadStream(r *pb.LoadRequest, s grpc.ServerStreamingServer[pb.SessionViewPart]) error {
+	if readOnly(s.Context()) {
+		return p.InspectStream(&pb.InspectRequest{SessionId: r.SessionId}, s)
+	}
 	v, err := p.b.Load(s.Context(), r.SessionId, r.RequestId)
 	if err != nil {
 		if nl := leaderOf(err); nl != nil {
@@ -151,7 +174,7 @@ func (p *Persistence) LoadStream(r *pb.LoadRequest, s grpc.ServerStreamingServer
 		}
 		return toStatus(err)
 	}
-	return streamView(v, s.Send)
+	return streamView(v, p.chunk(), s.Send)
 }
 
 func (p *Persistence) InspectStream(r *pb.InspectRequest, s grpc.ServerStreamingServer[pb.SessionViewPart]) error {
@@ -164,7 +187,7 @@ func (p *Persistence) InspectStream(r *pb.InspectRequest, s grpc.ServerStreaming
 		}
 		return toStatus(err)
 	}
-	return streamView(v, s.Send)
+	return streamView(v, p.chunk(), s.Send)
 }
 
 func (p *Persistence) PrepareStream(r *pb.PrepareRequest, s grpc.ServerStreamingServer[pb.SessionViewPart]) error {
@@ -177,7 +200,7 @@ func (p *Persistence) PrepareStream(r *pb.PrepareRequest, s grpc.ServerStreaming
 		}
 		return toStatus(err)
 	}
-	return streamView(v, s.Send)
+	return streamView(v, p.chunk(), s.Send)
 }
 
 func (p *Persistence) KeepAlive(ctx context.Context, r *pb.KeepAliveRequest) (*pb.KeepAliveResponse, error) {
@@ -217,7 +240,7 @@ func (p *Persistence) ReadFrom(r *pb.ReadFromRequest, s grpc.ServerStreamingServ
 		}
 		return toStatus(err)
 	}
-	parts := chunks(suf.Events, ChunkBytes)
+	parts := chunks(suf.Events, p.chunk())
 	first := &pb.ReadFromResponse{Header: headerToPB(suf.Header), Revision: suf.Revision, NextSeq: suf.NextSeq}
 	if len(parts) > 0 {
 		first.Events = toStrings(parts[0])
@@ -246,7 +269,7 @@ func (p *Persistence) ReadRaw(r *pb.ReadRawRequest, s grpc.ServerStreamingServer
 	}
 	first := true
 	for len(text) > 0 || first {
-		n := min(len(text), ChunkBytes)
+		n := min(len(text), p.chunk())
 		m := &pb.ReadRawResponse{Content: text[:n]}
 		if first {
 			m.Header, m.Filename, m.Revision = headerToPB(h), "session.jsonl", revision
@@ -270,10 +293,27 @@ func (p *Persistence) List(ctx context.Context, r *pb.ListRequest) (*pb.ListResp
 		return nil, toStatus(err)
 	}
 	out := &pb.ListResponse{NextPageToken: next}
-	for _, s := range snaps {
+	for _, s := range visible(ctx, snaps) {
 		out.Headers = append(out.Headers, headerToPB(s.Header))
 	}
 	return out, nil
+}
+
+// visible keeps the sessions the caller may see (a page can come back short,
+// even empty, with a next-page token: callers page on until the token is
+// empty).
+func visible(ctx context.Context, snaps []sessionstore.Snapshot) []sessionstore.Snapshot {
+	p := auth.FromContext(ctx)
+	if p.Prefixes == nil {
+		return snaps
+	}
+	out := snaps[:0:0]
+	for _, s := range snaps {
+		if p.Covers(s.Header.ID) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func (p *Persistence) ListSnapshots(ctx context.Context, r *pb.ListSnapshotsRequest) (*pb.ListSnapshotsResponse, error) {
@@ -286,7 +326,7 @@ func (p *Persistence) ListSnapshots(ctx context.Context, r *pb.ListSnapshotsRequ
 		return nil, toStatus(err)
 	}
 	out := &pb.ListSnapshotsResponse{NextPageToken: next}
-	for _, s := range snaps {
+	for _, s := range visible(ctx, snaps) {
 		out.Snapshots = append(out.Snapshots, &pb.SessionSnapshot{Header: headerToPB(s.Header), Revision: s.Revision})
 	}
 	return out, nil
@@ -294,7 +334,7 @@ func (p *Persistence) ListSnapshots(ctx context.Context, r *pb.ListSnapshotsRequ
 
 func (p *Persistence) Watch(r *pb.WatchRequest, s grpc.ServerStreamingServer[pb.WatchResponse]) error {
 	err := p.b.Watch(s.Context(), r.SessionId, r.FromSeq, p.WatchProgress, func(ev sessionstore.WatchEvent) error {
-		for _, c := range chunks(ev.Events, ChunkBytes) {
+		for _, c := range chunks(ev.Events, p.chunk()) {
 			if err := s.Send(&pb.WatchResponse{Events: toStrings(c), Revision: ev.Revision, AppliedIndex: ev.AppliedIndex}); err != nil {
 				return err
 			}

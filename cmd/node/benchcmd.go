@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
 	"github.com/sessionstore/sessionstore"
@@ -38,7 +39,8 @@ type benchConfig struct {
 	eventBytes                      int
 	keepalive, json                 bool
 	levels                          []int
-	addrs                           []string // parsed --addr; writer i uses addrs[i%len(addrs)]
+	addrs                           []string          // parsed --addr; writer i uses addrs[i%len(addrs)]
+	dial                            []grpc.DialOption // TLS and token (clientflags.go)
 }
 
 // benchStats is one measured loop: a count, a rate and latency percentiles.
@@ -68,6 +70,7 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.BoolVar(&cfg.keepalive, "keepalive", true, "also measure KeepAlive (one Raft commit each), 1 caller for 2s")
 	fs.BoolVar(&cfg.json, "json", false, "print one JSON object instead of the table")
 	fs.StringVar(&cfg.prefix, "session-prefix", "", "prefix of the benchmark's session ids (default bench-<random>)")
+	conn := addClientFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: node bench [flags]
 
@@ -105,6 +108,9 @@ Flags:
 		fmt.Fprintf(stderr, "node bench: %v\n", err)
 		return errUsage
 	}
+	if cfg.dial, err = conn.dialOptions(); err != nil {
+		return err
+	}
 	if cfg.prefix == "" {
 		var b [4]byte
 		_, _ = crand.Read(b[:])
@@ -118,7 +124,7 @@ Flags:
 		}
 	}()
 	for _, a := range cfg.addrs {
-		c, err := client.Dial(ctx, a)
+		c, err := client.Dial(ctx, a, cfg.dial...)
 		if err != nil {
 			return err
 		}

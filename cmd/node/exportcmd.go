@@ -12,6 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/sessionstore/sessionstore/api/client"
 	"github.com/sessionstore/sessionstore/archive"
 )
@@ -19,6 +21,7 @@ import (
 // exportConfig is `node export` after flag parsing.
 type exportConfig struct {
 	addr    string
+	dial    []grpc.DialOption // TLS and token (clientflags.go)
 	out     string
 	timeout time.Duration
 	opts    archive.ExportOptions
@@ -57,6 +60,7 @@ func parseExportFlags(args []string, stderr io.Writer) (exportConfig, error) {
 	fs.StringVar(&cfg.opts.Compression, "compression", archive.CompressionZstd, "session files: zstd (session.jsonl.zstd) or none (session.jsonl)")
 	fs.IntVar(&cfg.opts.Parallel, "parallel", 4, "sessions read and encoded ahead of the one being written (memory: about this many sessions plus two)")
 	fs.DurationVar(&cfg.timeout, "timeout", 0, "give up after this long (0: no limit)")
+	conn := addClientFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: node export --out DIR|FILE.tar|FILE.tar.zst [flags]
 
@@ -106,6 +110,10 @@ Flags:
 	case cfg.timeout < 0:
 		return usage("--timeout must be ≥ 0")
 	}
+	var err error
+	if cfg.dial, err = conn.dialOptions(); err != nil {
+		return cfg, err
+	}
 	if since != "" {
 		t, err := parseSince(since, time.Now())
 		if err != nil {
@@ -142,7 +150,7 @@ func runExport(ctx context.Context, cfg exportConfig, stdout, stderr io.Writer) 
 		ctx, cancel = context.WithTimeout(ctx, cfg.timeout)
 		defer cancel()
 	}
-	c, err := client.Dial(ctx, cfg.addr)
+	c, err := client.Dial(ctx, cfg.addr, cfg.dial...)
 	if err != nil {
 		return nil, err
 	}

@@ -17,12 +17,36 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/api/auth"
 	"github.com/sessionstore/sessionstore/cluster"
 )
 
 // newHTTPHandler serves the node's HTTP port (API.md "HTTP").
-func newHTTPHandler(node *cluster.Node, reg *prometheus.Registry, logger *slog.Logger) http.Handler {
+// With authentication on, downloads need read permission on the session and
+// profiles need admin; health and metrics stay open (probes and scrapers).
+func newHTTPHandler(node *cluster.Node, reg *prometheus.Registry, authn *auth.Authenticator, logger *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
+	guard := func(need auth.Perm, h http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			p, err := authn.AuthenticateHTTP(r)
+			switch {
+			case err != nil:
+				logger.Warn("http request refused", "path", r.URL.Path, "err", err)
+				http.Error(w, err.Error(), http.StatusUnauthorized)
+				return
+			case !p.Has(need):
+				logger.Warn("http request refused", "path", r.URL.Path, "principal", p.Name, "need", need.String())
+				http.Error(w, fmt.Sprintf("principal %q needs %s permission", p.Name, need), http.StatusForbidden)
+				return
+			}
+			if id := r.PathValue("id"); id != "" && !p.Covers(id) {
+				logger.Warn("http request refused", "path", r.URL.Path, "principal", p.Name, "session", id)
+				http.Error(w, fmt.Sprintf("principal %q may not access session %s", p.Name, sessionstore.Quote(id)), http.StatusForbidden)
+				return
+			}
+			h(w, r)
+		}
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
@@ -35,11 +59,11 @@ func newHTTPHandler(node *cluster.Node, reg *prometheus.Registry, logger *slog.L
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	// Profiles for operators (e.g. go tool pprof http://127.0.0.1:7480/debug/pprof/profile).
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("GET /v1/sessions/{id}/session.jsonl", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("/debug/pprof/", guard(auth.Admin, pprof.Index))
+	mux.HandleFunc("/debug/pprof/profile", guard(auth.Admin, pprof.Profile))
+	mux.HandleFunc("/debug/pprof/trace", guard(auth.Admin, pprof.Trace))
+	mux.HandleFunc("/debug/pprof/symbol", guard(auth.Admin, pprof.Symbol))
+	mux.HandleFunc("GET /v1/sessions/{id}/session.jsonl", guard(auth.Read, func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
 		defer cancel()
 		_, rev, text, err := node.RawText(ctx, r.PathValue("id"), sessionstore.Stale)
@@ -50,8 +74,8 @@ func newHTTPHandler(node *cluster.Node, reg *prometheus.Registry, logger *slog.L
 		w.Header().Set("Content-Type", "application/x-ndjson; charset=utf-8")
 		w.Header().Set("ETag", `"`+rev+`"`)
 		http.ServeContent(w, r, "session.jsonl", time.Time{}, bytes.NewReader(text))
-	})
-	mux.HandleFunc("GET /v1/sessions/{id}/session.jsonl.zstd", func(w http.ResponseWriter, r *http.Request) {
+	}))
+	mux.HandleFunc("GET /v1/sessions/{id}/session.jsonl.zstd", guard(auth.Read, func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
 		defer cancel()
 		rev, path, size, data, err := node.Artifact(ctx, r.PathValue("id"))
@@ -78,7 +102,7 @@ func newHTTPHandler(node *cluster.Node, reg *prometheus.Registry, logger *slog.L
 			}
 		}
 		http.ServeContent(w, r, "session.jsonl.zstd", time.Time{}, bytes.NewReader(data))
-	})
+	}))
 	return mux
 }
 
@@ -120,4 +144,5 @@ func registerNodeMetrics(reg *prometheus.Registry, node *cluster.Node) {
 				return 0
 			}),
 	)
+	registerOperatorMetrics(reg, node)
 }

@@ -9,6 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/sessionstore/sessionstore/api/client"
 	"github.com/sessionstore/sessionstore/archive"
 )
@@ -16,6 +18,7 @@ import (
 // importConfig is `node import` after flag parsing.
 type importConfig struct {
 	addr    string
+	dial    []grpc.DialOption // TLS and token (clientflags.go)
 	source  string
 	timeout time.Duration
 	opts    archive.ImportOptions
@@ -43,6 +46,7 @@ func parseImportFlags(args []string, stderr io.Writer) (importConfig, error) {
 	fs.IntVar(&cfg.opts.BatchBytes, "batch-bytes", archive.DefaultBatchBytes, "most event bytes per Append (the node's --max-batch-bytes)")
 	fs.IntVar(&cfg.opts.MaxEventBytes, "max-event-bytes", archive.DefaultMaxEventBytes, "largest event accepted (the node's --max-event-bytes); a session with a larger one is invalid")
 	fs.DurationVar(&cfg.timeout, "timeout", 0, "give up after this long (0: no limit)")
+	conn := addClientFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: node import [flags] SOURCE
 
@@ -93,6 +97,9 @@ Flags:
 		return usage("--timeout must be ≥ 0")
 	}
 	cfg.source = pos[0]
+	if cfg.dial, err = conn.dialOptions(); err != nil {
+		return cfg, err
+	}
 	return cfg, nil
 }
 
@@ -132,7 +139,7 @@ func runImport(ctx context.Context, cfg importConfig, stdout, stderr io.Writer) 
 	var c *client.Client
 	target := "(dry run: nothing is written)"
 	if !cfg.opts.DryRun {
-		if c, err = client.Dial(ctx, cfg.addr); err != nil {
+		if c, err = client.Dial(ctx, cfg.addr, cfg.dial...); err != nil {
 			return nil, err
 		}
 		defer c.Close()

@@ -18,6 +18,7 @@ Usage:
   node export [flags]      export sessions as a reference JSONL root (directory, .tar or .tar.zst)
   node import [flags] SRC  import a reference JSONL root or an export through the API
   node bench [flags]       measure append throughput and latency against a running node
+  node certs [flags]       write a CA, node and client certificates and a gossip key (TLS)
 
 Run 'node <subcommand> --help' for the flags of each.
 `
@@ -42,6 +43,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = exportCmd(ctx, args, stdout, stderr)
 	case "import":
 		err = importCmd(ctx, args, stdout, stderr)
+	case "certs":
+		err = certsCmd(ctx, args, stdout, stderr)
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -21,9 +21,11 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/sessionstore/sessionstore/api/auth"
 	"github.com/sessionstore/sessionstore/api/client"
 	"github.com/sessionstore/sessionstore/api/rpc"
 	"github.com/sessionstore/sessionstore/cluster"
+	"github.com/sessionstore/sessionstore/internal/tlsconf"
 )
 
 // serveConfig is everything `node serve` needs.
@@ -38,6 +40,8 @@ type serveConfig struct {
 	// gossip and gRPC ports are those of the listen addresses.
 	AdvertiseHost string
 	Join          string
+	Auth          authConfig
+	TLS           transportConfig
 }
 
 func defaultServeConfig() serveConfig {
@@ -73,6 +77,9 @@ func serveFlags(cfg *serveConfig, fs *flag.FlagSet) {
 	fs.IntVar(&cfg.MaxMessageBytes, "max-message-bytes", cfg.MaxMessageBytes, "largest gRPC message, both directions")
 	fs.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "log format: text or json")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log level: debug, info, warn or error")
+	authFlags(&cfg.Auth, fs)
+	limitFlags(&cfg.Cluster, fs)
+	transportFlags(&cfg.TLS, fs)
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
@@ -111,6 +118,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	s.reloadOnHangup(ctx)
 	logger.Info("serving", "grpc_addr", s.grpcAddr, "http_addr", s.httpAddr, "data_dir", cfg.Cluster.DataDir,
 		"node_id", cfg.Cluster.NodeID)
 	<-ctx.Done()
@@ -123,6 +131,7 @@ type server struct {
 	logger   *slog.Logger
 	node     *cluster.Node
 	grpc     *grpc.Server
+	auth     *auth.Authenticator
 	fwd      *rpc.Forwarder
 	health   *health.Server
 	http     *http.Server
@@ -145,6 +154,18 @@ func startServer(cfg serveConfig, logger *slog.Logger, raftLog io.Writer) (*serv
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
+	if err := checkMessageLimit(cfg); err != nil {
+		return nil, err
+	}
+	authn, err := auth.New(cfg.Auth.TokenFile, tlsconf.IsNodeCert)
+	if err != nil {
+		return nil, err
+	}
+	sec, err := loadTransportSecurity(cfg.TLS)
+	if err != nil {
+		return nil, err
+	}
+	sec.apply(&cfg.Cluster)
 	gl, err := net.Listen("tcp", cfg.GRPCAddr)
 	if err != nil {
 		return nil, fmt.Errorf("grpc listen: %w", err)
@@ -154,7 +175,8 @@ func startServer(cfg serveConfig, logger *slog.Logger, raftLog io.Writer) (*serv
 		gl.Close()
 		return nil, fmt.Errorf("http listen: %w", err)
 	}
-	warnIfExposed(logger, gl.Addr(), hl.Addr())
+	sec.log(logger)
+	warnIfExposed(logger, sec.listeners(gl.Addr(), hl.Addr(), cfg.Cluster)...)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if err := advertise(&cfg, gl.Addr().String()); err != nil {
@@ -162,7 +184,7 @@ func startServer(cfg serveConfig, logger *slog.Logger, raftLog io.Writer) (*serv
 		hl.Close()
 		return nil, err
 	}
-	cfg.Cluster.HTTPBase = "http://" + hl.Addr().String()
+	cfg.Cluster.HTTPBase = sec.httpScheme() + "://" + hl.Addr().String()
 	cfg.Cluster.RaftLogOutput = raftLog
 	cfg.Cluster.RaftLogJSON = cfg.LogFormat == "json"
 	node, err := cluster.Open(cfg.Cluster, logger, reg)
@@ -171,32 +193,46 @@ func startServer(cfg serveConfig, logger *slog.Logger, raftLog io.Writer) (*serv
 		hl.Close()
 		return nil, err
 	}
-	s := &server{logger: logger, node: node, grpcAddr: gl.Addr().String(), httpAddr: hl.Addr().String(), done: make(chan struct{})}
-	opts := append(rpc.Interceptors(logger, rpc.NewMetrics(reg)),
+	s := &server{logger: logger, node: node, auth: authn, grpcAddr: gl.Addr().String(), httpAddr: hl.Addr().String(), done: make(chan struct{})}
+	warnIfOpen(logger, authn, gl.Addr())
+	node.SetAuthHash(authn.Hash())
+	rpcMetrics := rpc.NewMetrics(reg)
+	guard := rpc.NewGuard(authn, rpc.GuardConfig{Rate: cfg.Auth.Rate, Burst: cfg.Auth.Burst}, rpcMetrics, logger)
+	opts := append(rpc.Interceptors(logger, rpcMetrics, guard),
 		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes), grpc.MaxSendMsgSize(cfg.MaxMessageBytes))
+	opts = append(opts, sec.serverOptions()...)
 	s.grpc = grpc.NewServer(opts...)
-	s.fwd = rpc.NewForwarder(cfg.MaxMessageBytes, cluster.LocalDialer(cfg.GRPCAddr))
+	s.fwd = rpc.NewForwarder(cfg.MaxMessageBytes, cluster.LocalDialer(cfg.GRPCAddr), sec.peerCreds())
+	s.fwd.Metrics = rpcMetrics
 	rpc.NewPersistence(node, cfg.MaxMessageBytes, s.fwd).Register(s.grpc)
 	rpc.NewClusterService(node, s.fwd).Register(s.grpc)
 	rpc.NewPlanMode(node, s.fwd).Register(s.grpc)
 	node.SetRemover(func(ctx context.Context, leaderAPI, nodeID string) error {
-		c, err := client.Dial(ctx, leaderAPI)
+		c, err := client.Dial(ctx, leaderAPI, sec.peerDialOptions()...)
 		if err != nil {
 			return err
 		}
 		defer c.Close()
-		return c.RemoveMember(ctx, nodeID)
+		// On behalf of the operator who called Leave: their credentials go along.
+		return c.RemoveMember(auth.Outgoing(ctx), nodeID)
 	})
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
 	registerNodeMetrics(reg, node)
-	s.http = &http.Server{Handler: newHTTPHandler(node, reg, logger), ReadHeaderTimeout: 10 * time.Second}
+	s.http = &http.Server{Handler: newHTTPHandler(node, reg, authn, logger), ReadHeaderTimeout: 10 * time.Second, TLSConfig: sec.apiTLS(),
+		ErrorLog: slog.NewLogLogger(logger.With("component", "http").Handler(), slog.LevelWarn)} // e.g. TLS handshake errors
 
 	var ctx context.Context
 	ctx, s.stop = context.WithCancel(context.Background())
 	go func() { _ = s.grpc.Serve(gl) }()
-	go func() { _ = s.http.Serve(hl) }()
+	go func() {
+		if s.http.TLSConfig != nil {
+			_ = s.http.ServeTLS(hl, "", "")
+		} else {
+			_ = s.http.Serve(hl)
+		}
+	}()
 	go func() { defer close(s.done); s.watchHealth(ctx) }()
 	return s, nil
 }
@@ -285,13 +321,13 @@ func (s *server) Close() error {
 	return s.node.Close()
 }
 
-// warnIfExposed warns when a plaintext listener is reachable from other hosts.
-func warnIfExposed(logger *slog.Logger, addrs ...net.Addr) {
-	for _, a := range addrs {
-		ta, ok := a.(*net.TCPAddr)
-		if ok && !ta.IP.IsLoopback() {
-			logger.Warn("listening WITHOUT TLS or authentication on a non-loopback address; anyone who can reach it can read and write every session",
-				"addr", a.String())
+// warnIfExposed warns about each plaintext listener reachable from other
+// hosts (gRPC or HTTP without TLS, Raft without TLS, gossip without a key).
+func warnIfExposed(logger *slog.Logger, ls ...exposedListener) {
+	for _, l := range ls {
+		if !l.secure && !isLoopback(l.addr) {
+			logger.Warn("listening WITHOUT encryption on a non-loopback address: anyone on the network can read and alter its traffic; "+l.fix,
+				"listener", l.name, "addr", l.addr)
 		}
 	}
 }

@@ -25,6 +25,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	addr := fs.String("addr", "127.0.0.1:7400", "gRPC address of the node to ask")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
 	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long (retries of an unreachable node included)")
+	conn := addClientFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: node status [flags]
 
@@ -47,9 +48,13 @@ Flags:
 		fmt.Fprintln(stderr, "node status: --timeout must be > 0")
 		return errUsage
 	}
+	dial, err := conn.dialOptions()
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	c, err := client.Dial(ctx, *addr)
+	c, err := client.Dial(ctx, *addr, dial...)
 	if err != nil {
 		return err
 	}
@@ -86,6 +91,7 @@ func leaveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:7400", "gRPC address of the node that leaves")
 	timeout := fs.Duration("timeout", 60*time.Second, "give up waiting after this long")
+	conn := addClientFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: node leave [flags]
 
@@ -108,9 +114,13 @@ Flags:
 		fmt.Fprintln(stderr, "node leave: --timeout must be > 0")
 		return errUsage
 	}
+	dial, err := conn.dialOptions()
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	c, err := client.Dial(ctx, *addr)
+	c, err := client.Dial(ctx, *addr, dial...)
 	if err != nil {
 		return err
 	}

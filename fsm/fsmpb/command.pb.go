@@ -67,7 +67,7 @@ func (x Repair_Mode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Repair_Mode.Descriptor instead.
 func (Repair_Mode) EnumDescriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{6, 0}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{7, 0}
 }
 
 // Entry is one Raft log entry: a group of commands proposed together by the leader.
@@ -255,7 +255,12 @@ type Command struct {
 	//	*Command_PlanPreStep
 	//	*Command_PlanCommand
 	//	*Command_PlanExit
-	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
+	Cmd isCommand_Cmd `protobuf_oneof:"cmd"`
+	// The principal the receiving node authenticated ("" when authentication is
+	// off) and the proposer's limits; the FSM decides quotas from these, so
+	// every replica decides alike. Set only on Create and Append (version 3).
+	Principal     string  `protobuf:"bytes,20,opt,name=principal,proto3" json:"principal,omitempty"`
+	Limits        *Limits `protobuf:"bytes,21,opt,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -387,6 +392,20 @@ func (x *Command) GetPlanExit() *PlanExit {
 	return nil
 }
 
+func (x *Command) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *Command) GetLimits() *Limits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -451,6 +470,68 @@ func (*Command_PlanCommand) isCommand_Cmd() {}
 
 func (*Command_PlanExit) isCommand_Cmd() {}
 
+// Limits are the proposing node's quotas; 0 = unlimited. Repair closers and
+// server-written plan-mode events are exempt (they close what was written).
+type Limits struct {
+	state                protoimpl.MessageState `protogen:"open.v1"`
+	MaxSessionEvents     int64                  `protobuf:"varint,1,opt,name=max_session_events,json=maxSessionEvents,proto3" json:"max_session_events,omitempty"`
+	MaxSessionBytes      int64                  `protobuf:"varint,2,opt,name=max_session_bytes,json=maxSessionBytes,proto3" json:"max_session_bytes,omitempty"`                // event bytes of one session (the header aside)
+	MaxPrincipalSessions int64                  `protobuf:"varint,3,opt,name=max_principal_sessions,json=maxPrincipalSessions,proto3" json:"max_principal_sessions,omitempty"` // sessions a principal may register
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *Limits) Reset() {
+	*x = Limits{}
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Limits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Limits) ProtoMessage() {}
+
+func (x *Limits) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Limits.ProtoReflect.Descriptor instead.
+func (*Limits) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Limits) GetMaxSessionEvents() int64 {
+	if x != nil {
+		return x.MaxSessionEvents
+	}
+	return 0
+}
+
+func (x *Limits) GetMaxSessionBytes() int64 {
+	if x != nil {
+		return x.MaxSessionBytes
+	}
+	return 0
+}
+
+func (x *Limits) GetMaxPrincipalSessions() int64 {
+	if x != nil {
+		return x.MaxPrincipalSessions
+	}
+	return 0
+}
+
 type SetClusterID struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ClusterId     string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
@@ -460,7 +541,7 @@ type SetClusterID struct {
 
 func (x *SetClusterID) Reset() {
 	*x = SetClusterID{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[3]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -472,7 +553,7 @@ func (x *SetClusterID) String() string {
 func (*SetClusterID) ProtoMessage() {}
 
 func (x *SetClusterID) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[3]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -485,7 +566,7 @@ func (x *SetClusterID) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterID.ProtoReflect.Descriptor instead.
 func (*SetClusterID) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{3}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SetClusterID) GetClusterId() string {
@@ -505,7 +586,7 @@ type Create struct {
 
 func (x *Create) Reset() {
 	*x = Create{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[4]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -517,7 +598,7 @@ func (x *Create) String() string {
 func (*Create) ProtoMessage() {}
 
 func (x *Create) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[4]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -530,7 +611,7 @@ func (x *Create) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Create.ProtoReflect.Descriptor instead.
 func (*Create) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{4}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Create) GetHeader() *Header {
@@ -560,7 +641,7 @@ type Append struct {
 
 func (x *Append) Reset() {
 	*x = Append{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[5]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -572,7 +653,7 @@ func (x *Append) String() string {
 func (*Append) ProtoMessage() {}
 
 func (x *Append) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[5]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -585,7 +666,7 @@ func (x *Append) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Append.ProtoReflect.Descriptor instead.
 func (*Append) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{5}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Append) GetSessionId() string {
@@ -641,7 +722,7 @@ type Repair struct {
 
 func (x *Repair) Reset() {
 	*x = Repair{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[6]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -653,7 +734,7 @@ func (x *Repair) String() string {
 func (*Repair) ProtoMessage() {}
 
 func (x *Repair) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[6]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -666,7 +747,7 @@ func (x *Repair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Repair.ProtoReflect.Descriptor instead.
 func (*Repair) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{6}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Repair) GetSessionId() string {
@@ -723,7 +804,7 @@ type KeepAlive struct {
 
 func (x *KeepAlive) Reset() {
 	*x = KeepAlive{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[7]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -735,7 +816,7 @@ func (x *KeepAlive) String() string {
 func (*KeepAlive) ProtoMessage() {}
 
 func (x *KeepAlive) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[7]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -748,7 +829,7 @@ func (x *KeepAlive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAlive.ProtoReflect.Descriptor instead.
 func (*KeepAlive) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{7}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *KeepAlive) GetSessionId() string {
@@ -790,7 +871,7 @@ type Release struct {
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[8]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -802,7 +883,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[8]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -815,7 +896,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{8}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Release) GetSessionId() string {
@@ -859,7 +940,7 @@ type PlanSet struct {
 
 func (x *PlanSet) Reset() {
 	*x = PlanSet{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[9]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +952,7 @@ func (x *PlanSet) String() string {
 func (*PlanSet) ProtoMessage() {}
 
 func (x *PlanSet) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[9]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,7 +965,7 @@ func (x *PlanSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanSet.ProtoReflect.Descriptor instead.
 func (*PlanSet) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{9}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PlanSet) GetSessionId() string {
@@ -935,7 +1016,7 @@ type PlanPreStep struct {
 
 func (x *PlanPreStep) Reset() {
 	*x = PlanPreStep{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[10]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -947,7 +1028,7 @@ func (x *PlanPreStep) String() string {
 func (*PlanPreStep) ProtoMessage() {}
 
 func (x *PlanPreStep) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[10]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -960,7 +1041,7 @@ func (x *PlanPreStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanPreStep.ProtoReflect.Descriptor instead.
 func (*PlanPreStep) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{10}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PlanPreStep) GetSessionId() string {
@@ -1013,7 +1094,7 @@ type PlanCommand struct {
 
 func (x *PlanCommand) Reset() {
 	*x = PlanCommand{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[11]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1025,7 +1106,7 @@ func (x *PlanCommand) String() string {
 func (*PlanCommand) ProtoMessage() {}
 
 func (x *PlanCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[11]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1038,7 +1119,7 @@ func (x *PlanCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanCommand.ProtoReflect.Descriptor instead.
 func (*PlanCommand) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{11}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PlanCommand) GetSessionId() string {
@@ -1103,7 +1184,7 @@ type PlanExit struct {
 
 func (x *PlanExit) Reset() {
 	*x = PlanExit{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[12]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1115,7 +1196,7 @@ func (x *PlanExit) String() string {
 func (*PlanExit) ProtoMessage() {}
 
 func (x *PlanExit) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[12]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1128,7 +1209,7 @@ func (x *PlanExit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanExit.ProtoReflect.Descriptor instead.
 func (*PlanExit) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{12}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PlanExit) GetSessionId() string {
@@ -1176,7 +1257,7 @@ type ReviewAnswer struct {
 
 func (x *ReviewAnswer) Reset() {
 	*x = ReviewAnswer{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[13]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1188,7 +1269,7 @@ func (x *ReviewAnswer) String() string {
 func (*ReviewAnswer) ProtoMessage() {}
 
 func (x *ReviewAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[13]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1201,7 +1282,7 @@ func (x *ReviewAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewAnswer.ProtoReflect.Descriptor instead.
 func (*ReviewAnswer) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{13}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReviewAnswer) GetAnswers() []*AnswerItem {
@@ -1229,7 +1310,7 @@ type AnswerItem struct {
 
 func (x *AnswerItem) Reset() {
 	*x = AnswerItem{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[14]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1241,7 +1322,7 @@ func (x *AnswerItem) String() string {
 func (*AnswerItem) ProtoMessage() {}
 
 func (x *AnswerItem) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[14]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1254,7 +1335,7 @@ func (x *AnswerItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerItem.ProtoReflect.Descriptor instead.
 func (*AnswerItem) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{14}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AnswerItem) GetId() string {
@@ -1289,7 +1370,7 @@ type PlanState struct {
 
 func (x *PlanState) Reset() {
 	*x = PlanState{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[15]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1301,7 +1382,7 @@ func (x *PlanState) String() string {
 func (*PlanState) ProtoMessage() {}
 
 func (x *PlanState) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[15]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1314,7 +1395,7 @@ func (x *PlanState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanState.ProtoReflect.Descriptor instead.
 func (*PlanState) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{15}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PlanState) GetPending() *PendingSelection {
@@ -1341,7 +1422,7 @@ type PendingSelection struct {
 
 func (x *PendingSelection) Reset() {
 	*x = PendingSelection{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[16]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1353,7 +1434,7 @@ func (x *PendingSelection) String() string {
 func (*PendingSelection) ProtoMessage() {}
 
 func (x *PendingSelection) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[16]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1366,7 +1447,7 @@ func (x *PendingSelection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingSelection.ProtoReflect.Descriptor instead.
 func (*PendingSelection) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{16}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PendingSelection) GetActive() bool {
@@ -1396,7 +1477,7 @@ type PlanSummary struct {
 
 func (x *PlanSummary) Reset() {
 	*x = PlanSummary{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[17]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1408,7 +1489,7 @@ func (x *PlanSummary) String() string {
 func (*PlanSummary) ProtoMessage() {}
 
 func (x *PlanSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[17]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1421,7 +1502,7 @@ func (x *PlanSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanSummary.ProtoReflect.Descriptor instead.
 func (*PlanSummary) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{17}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PlanSummary) GetFold() bool {
@@ -1471,7 +1552,7 @@ type PlanResult struct {
 
 func (x *PlanResult) Reset() {
 	*x = PlanResult{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[18]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1483,7 +1564,7 @@ func (x *PlanResult) String() string {
 func (*PlanResult) ProtoMessage() {}
 
 func (x *PlanResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[18]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1496,7 +1577,7 @@ func (x *PlanResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanResult.ProtoReflect.Descriptor instead.
 func (*PlanResult) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{18}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PlanResult) GetOutcome() int32 {
@@ -1580,7 +1661,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[19]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1592,7 +1673,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[19]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1605,7 +1686,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{19}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Lease) GetOwner() string {
@@ -1648,7 +1729,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[20]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1660,7 +1741,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[20]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1673,7 +1754,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{20}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Result) GetReason() string {
@@ -1753,14 +1834,16 @@ type SessionRecord struct {
 	Frames          uint64                 `protobuf:"varint,9,opt,name=frames,proto3" json:"frames,omitempty"`                                       // artifact frames after the header frame
 	CreatedUnixMs   int64                  `protobuf:"varint,10,opt,name=created_unix_ms,json=createdUnixMs,proto3" json:"created_unix_ms,omitempty"` // leader time of the registration
 	Plan            *PlanState             `protobuf:"bytes,11,opt,name=plan,proto3" json:"plan,omitempty"`
-	PlanSummary     *PlanSummary           `protobuf:"bytes,12,opt,name=plan_summary,json=planSummary,proto3" json:"plan_summary,omitempty"` // absent on records written before it existed: rebuilt from the log
+	PlanSummary     *PlanSummary           `protobuf:"bytes,12,opt,name=plan_summary,json=planSummary,proto3" json:"plan_summary,omitempty"`     // absent on records written before it existed: rebuilt from the log
+	EventBytes      *int64                 `protobuf:"varint,13,opt,name=event_bytes,json=eventBytes,proto3,oneof" json:"event_bytes,omitempty"` // bytes of the stored events; absent on older records: summed from the log
+	Creator         string                 `protobuf:"bytes,14,opt,name=creator,proto3" json:"creator,omitempty"`                                // principal that registered the session
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SessionRecord) Reset() {
 	*x = SessionRecord{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[21]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1772,7 +1855,7 @@ func (x *SessionRecord) String() string {
 func (*SessionRecord) ProtoMessage() {}
 
 func (x *SessionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[21]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1785,7 +1868,7 @@ func (x *SessionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRecord.ProtoReflect.Descriptor instead.
 func (*SessionRecord) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{21}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SessionRecord) GetHeader() *Header {
@@ -1872,6 +1955,20 @@ func (x *SessionRecord) GetPlanSummary() *PlanSummary {
 	return nil
 }
 
+func (x *SessionRecord) GetEventBytes() int64 {
+	if x != nil && x.EventBytes != nil {
+		return *x.EventBytes
+	}
+	return 0
+}
+
+func (x *SessionRecord) GetCreator() string {
+	if x != nil {
+		return x.Creator
+	}
+	return ""
+}
+
 var File_fsm_fsmpb_command_proto protoreflect.FileDescriptor
 
 const file_fsm_fsmpb_command_proto_rawDesc = "" +
@@ -1898,7 +1995,7 @@ const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"\f_seed_lengthB\t\n" +
 	"\a_originB\x13\n" +
 	"\x11_delegation_depthB\x0f\n" +
-	"\r_agent_preset\"\x83\x05\n" +
+	"\r_agent_preset\"\xd6\x05\n" +
 	"\aCommand\x12I\n" +
 	"\x0eset_cluster_id\x18\x01 \x01(\v2!.sessionstore.fsm.v1.SetClusterIDH\x00R\fsetClusterId\x125\n" +
 	"\x06create\x18\x02 \x01(\v2\x1b.sessionstore.fsm.v1.CreateH\x00R\x06create\x125\n" +
@@ -1911,8 +2008,14 @@ const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"\rplan_pre_step\x18\b \x01(\v2 .sessionstore.fsm.v1.PlanPreStepH\x00R\vplanPreStep\x12E\n" +
 	"\fplan_command\x18\t \x01(\v2 .sessionstore.fsm.v1.PlanCommandH\x00R\vplanCommand\x12<\n" +
 	"\tplan_exit\x18\n" +
-	" \x01(\v2\x1d.sessionstore.fsm.v1.PlanExitH\x00R\bplanExitB\x05\n" +
-	"\x03cmd\"-\n" +
+	" \x01(\v2\x1d.sessionstore.fsm.v1.PlanExitH\x00R\bplanExit\x12\x1c\n" +
+	"\tprincipal\x18\x14 \x01(\tR\tprincipal\x123\n" +
+	"\x06limits\x18\x15 \x01(\v2\x1b.sessionstore.fsm.v1.LimitsR\x06limitsB\x05\n" +
+	"\x03cmd\"\x98\x01\n" +
+	"\x06Limits\x12,\n" +
+	"\x12max_session_events\x18\x01 \x01(\x03R\x10maxSessionEvents\x12*\n" +
+	"\x11max_session_bytes\x18\x02 \x01(\x03R\x0fmaxSessionBytes\x124\n" +
+	"\x16max_principal_sessions\x18\x03 \x01(\x03R\x14maxPrincipalSessions\"-\n" +
 	"\fSetClusterID\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\"\\\n" +
@@ -2043,7 +2146,7 @@ const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"\brepaired\x18\x06 \x01(\bR\brepaired\x120\n" +
 	"\x05lease\x18\a \x01(\v2\x1a.sessionstore.fsm.v1.LeaseR\x05lease\x12\x14\n" +
 	"\x05stale\x18\b \x01(\bR\x05stale\x123\n" +
-	"\x04plan\x18\t \x01(\v2\x1f.sessionstore.fsm.v1.PlanResultR\x04plan\"\xf4\x03\n" +
+	"\x04plan\x18\t \x01(\v2\x1f.sessionstore.fsm.v1.PlanResultR\x04plan\"\xc4\x04\n" +
 	"\rSessionRecord\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.sessionstore.fsm.v1.HeaderR\x06header\x12\"\n" +
 	"\fmaterialized\x18\x02 \x01(\bR\fmaterialized\x12\x19\n" +
@@ -2058,7 +2161,11 @@ const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"\x0fcreated_unix_ms\x18\n" +
 	" \x01(\x03R\rcreatedUnixMs\x122\n" +
 	"\x04plan\x18\v \x01(\v2\x1e.sessionstore.fsm.v1.PlanStateR\x04plan\x12C\n" +
-	"\fplan_summary\x18\f \x01(\v2 .sessionstore.fsm.v1.PlanSummaryR\vplanSummaryB0Z.github.com/sessionstore/sessionstore/fsm/fsmpbb\x06proto3"
+	"\fplan_summary\x18\f \x01(\v2 .sessionstore.fsm.v1.PlanSummaryR\vplanSummary\x12$\n" +
+	"\vevent_bytes\x18\r \x01(\x03H\x00R\n" +
+	"eventBytes\x88\x01\x01\x12\x18\n" +
+	"\acreator\x18\x0e \x01(\tR\acreatorB\x0e\n" +
+	"\f_event_bytesB0Z.github.com/sessionstore/sessionstore/fsm/fsmpbb\x06proto3"
 
 var (
 	file_fsm_fsmpb_command_proto_rawDescOnce sync.Once
@@ -2073,60 +2180,62 @@ func file_fsm_fsmpb_command_proto_rawDescGZIP() []byte {
 }
 
 var file_fsm_fsmpb_command_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fsm_fsmpb_command_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_fsm_fsmpb_command_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_fsm_fsmpb_command_proto_goTypes = []any{
 	(Repair_Mode)(0),         // 0: sessionstore.fsm.v1.Repair.Mode
 	(*Entry)(nil),            // 1: sessionstore.fsm.v1.Entry
 	(*Header)(nil),           // 2: sessionstore.fsm.v1.Header
 	(*Command)(nil),          // 3: sessionstore.fsm.v1.Command
-	(*SetClusterID)(nil),     // 4: sessionstore.fsm.v1.SetClusterID
-	(*Create)(nil),           // 5: sessionstore.fsm.v1.Create
-	(*Append)(nil),           // 6: sessionstore.fsm.v1.Append
-	(*Repair)(nil),           // 7: sessionstore.fsm.v1.Repair
-	(*KeepAlive)(nil),        // 8: sessionstore.fsm.v1.KeepAlive
-	(*Release)(nil),          // 9: sessionstore.fsm.v1.Release
-	(*PlanSet)(nil),          // 10: sessionstore.fsm.v1.PlanSet
-	(*PlanPreStep)(nil),      // 11: sessionstore.fsm.v1.PlanPreStep
-	(*PlanCommand)(nil),      // 12: sessionstore.fsm.v1.PlanCommand
-	(*PlanExit)(nil),         // 13: sessionstore.fsm.v1.PlanExit
-	(*ReviewAnswer)(nil),     // 14: sessionstore.fsm.v1.ReviewAnswer
-	(*AnswerItem)(nil),       // 15: sessionstore.fsm.v1.AnswerItem
-	(*PlanState)(nil),        // 16: sessionstore.fsm.v1.PlanState
-	(*PendingSelection)(nil), // 17: sessionstore.fsm.v1.PendingSelection
-	(*PlanSummary)(nil),      // 18: sessionstore.fsm.v1.PlanSummary
-	(*PlanResult)(nil),       // 19: sessionstore.fsm.v1.PlanResult
-	(*Lease)(nil),            // 20: sessionstore.fsm.v1.Lease
-	(*Result)(nil),           // 21: sessionstore.fsm.v1.Result
-	(*SessionRecord)(nil),    // 22: sessionstore.fsm.v1.SessionRecord
+	(*Limits)(nil),           // 4: sessionstore.fsm.v1.Limits
+	(*SetClusterID)(nil),     // 5: sessionstore.fsm.v1.SetClusterID
+	(*Create)(nil),           // 6: sessionstore.fsm.v1.Create
+	(*Append)(nil),           // 7: sessionstore.fsm.v1.Append
+	(*Repair)(nil),           // 8: sessionstore.fsm.v1.Repair
+	(*KeepAlive)(nil),        // 9: sessionstore.fsm.v1.KeepAlive
+	(*Release)(nil),          // 10: sessionstore.fsm.v1.Release
+	(*PlanSet)(nil),          // 11: sessionstore.fsm.v1.PlanSet
+	(*PlanPreStep)(nil),      // 12: sessionstore.fsm.v1.PlanPreStep
+	(*PlanCommand)(nil),      // 13: sessionstore.fsm.v1.PlanCommand
+	(*PlanExit)(nil),         // 14: sessionstore.fsm.v1.PlanExit
+	(*ReviewAnswer)(nil),     // 15: sessionstore.fsm.v1.ReviewAnswer
+	(*AnswerItem)(nil),       // 16: sessionstore.fsm.v1.AnswerItem
+	(*PlanState)(nil),        // 17: sessionstore.fsm.v1.PlanState
+	(*PendingSelection)(nil), // 18: sessionstore.fsm.v1.PendingSelection
+	(*PlanSummary)(nil),      // 19: sessionstore.fsm.v1.PlanSummary
+	(*PlanResult)(nil),       // 20: sessionstore.fsm.v1.PlanResult
+	(*Lease)(nil),            // 21: sessionstore.fsm.v1.Lease
+	(*Result)(nil),           // 22: sessionstore.fsm.v1.Result
+	(*SessionRecord)(nil),    // 23: sessionstore.fsm.v1.SessionRecord
 }
 var file_fsm_fsmpb_command_proto_depIdxs = []int32{
 	3,  // 0: sessionstore.fsm.v1.Entry.commands:type_name -> sessionstore.fsm.v1.Command
-	4,  // 1: sessionstore.fsm.v1.Command.set_cluster_id:type_name -> sessionstore.fsm.v1.SetClusterID
-	5,  // 2: sessionstore.fsm.v1.Command.create:type_name -> sessionstore.fsm.v1.Create
-	6,  // 3: sessionstore.fsm.v1.Command.append:type_name -> sessionstore.fsm.v1.Append
-	7,  // 4: sessionstore.fsm.v1.Command.repair:type_name -> sessionstore.fsm.v1.Repair
-	8,  // 5: sessionstore.fsm.v1.Command.keep_alive:type_name -> sessionstore.fsm.v1.KeepAlive
-	9,  // 6: sessionstore.fsm.v1.Command.release:type_name -> sessionstore.fsm.v1.Release
-	10, // 7: sessionstore.fsm.v1.Command.plan_set:type_name -> sessionstore.fsm.v1.PlanSet
-	11, // 8: sessionstore.fsm.v1.Command.plan_pre_step:type_name -> sessionstore.fsm.v1.PlanPreStep
-	12, // 9: sessionstore.fsm.v1.Command.plan_command:type_name -> sessionstore.fsm.v1.PlanCommand
-	13, // 10: sessionstore.fsm.v1.Command.plan_exit:type_name -> sessionstore.fsm.v1.PlanExit
-	2,  // 11: sessionstore.fsm.v1.Create.header:type_name -> sessionstore.fsm.v1.Header
-	0,  // 12: sessionstore.fsm.v1.Repair.mode:type_name -> sessionstore.fsm.v1.Repair.Mode
-	14, // 13: sessionstore.fsm.v1.PlanExit.answer:type_name -> sessionstore.fsm.v1.ReviewAnswer
-	15, // 14: sessionstore.fsm.v1.ReviewAnswer.answers:type_name -> sessionstore.fsm.v1.AnswerItem
-	17, // 15: sessionstore.fsm.v1.PlanState.pending:type_name -> sessionstore.fsm.v1.PendingSelection
-	20, // 16: sessionstore.fsm.v1.Result.lease:type_name -> sessionstore.fsm.v1.Lease
-	19, // 17: sessionstore.fsm.v1.Result.plan:type_name -> sessionstore.fsm.v1.PlanResult
-	2,  // 18: sessionstore.fsm.v1.SessionRecord.header:type_name -> sessionstore.fsm.v1.Header
-	20, // 19: sessionstore.fsm.v1.SessionRecord.lease:type_name -> sessionstore.fsm.v1.Lease
-	16, // 20: sessionstore.fsm.v1.SessionRecord.plan:type_name -> sessionstore.fsm.v1.PlanState
-	18, // 21: sessionstore.fsm.v1.SessionRecord.plan_summary:type_name -> sessionstore.fsm.v1.PlanSummary
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	5,  // 1: sessionstore.fsm.v1.Command.set_cluster_id:type_name -> sessionstore.fsm.v1.SetClusterID
+	6,  // 2: sessionstore.fsm.v1.Command.create:type_name -> sessionstore.fsm.v1.Create
+	7,  // 3: sessionstore.fsm.v1.Command.append:type_name -> sessionstore.fsm.v1.Append
+	8,  // 4: sessionstore.fsm.v1.Command.repair:type_name -> sessionstore.fsm.v1.Repair
+	9,  // 5: sessionstore.fsm.v1.Command.keep_alive:type_name -> sessionstore.fsm.v1.KeepAlive
+	10, // 6: sessionstore.fsm.v1.Command.release:type_name -> sessionstore.fsm.v1.Release
+	11, // 7: sessionstore.fsm.v1.Command.plan_set:type_name -> sessionstore.fsm.v1.PlanSet
+	12, // 8: sessionstore.fsm.v1.Command.plan_pre_step:type_name -> sessionstore.fsm.v1.PlanPreStep
+	13, // 9: sessionstore.fsm.v1.Command.plan_command:type_name -> sessionstore.fsm.v1.PlanCommand
+	14, // 10: sessionstore.fsm.v1.Command.plan_exit:type_name -> sessionstore.fsm.v1.PlanExit
+	4,  // 11: sessionstore.fsm.v1.Command.limits:type_name -> sessionstore.fsm.v1.Limits
+	2,  // 12: sessionstore.fsm.v1.Create.header:type_name -> sessionstore.fsm.v1.Header
+	0,  // 13: sessionstore.fsm.v1.Repair.mode:type_name -> sessionstore.fsm.v1.Repair.Mode
+	15, // 14: sessionstore.fsm.v1.PlanExit.answer:type_name -> sessionstore.fsm.v1.ReviewAnswer
+	16, // 15: sessionstore.fsm.v1.ReviewAnswer.answers:type_name -> sessionstore.fsm.v1.AnswerItem
+	18, // 16: sessionstore.fsm.v1.PlanState.pending:type_name -> sessionstore.fsm.v1.PendingSelection
+	21, // 17: sessionstore.fsm.v1.Result.lease:type_name -> sessionstore.fsm.v1.Lease
+	20, // 18: sessionstore.fsm.v1.Result.plan:type_name -> sessionstore.fsm.v1.PlanResult
+	2,  // 19: sessionstore.fsm.v1.SessionRecord.header:type_name -> sessionstore.fsm.v1.Header
+	21, // 20: sessionstore.fsm.v1.SessionRecord.lease:type_name -> sessionstore.fsm.v1.Lease
+	17, // 21: sessionstore.fsm.v1.SessionRecord.plan:type_name -> sessionstore.fsm.v1.PlanState
+	19, // 22: sessionstore.fsm.v1.SessionRecord.plan_summary:type_name -> sessionstore.fsm.v1.PlanSummary
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_fsm_fsmpb_command_proto_init() }
@@ -2147,16 +2256,17 @@ func file_fsm_fsmpb_command_proto_init() {
 		(*Command_PlanCommand)(nil),
 		(*Command_PlanExit)(nil),
 	}
-	file_fsm_fsmpb_command_proto_msgTypes[14].OneofWrappers = []any{}
 	file_fsm_fsmpb_command_proto_msgTypes[15].OneofWrappers = []any{}
-	file_fsm_fsmpb_command_proto_msgTypes[18].OneofWrappers = []any{}
+	file_fsm_fsmpb_command_proto_msgTypes[16].OneofWrappers = []any{}
+	file_fsm_fsmpb_command_proto_msgTypes[19].OneofWrappers = []any{}
+	file_fsm_fsmpb_command_proto_msgTypes[22].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsm_fsmpb_command_proto_rawDesc), len(file_fsm_fsmpb_command_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,102 @@
+package cluster
+
+import (
+	"context"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/fsm/fsmpb"
+)
+
+// limitsVersion is the command version that carries principals and limits.
+const limitsVersion = 3
+
+// stamp adds the caller and this node's quotas to a Create or Append, once
+// every voter has said (in gossip) that it applies command version 3: an
+// older replica would refuse the entry. Until then quotas are not enforced,
+// and the node says so.
+func (n *Node) stamp(ctx context.Context, cmd *fsmpb.Command) *fsmpb.Command {
+	caller := sessionstore.CallerFrom(ctx)
+	lim := &fsmpb.Limits{MaxSessionEvents: n.cfg.MaxSessionEvents, MaxSessionBytes: n.cfg.MaxSessionBytes,
+		MaxPrincipalSessions: n.cfg.MaxSessionsPerPrincipal}
+	if caller.MaxSessions > 0 {
+		lim.MaxPrincipalSessions = caller.MaxSessions
+	}
+	if caller.Name == "" && lim.MaxSessionEvents == 0 && lim.MaxSessionBytes == 0 && lim.MaxPrincipalSessions == 0 {
+		return cmd
+	}
+	if !n.votersSupport(limitsVersion) {
+		n.warnOnce.Do(func() {
+			n.logger.Warn("quotas are not enforced yet: a voter has not advertised command version 3 (an older build?); they start once every voter runs this version")
+		})
+		return cmd
+	}
+	cmd.Principal, cmd.Limits = caller.Name, lim
+	return cmd
+}
+
+// votersSupport reports whether every voter has advertised command version v.
+// A node's last advertisement is remembered while it is down, so a stopped
+// voter does not switch quotas off; one never heard from counts as older.
+func (n *Node) votersSupport(v uint32) bool {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	peers := n.gossip.peers()
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage != raft.Voter {
+			continue
+		}
+		p, ok := peers[string(s.ID)]
+		if !ok || p.meta.Commands < v {
+			return false
+		}
+	}
+	return true
+}
+
+// acquirePending reserves size bytes of the budget of commands waiting for
+// Raft on this node: back-pressure instead of an unbounded queue.
+func (n *Node) acquirePending(ctx context.Context, size int64) error {
+	timer := time.NewTimer(n.cfg.PendingWait)
+	defer timer.Stop()
+	for {
+		n.pendingMu.Lock()
+		if n.pending == 0 || n.pending+size <= n.cfg.MaxPendingBytes {
+			n.pending += size
+			n.pendingMu.Unlock()
+			return nil
+		}
+		freed, pending := n.pendingFreed, n.pending
+		n.pendingMu.Unlock()
+		select {
+		case <-freed:
+		case <-timer.C:
+			return sessionstore.Errorf(sessionstore.ReasonQuotaExceeded,
+				"this node's Raft pipeline is full (%d bytes of commands waiting, limit %d); the command was not applied: retry later",
+				pending, n.cfg.MaxPendingBytes)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-n.ctx.Done():
+			return sessionstore.ErrShuttingDown
+		}
+	}
+}
+
+func (n *Node) releasePending(size int64) {
+	n.pendingMu.Lock()
+	n.pending -= size
+	close(n.pendingFreed)
+	n.pendingFreed = make(chan struct{})
+	n.pendingMu.Unlock()
+}
+
+// PendingBytes is the size of the commands waiting for Raft on this node.
+func (n *Node) PendingBytes() int64 {
+	n.pendingMu.Lock()
+	defer n.pendingMu.Unlock()
+	return n.pending
+}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/sessionstore/sessionstore/api/auth"
+	"github.com/sessionstore/sessionstore/cluster"
+)
+
+// authConfig is the authentication and per-principal rate part of `node serve`.
+type authConfig struct {
+	TokenFile string
+	Rate      float64
+	Burst     int
+}
+
+func authFlags(cfg *authConfig, fs *flag.FlagSet) {
+	fs.StringVar(&cfg.TokenFile, "auth-token-file", "", "token file (token → name, permissions, session-id prefixes; see README \"Authentication\"); every call must then authenticate with a bearer token or a client certificate listed in it. Reloaded on SIGHUP")
+	fs.Float64Var(&cfg.Rate, "rate-limit", 0, "requests per second each principal may send to THIS node (0: unlimited; a token-file entry's rate= overrides it); excess calls get RESOURCE_EXHAUSTED / QUOTA_EXCEEDED")
+	fs.IntVar(&cfg.Burst, "rate-burst", 0, "requests above --rate-limit a principal may send at once (0: the rate rounded up)")
+}
+
+// reloadOnHangup re-reads the token file on every SIGHUP until ctx ends; a
+// file that fails to parse leaves the previous one in force.
+func (s *server) reloadOnHangup(ctx context.Context) {
+	if !s.auth.Enabled() {
+		return
+	}
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(ch)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ch:
+				s.reloadAuth()
+			}
+		}
+	}()
+}
+
+func (s *server) reloadAuth() {
+	if err := s.auth.Reload(); err != nil {
+		s.logger.Error("token file reload failed; the previous one stays in force", "err", err)
+		return
+	}
+	s.node.SetAuthHash(s.auth.Hash())
+	s.logger.Info("token file reloaded", "principals", s.auth.Principals(), "auth_hash", s.auth.Hash())
+}
+
+// warnIfOpen warns when a node reachable from other hosts lets anyone in.
+func warnIfOpen(logger *slog.Logger, a *auth.Authenticator, grpcAddr net.Addr) {
+	if ta, ok := grpcAddr.(*net.TCPAddr); ok && !ta.IP.IsLoopback() && !a.Enabled() {
+		logger.Warn("authentication is OFF on a non-loopback address: anyone who reaches it can read and write every session; set --auth-token-file",
+			"addr", grpcAddr.String())
+	}
+}
+
+func limitFlags(c *cluster.Config, fs *flag.FlagSet) {
+	fs.Int64Var(&c.MaxSessionEvents, "max-session-events", c.MaxSessionEvents, "most events one session may hold (0: unlimited); crash-repair closers are exempt")
+	fs.Int64Var(&c.MaxSessionBytes, "max-session-bytes", c.MaxSessionBytes, "most bytes of events one session may hold (0: unlimited); crash-repair closers are exempt")
+	fs.Int64Var(&c.MaxSessionsPerPrincipal, "max-sessions-per-principal", c.MaxSessionsPerPrincipal, "most sessions one principal may create (0: unlimited; a token-file entry's max_sessions= overrides it; without authentication every caller is the same principal)")
+	fs.Int64Var(&c.MaxPendingBytes, "max-pending-bytes", c.MaxPendingBytes, "bytes of commands that may wait for Raft on this node; beyond it callers wait, then get RESOURCE_EXHAUSTED / QUOTA_EXCEEDED")
+}
+
+// checkMessageLimit refuses a gRPC message limit too small for the largest
+// append batch (plus room for the request around it): such a batch could be
+// accepted by the limits and yet never arrive, or never be read back.
+func checkMessageLimit(cfg serveConfig) error {
+	const margin = 64 << 10
+	if cfg.MaxMessageBytes < cfg.Cluster.MaxBatchBytes+margin {
+		return fmt.Errorf("--max-message-bytes %d must exceed --max-batch-bytes %d by at least %d", cfg.MaxMessageBytes, cfg.Cluster.MaxBatchBytes, margin)
+	}
+	return nil
+}
