@@ -39,6 +39,9 @@ type Config struct {
 	// reported dead for that long — never below BootstrapExpect voters, and
 	// never a server that left gracefully (a SIGTERM'd node stays a voter).
 	ReapDeadAfter time.Duration
+	// AuthHash identifies the node's token file ("" without one); gossiped so
+	// that nodes whose files differ warn.
+	AuthHash string
 	// HTTPBase is the base URL of this node's HTTP server (for Locate's url).
 	HTTPBase string
 

@@ -159,7 +159,7 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 	if n.raft, err = raft.NewRaft(rc, n.fsm, n.logs, n.local, n.snaps, n.transport); err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
-	self := memberMeta{ID: cfg.NodeID, Commands: fsm.CommandVersion, Raft: string(n.transport.LocalAddr()), API: cfg.APIAdvertise,
+	self := memberMeta{ID: cfg.NodeID, Commands: fsm.CommandVersion, AuthHash: cfg.AuthHash, Raft: string(n.transport.LocalAddr()), API: cfg.APIAdvertise,
 		HasState: hasState, ClusterID: n.ClusterID(), Applied: n.fsm.AppliedIndex()}
 	if n.gossip, err = newGossip(cfg, self, logger); err != nil {
 		_ = n.raft.Shutdown().Error()
@@ -367,7 +367,7 @@ func (n *Node) Ready() error {
 	return nil
 }
 
-// SetAuthHash publishes the hash of the node's token file in gossip, so that
+// SetAuthHash publishes the hash of a reloaded token file in gossip, so that
 // nodes notice (and warn) when their files differ.
 func (n *Node) SetAuthHash(h string) {
 	n.gossip.update(func(m *memberMeta) { m.AuthHash = h })

@@ -9,9 +9,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -325,6 +327,15 @@ func TestAuth_PermissionsAndPrefixes(t *testing.T) {
 	if _, err := sessionpb.NewClusterClient(auAs(t, n, auAdmin).Conn()).Status(ctx, &sessionpb.StatusRequest{}); err != nil {
 		t.Fatalf("admin's cluster status: %v", err)
 	}
+	// Every answer carries a request id: the caller's, or one the node minted.
+	var hdr metadata.MD
+	raw := sessionpb.NewSessionPersistenceClient(alice.Conn())
+	if _, err := raw.Inspect(metadata.AppendToOutgoingContext(ctx, "x-request-id", "req-42"), &sessionpb.InspectRequest{SessionId: id}, grpc.Header(&hdr)); err != nil || hdr.Get("x-request-id")[0] != "req-42" {
+		t.Fatalf("request id echoed: %v %v", hdr, err)
+	}
+	if _, err := raw.Inspect(ctx, &sessionpb.InspectRequest{SessionId: "bob/x"}, grpc.Header(&hdr)); status.Code(err) != codes.PermissionDenied || len(hdr.Get("x-request-id")) != 1 || len(hdr.Get("x-request-id")[0]) != 16 {
+		t.Fatalf("minted request id on a refusal: %v %v", hdr, err)
+	}
 	// Reload: a revoked token is refused at once; the new file's hash is gossiped.
 	if err := os.WriteFile(path, []byte(auAdmin+" admin read,write,admin\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -445,5 +456,102 @@ func TestAuthCluster_ForwardedCallsKeepTheCaller(t *testing.T) {
 		if err != nil || len(v.Events) != len(ctOneTurnLog()) {
 			t.Fatalf("%s: %v", nd.id, err)
 		}
+	}
+}
+
+// Client certificates as credentials: a certificate of the cluster's CA
+// listed in the token file as cert:<CN> is that principal, through a follower
+// too (the follower names the principal; the leader trusts the name because
+// the follower presents a node certificate); a certificate of the same CA not
+// in the file, or none, is UNAUTHENTICATED.
+func TestAuthTLS_ClientCertificatePrincipal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three nodes")
+	}
+	dir := tlsCerts(t, []string{"n1", "n2", "n3"}, []string{"alice", "mallory"})
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte("cert:alice alice read,write alice/\n"+auAdmin+" admin read,write,admin\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ca := filepath.Join(dir, "ca.pem")
+	nodes := tlsStartCluster(t, dir, 3, tlsDial(t, clientFlags{ca: ca, token: auAdmin}),
+		func(c *serveConfig) { c.Auth.TokenFile = tokens })
+	leader := leaderOf(tlsCl(nodes))
+	var follower *tlsNode
+	for _, nd := range nodes {
+		if nd.clNode != leader {
+			follower = nd
+			break
+		}
+	}
+	as := func(f clientFlags) *client.Client {
+		c, err := client.Dial(context.Background(), follower.srv.grpcAddr, tlsDial(t, f)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	cert := func(name string) clientFlags {
+		return clientFlags{ca: ca, cert: filepath.Join(dir, "client-"+name+".pem"), key: filepath.Join(dir, "client-"+name+"-key.pem")}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	alice := as(cert("alice"))
+	if err := alice.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta("alice/c1", "/w")}); err != nil {
+		t.Fatalf("alice's create through a follower: %v", err)
+	}
+	if _, err := alice.Append(ctx, &sessionpb.AppendRequest{SessionId: "alice/c1", Events: ctOneTurnLog()}); err != nil {
+		t.Fatalf("alice's append through a follower: %v", err)
+	}
+	if err := alice.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta("bob/c1", "/w")}); auReason(err) != sessionstore.ReasonPermissionDenied {
+		t.Fatalf("alice outside her prefix: %v", err)
+	}
+	once := client.Options{MaxAttempts: 1}
+	if _, err := as(cert("mallory")).WithOptions(once).Inspect(ctx, &sessionpb.InspectRequest{SessionId: "alice/c1"}); auReason(err) != sessionstore.ReasonUnauthenticated {
+		t.Fatalf("a CA-signed certificate not in the token file: %v", err)
+	}
+	if _, err := as(clientFlags{ca: ca}).WithOptions(once).Inspect(ctx, &sessionpb.InspectRequest{SessionId: "alice/c1"}); auReason(err) != sessionstore.ReasonUnauthenticated {
+		t.Fatalf("TLS without a certificate or token: %v", err)
+	}
+	// The admin token works over TLS on every node, and sees alice's log.
+	for _, nd := range nodes {
+		v, err := nd.Client.Inspect(ctx, &sessionpb.InspectRequest{SessionId: "alice/c1"})
+		if err != nil || len(v.Events) != len(ctOneTurnLog()) {
+			t.Fatalf("%s: %v", nd.id, err)
+		}
+	}
+}
+
+// Nodes gossip the hash of their token file and warn when a peer's differs.
+func TestAuthCluster_DifferingTokenFilesWarn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three nodes")
+	}
+	dir := tlsCerts(t, []string{"n1", "n2", "n3"}, nil)
+	same := filepath.Join(t.TempDir(), "tokens")
+	odd := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(same, []byte(auTokens), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(odd, []byte(auAdmin+" admin read,write,admin\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	nodes := tlsStartCluster(t, dir, 3, tlsDial(t, clientFlags{ca: filepath.Join(dir, "ca.pem"), token: auAdmin}),
+		func(c *serveConfig) {
+			c.Auth.TokenFile = same
+			if c.Cluster.NodeID == "n3" {
+				c.Auth.TokenFile = odd
+			}
+		})
+	deadline := time.Now().Add(30 * time.Second)
+	for !nodes[0].log.has("token file differs", "peer=n3") || !nodes[2].log.has("token file differs", "peer=n1") {
+		if time.Now().After(deadline) {
+			t.Fatal("no warning about n3's different token file")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if nodes[0].log.has("token file differs", "peer=n2") {
+		t.Fatal("n1 warned about n2, whose file is the same")
 	}
 }

@@ -185,6 +185,7 @@ func startServer(cfg serveConfig, logger *slog.Logger, raftLog io.Writer) (*serv
 		return nil, err
 	}
 	cfg.Cluster.HTTPBase = sec.httpScheme() + "://" + hl.Addr().String()
+	cfg.Cluster.AuthHash = authn.Hash()
 	cfg.Cluster.RaftLogOutput = raftLog
 	cfg.Cluster.RaftLogJSON = cfg.LogFormat == "json"
 	node, err := cluster.Open(cfg.Cluster, logger, reg)
@@ -195,7 +196,6 @@ func startServer(cfg serveConfig, logger *slog.Logger, raftLog io.Writer) (*serv
 	}
 	s := &server{logger: logger, node: node, auth: authn, grpcAddr: gl.Addr().String(), httpAddr: hl.Addr().String(), done: make(chan struct{})}
 	warnIfOpen(logger, authn, gl.Addr())
-	node.SetAuthHash(authn.Hash())
 	rpcMetrics := rpc.NewMetrics(reg)
 	guard := rpc.NewGuard(authn, rpc.GuardConfig{Rate: cfg.Auth.Rate, Burst: cfg.Auth.Burst}, rpcMetrics, logger)
 	opts := append(rpc.Interceptors(logger, rpcMetrics, guard),

@@ -114,7 +114,7 @@ func tlsStartNode(t *testing.T, id string, tune func(*serveConfig), dial []grpc.
 
 // tlsStartCluster boots n TLS nodes n1..n (certificates and gossip key from
 // dir) that bootstrap one cluster; their clients use dial.
-func tlsStartCluster(t *testing.T, dir string, n int, dial []grpc.DialOption) []*tlsNode {
+func tlsStartCluster(t *testing.T, dir string, n int, dial []grpc.DialOption, extra ...func(*serveConfig)) []*tlsNode {
 	t.Helper()
 	gossip := make([]string, n)
 	for i := range gossip {
@@ -128,6 +128,9 @@ func tlsStartCluster(t *testing.T, dir string, n int, dial []grpc.DialOption) []
 			c.Join = strings.Join(slices.Delete(slices.Clone(gossip), i, i+1), ",")
 			c.Cluster.BootstrapExpect = n
 			tlsFiles(c, dir, id)
+			for _, f := range extra {
+				f(c)
+			}
 		}, dial)
 	}
 	for _, nd := range nodes {
