@@ -39,6 +39,19 @@ type Config struct {
 	// reported dead for that long — never below BootstrapExpect voters, and
 	// never a server that left gracefully (a SIGTERM'd node stays a voter).
 	ReapDeadAfter time.Duration
+	// RegistrationTTL is how long a Create registration may stay without an
+	// event before the leader deletes it (0: forever); ExpirySweep how often
+	// the leader looks.
+	RegistrationTTL time.Duration
+	ExpirySweep     time.Duration
+	// Retention lists the retention policies; RetentionSweep is how often
+	// the leader applies them.
+	Retention      []RetentionPolicy
+	RetentionSweep time.Duration
+	// CommandVersion is the newest command version this node applies and
+	// advertises in gossip (0: this build's). Tests lower it to run a node
+	// as a build of the previous release would.
+	CommandVersion uint32
 	// AuthHash identifies the node's token file ("" without one); gossiped so
 	// that nodes whose files differ warn.
 	AuthHash string
@@ -75,6 +88,10 @@ type Config struct {
 	// with QUOTA_EXCEEDED (definitely not applied).
 	MaxPendingBytes int64
 	PendingWait     time.Duration
+	// MinFreeBytes: while the filesystem of DataDir has fewer bytes available
+	// (statfs f_bavail), writes that grow the store are refused with
+	// QUOTA_EXCEEDED and Ready fails (0: never refuse). See diskspace.go.
+	MinFreeBytes int64
 
 	// RaftLogOutput receives hashicorp/raft's own log lines (nil: discarded),
 	// as JSON when RaftLogJSON is set.
@@ -119,6 +136,10 @@ func DefaultConfig() Config {
 		MaxSessionBytes:   1 << 30,
 		MaxPendingBytes:   64 << 20,
 		PendingWait:       2 * time.Second,
+		RegistrationTTL:   24 * time.Hour,
+		RetentionSweep:    time.Hour,
+		ExpirySweep:       5 * time.Minute,
+		MinFreeBytes:      256 << 20,
 	}
 }
 
@@ -146,8 +167,17 @@ func (c Config) Validate() error {
 	if c.MaxGroupCommands < 1 || c.MaxGroupBytes < 1 {
 		errs = append(errs, errors.New("group bounds must be >= 1"))
 	}
+	if len(c.Retention) > 0 && c.RetentionSweep <= 0 {
+		errs = append(errs, fmt.Errorf("retention sweep interval must be > 0 with retention policies, got %v", c.RetentionSweep))
+	}
+	if c.RegistrationTTL < 0 || (c.RegistrationTTL > 0 && c.ExpirySweep <= 0) {
+		errs = append(errs, fmt.Errorf("registration ttl %v must be >= 0, with a positive sweep interval (got %v)", c.RegistrationTTL, c.ExpirySweep))
+	}
 	if c.MaxSessionEvents < 0 || c.MaxSessionBytes < 0 || c.MaxSessionsPerPrincipal < 0 {
 		errs = append(errs, errors.New("quotas must be >= 0 (0: unlimited)"))
+	}
+	if c.MinFreeBytes < 0 {
+		errs = append(errs, fmt.Errorf("min-free-bytes must be >= 0 (0: never refuse writes), got %d", c.MinFreeBytes))
 	}
 	if c.MaxPendingBytes < int64(c.MaxBatchBytes) {
 		errs = append(errs, fmt.Errorf("max pending bytes %d must hold at least one batch (%d bytes)", c.MaxPendingBytes, c.MaxBatchBytes))

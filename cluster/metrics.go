@@ -19,11 +19,16 @@ type Metrics struct {
 	// QueueSeconds: one command, from enqueue until its group is handed to
 	// raft.Apply (observed only for proposals that carry their enqueue time).
 	QueueSeconds prometheus.Histogram
+	// RetentionDeleted counts sessions retention sweeps deleted (proposed by
+	// this node as leader).
+	RetentionDeleted prometheus.Counter
 }
 
 // NewMetrics registers the cluster instruments on reg (nil: unregistered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
+		RetentionDeleted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sessionstore_retention_deleted_total", Help: "Sessions deleted by retention sweeps this node proposed as leader."}),
 		Proposals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sessionstore_cluster_proposals_total", Help: "Commands proposed, by outcome (ok, rejected, no_leader, unknown, error)."},
 			[]string{"outcome"}),
@@ -38,7 +43,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18)}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Proposals, m.GroupSize, m.CommitSeconds, m.QueueSeconds)
+		reg.MustRegister(m.Proposals, m.GroupSize, m.CommitSeconds, m.QueueSeconds, m.RetentionDeleted)
 	}
 	return m
 }

@@ -38,6 +38,7 @@ type Node struct {
 	raft      *raft.Raft
 	gossip    *gossip
 	metrics   *Metrics
+	disk      *diskMonitor   // free space of DataDir's filesystem (issue 8)
 	peerCheck *raftPeerCheck // nil without Raft TLS
 
 	proposals  chan *proposal
@@ -133,10 +134,12 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 		fm.Restores.Inc()
 		fm.RestoreSeconds.Observe(guardDur.Seconds())
 	}
+	n.disk = newDiskMonitor(cfg.DataDir, cfg.MinFreeBytes, n.logger, reg)
 	n.artifacts = fsm.NewArtifacts(artifactsDir(cfg.DataDir), n.state, n.local, logger, fm)
 	if n.fsm, err = fsm.New(n.state, logger, fm, n.artifacts.Observe); err != nil {
 		return nil, err
 	}
+	n.fsm.LimitVersion(cfg.CommandVersion) // before Raft can apply anything
 
 	if n.transport, err = newTransport(n.dialCtx, cfg.RaftAddr, cfg.RaftAdvertise, cfg.RaftTLS, hl); err != nil {
 		return nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
@@ -156,16 +159,24 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 	if err != nil {
 		return nil, err
 	}
+	if err := n.checkSeed(hasState); err != nil {
+		return nil, err
+	}
 	if n.raft, err = raft.NewRaft(rc, n.fsm, n.logs, n.local, n.snaps, n.transport); err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
-	self := memberMeta{ID: cfg.NodeID, Commands: fsm.CommandVersion, AuthHash: cfg.AuthHash, Raft: string(n.transport.LocalAddr()), API: cfg.APIAdvertise,
+	version := uint32(fsm.CommandVersion)
+	if cfg.CommandVersion != 0 {
+		version = cfg.CommandVersion
+	}
+	self := memberMeta{ID: cfg.NodeID, Commands: version, AuthHash: cfg.AuthHash, Raft: string(n.transport.LocalAddr()), API: cfg.APIAdvertise,
 		HasState: hasState, ClusterID: n.ClusterID(), Applied: n.fsm.AppliedIndex()}
 	if n.gossip, err = newGossip(cfg, self, logger); err != nil {
 		_ = n.raft.Shutdown().Error()
 		return nil, err
 	}
-	n.wg.Add(7)
+	n.wg.Add(8)
+	go func() { defer n.wg.Done(); n.disk.run(n.ctx) }()
 	go func() { defer n.wg.Done(); n.runSyncer() }()
 	go func() { defer n.wg.Done(); n.artifacts.Run(n.ctx) }()
 	go func() { defer n.wg.Done(); n.runProposer() }()
@@ -173,6 +184,11 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 	go func() { defer n.wg.Done(); n.runJoin() }()
 	go func() { defer n.wg.Done(); n.runReconcile() }()
 	go func() { defer n.wg.Done(); n.runBootstrap(hasState) }()
+	n.wg.Add(1)
+	go func() { defer n.wg.Done(); n.runSeedSnapshot() }() // backup.go
+	n.wg.Add(2)
+	go func() { defer n.wg.Done(); n.runExpiry() }()    // expire.go
+	go func() { defer n.wg.Done(); n.runRetention() }() // retention.go
 	ok = true
 	n.logger.Info("node started", "raft_addr", n.transport.LocalAddr(), "gossip_addr", cfg.GossipAddr,
 		"data_dir", cfg.DataDir, "has_state", hasState, "bootstrap_expect", cfg.bootstrapExpect(), "join", cfg.Join)
@@ -349,9 +365,17 @@ func (n *Node) ClusterID() string {
 // count as caught up.
 const readyLag = 1000
 
-// Ready reports whether the node can serve: it has a leader, the cluster id is
-// known and artifacts are healthy.
+// Ready reports whether the node can serve: its disk is not nearly full, it
+// has a leader, the cluster id is known and artifacts are healthy.
 func (n *Node) Ready() error {
+	// Also on a follower: proposals are judged by the leader's disk, but a
+	// follower whose disk fills cannot append the Raft log or apply.
+	if why := n.disk.check(diskPollInterval); why != "" {
+		if n.raft.State() != raft.Leader {
+			return fmt.Errorf("disk: %s; writes are refused while this node leads; it falls behind once the disk is full", why)
+		}
+		return fmt.Errorf("disk: %s; writes are refused", why)
+	}
 	if addr, _ := n.raft.LeaderWithID(); addr == "" {
 		return sessionstore.ErrNoLeader
 	}

@@ -43,6 +43,15 @@ func (n *Node) propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, 
 	if n.raft.State() != raft.Leader {
 		return nil, n.notLeader()
 	}
+	// Disk nearly full (diskspace.go): refuse what grows the store, before
+	// enqueueing, so the refusal is definite. Judged by the leader's disk:
+	// writes sent to a follower are forwarded here.
+	if growsStore(cmd) {
+		if err := n.DiskOK(); err != nil {
+			n.metrics.proposal(err)
+			return nil, err
+		}
+	}
 	p := &proposal{cmd: cmd, size: proto.Size(cmd), done: make(chan proposalResult, 1), enqueued: time.Now()}
 	// Back-pressure: a full pipeline makes callers wait, then refuses them
 	// (before enqueueing, so the refusal is definite).

@@ -49,6 +49,9 @@ func (n *Node) publishMeta() {
 }
 
 func (n *Node) reconcile() {
+	if n.seedPending() {
+		return // restored state not yet in a snapshot (backup.go)
+	}
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return

@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"fmt"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -51,6 +52,10 @@ func (a *applier) apply(c *fsmpb.Command) (*fsmpb.Result, string, error) {
 		return a.deduped(cmd.Release.SessionId, cmd.Release.RequestId, func() (*fsmpb.Result, bool, error) {
 			return a.release(cmd.Release)
 		})
+	case *fsmpb.Command_Delete:
+		return a.delete(cmd.Delete)
+	case *fsmpb.Command_Sweep:
+		return a.sweep(cmd.Sweep)
 	case *fsmpb.Command_PlanSet:
 		return a.deduped(cmd.PlanSet.SessionId, planRequestKey("PlanSet", cmd.PlanSet.RequestId), func() (*fsmpb.Result, bool, error) {
 			return a.planSet(cmd.PlanSet)
@@ -151,7 +156,7 @@ func (a *applier) create(c *fsmpb.Create, principal string, lim *fsmpb.Limits) (
 		return nil, false, err
 	}
 	// Counted whether or not a quota is set, so one set later sees every session.
-	if err := a.tx.AddPrincipalSession(principal); err != nil {
+	if err := a.tx.AddPrincipalSession(principal, 1); err != nil {
 		return nil, false, err
 	}
 	return &fsmpb.Result{Revision: a.revision(rec)}, true, nil
@@ -222,6 +227,7 @@ func (a *applier) writeFrame(id string, rec *fsmpb.SessionRecord, events [][]byt
 	rec.NextSeq += int64(len(events))
 	observeFrame(rec, events)
 	rec.Materialized = true
+	rec.LastAppendUnixMs = a.now
 	rec.Frames++
 	rec.LastChangeIndex = a.index
 	if err := a.tx.PutFrame(id, rec.Frames, rec.NextSeq); err != nil {
@@ -231,6 +237,136 @@ func (a *applier) writeFrame(id string, rec *fsmpb.SessionRecord, events [][]byt
 		*a.frames = append(*a.frames, Frame{SessionID: id, N: rec.Frames, Index: a.index, Header: rec.Header, Events: events})
 	}
 	return a.putRecord(id, rec)
+}
+
+// delete removes a session and leaves a tombstone holding this command's
+// answer, so a retried delete (same request id) gets it again.
+func (a *applier) delete(c *fsmpb.Delete) (*fsmpb.Result, string, error) {
+	id := c.SessionId
+	if c.RequestId != "" {
+		if b := a.tx.Tombstone(id); b != nil {
+			var ts fsmpb.Tombstone
+			if err := proto.Unmarshal(b, &ts); err != nil {
+				return nil, "", fmt.Errorf("tombstone of %q: %w", id, err)
+			}
+			if ts.RequestId == c.RequestId && ts.Result != nil {
+				return ts.Result, "", nil
+			}
+		}
+	}
+	rec, err := a.record(id)
+	if err != nil {
+		return nil, "", err
+	}
+	if rec == nil {
+		return errResult(sessionstore.NotFound(id)), "", nil
+	}
+	rev := a.revision(rec)
+	if c.ExpectedRevision != "" && c.ExpectedRevision != rev {
+		return errResult(sessionstore.Errorf(sessionstore.ReasonRevisionMismatch,
+			"session %s is at revision %s, not the expected %s", sessionstore.Quote(id), rev, c.ExpectedRevision)), "", nil
+	}
+	res := &fsmpb.Result{Revision: rev}
+	if err := a.remove(id, rec, c.RequestId, res); err != nil {
+		return nil, "", err
+	}
+	return res, id, nil
+}
+
+// remove deletes a session's data, counts it off its creator, leaves the
+// tombstone (with the deleting request's answer) and tells the artifact
+// writer.
+func (a *applier) remove(id string, rec *fsmpb.SessionRecord, requestID string, res *fsmpb.Result) error {
+	if err := a.tx.DeleteSession(id); err != nil {
+		return err
+	}
+	if err := a.tx.AddPrincipalSession(rec.Creator, -1); err != nil {
+		return err
+	}
+	ts, err := proto.Marshal(&fsmpb.Tombstone{Incarnation: rec.Incarnation, DeletedIndex: a.index, DeletedUnixMs: a.now,
+		RequestId: requestID, Result: res})
+	if err != nil {
+		return err
+	}
+	if err := a.tx.PutTombstone(id, ts); err != nil {
+		return err
+	}
+	if a.frames != nil {
+		// Frames of this session earlier in the batch are void; the marker
+		// tells the artifact writer to remove the file.
+		kept := (*a.frames)[:0]
+		for _, f := range *a.frames {
+			if f.SessionID != id {
+				kept = append(kept, f)
+			}
+		}
+		*a.frames = append(kept, Frame{SessionID: id, Index: a.index, Deleted: true})
+	}
+	return nil
+}
+
+// sweep deletes what the retention policies say has expired at the entry's
+// time.
+func (a *applier) sweep(c *fsmpb.Sweep) (*fsmpb.Result, string, error) {
+	due, err := Expired(a.tx, c.Policies, a.now)
+	if err != nil {
+		return nil, "", err
+	}
+	res := &fsmpb.Result{}
+	for _, e := range due {
+		rec, err := a.record(e)
+		if err != nil {
+			return nil, "", err
+		}
+		if err := a.remove(e, rec, "", &fsmpb.Result{Revision: a.revision(rec)}); err != nil {
+			return nil, "", err
+		}
+		res.Deleted = append(res.Deleted, e)
+	}
+	return res, "", nil
+}
+
+// Expired lists, in id order, the materialised sessions the policies expire
+// at time nowMs: those whose last append (or, on records written before that
+// was kept, creation) is more than the max age of the policy with the
+// longest cwd prefix matching the session's cwd ago. The sweep command and
+// its dry run both use it.
+func Expired(tx *storage.Tx, policies []*fsmpb.RetentionPolicy, nowMs int64) ([]string, error) {
+	if len(policies) == 0 {
+		return nil, nil
+	}
+	var due []string
+	err := tx.ForEachSession("", false, func(id string, b []byte) error {
+		rec, err := DecodeRecord(b)
+		if err != nil {
+			return err
+		}
+		if rec == nil || !rec.Materialized {
+			return nil
+		}
+		var best *fsmpb.RetentionPolicy
+		cwd, hasCwd := rec.GetHeader().GetCwd(), rec.GetHeader().Cwd != nil
+		for _, p := range policies {
+			if p.CwdPrefix != "" && (!hasCwd || !strings.HasPrefix(cwd, p.CwdPrefix)) {
+				continue
+			}
+			if best == nil || len(p.CwdPrefix) > len(best.CwdPrefix) {
+				best = p
+			}
+		}
+		if best == nil || best.MaxAgeMs <= 0 {
+			return nil
+		}
+		last := rec.LastAppendUnixMs
+		if last == 0 {
+			last = rec.CreatedUnixMs
+		}
+		if nowMs-last > best.MaxAgeMs {
+			due = append(due, id)
+		}
+		return nil
+	})
+	return due, err
 }
 
 // eventBytes is the size of a session's stored events; records written

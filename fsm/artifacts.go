@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -48,6 +49,9 @@ type Artifacts struct {
 	// reading the state database).
 	pending      map[string][]Frame
 	pendingBytes int
+	// deleted are sessions deleted since the last pass: their artifacts go
+	// first.
+	deleted map[string]struct{}
 
 	// unflushed watermarks; persisted at most every flushEvery so the writer
 	// does not compete with the Raft log for its file's single writer lock. A
@@ -88,6 +92,17 @@ func (a *Artifacts) Observe(ap Applied) {
 		a.pending = map[string][]Frame{}
 	}
 	for _, f := range ap.Frames {
+		if f.Deleted {
+			// Earlier frames of the deleted incarnation are void; the pass
+			// removes the file before it writes anything of a new one.
+			a.pendingBytes -= pendingSize(a.pending[f.SessionID])
+			delete(a.pending, f.SessionID)
+			if a.deleted == nil {
+				a.deleted = map[string]struct{}{}
+			}
+			a.deleted[f.SessionID] = struct{}{}
+			continue
+		}
 		size := 0
 		for _, e := range f.Events {
 			size += len(e)
@@ -168,13 +183,14 @@ func (a *Artifacts) Run(ctx context.Context) {
 		all := a.all
 		dirty := a.dirty
 		pending := a.pending
+		deleted := a.deleted
 		a.all = false
 		a.dirty = map[string]struct{}{}
-		a.pending, a.pendingBytes = nil, 0
+		a.pending, a.pendingBytes, a.deleted = nil, 0, nil
 		marks := a.marks
 		a.mu.Unlock()
-		if all || len(dirty) > 0 {
-			err := a.pass(all, dirty, marks, pending)
+		if all || len(dirty) > 0 || len(deleted) > 0 {
+			err := a.pass(all, dirty, deleted, marks, pending)
 			a.mu.Lock()
 			a.lastErr = err
 			if err != nil {
@@ -182,6 +198,9 @@ func (a *Artifacts) Run(ctx context.Context) {
 				a.all = a.all || all
 				for id := range dirty {
 					a.dirty[id] = struct{}{}
+				}
+				for id := range deleted {
+					a.dirty[id] = struct{}{} // sync removes what has no record
 				}
 			}
 			if !a.all && len(a.dirty) == 0 {
@@ -221,7 +240,7 @@ func (a *Artifacts) Run(ctx context.Context) {
 }
 
 // pass brings the given sessions (or all) up to date.
-func (a *Artifacts) pass(all bool, dirty map[string]struct{}, marks map[string]storage.Watermark, pending map[string][]Frame) error {
+func (a *Artifacts) pass(all bool, dirty, deleted map[string]struct{}, marks map[string]storage.Watermark, pending map[string][]Frame) error {
 	if marks == nil {
 		// First pass, or after a restore: start from the persisted watermarks;
 		// sync checks each against the state and the file.
@@ -245,15 +264,36 @@ func (a *Artifacts) pass(all bool, dirty map[string]struct{}, marks map[string]s
 		for id := range dirty {
 			ids[id] = struct{}{}
 		}
+		// Artifacts of sessions deleted while this node was down or behind
+		// (a snapshot install) have a watermark but no record.
+		for id := range marks {
+			ids[id] = struct{}{}
+		}
 		dirty = ids
 	}
 	updates := map[string]storage.Watermark{}
 	var firstErr error
 	lagging := 0
+	cleared := map[string]bool{}
+	for id := range deleted {
+		if err := removeArtifact(marks[id].Path); err != nil {
+			lagging++
+			if firstErr == nil {
+				firstErr = fmt.Errorf("removing the artifact of deleted session %q: %w", id, err)
+			}
+			continue
+		}
+		cleared[id] = true
+		dirty[id] = struct{}{} // a new incarnation may already exist
+	}
 	for id := range dirty {
-		w, ok, err := a.syncPending(marks[id], pending[id])
+		old := marks[id]
+		if cleared[id] {
+			old = storage.Watermark{}
+		}
+		w, ok, err := a.syncPending(old, pending[id])
 		if err == nil && !ok {
-			w, err = a.sync(id, marks[id])
+			w, err = a.sync(id, old)
 		}
 		if err != nil {
 			lagging++
@@ -387,7 +427,9 @@ func (a *Artifacts) sync(id string, w storage.Watermark) (storage.Watermark, err
 		if w.Path == path && w.LastIndex == rec.LastChangeIndex && w.Frames == rec.Frames && sizeIs(path, w.Bytes) {
 			return nil
 		}
-		full = !(w.Path == path && w.Frames <= rec.Frames && w.Bytes > 0 && sizeIs(path, w.Bytes))
+		// A watermark older than the session's incarnation belongs to a
+		// deleted predecessor under the same path: start over.
+		full = !(w.Path == path && w.Frames <= rec.Frames && w.Bytes > 0 && w.LastIndex >= rec.Incarnation && sizeIs(path, w.Bytes))
 		from := w.Frames + 1
 		if full {
 			from = 1
@@ -400,7 +442,14 @@ func (a *Artifacts) sync(id string, w storage.Watermark) (storage.Watermark, err
 	if err != nil {
 		return w, err
 	}
-	if rec == nil || !rec.Materialized {
+	if rec == nil {
+		// Deleted (or never materialised): no artifact may remain.
+		if err := removeArtifact(w.Path); err != nil {
+			return w, err
+		}
+		return storage.Watermark{}, nil
+	}
+	if !rec.Materialized {
 		return w, nil
 	}
 	if frames == nil {
@@ -424,6 +473,19 @@ func (a *Artifacts) sync(id string, w storage.Watermark) (storage.Watermark, err
 	}
 	a.metrics.ArtifactBytes.Add(float64(len(data)))
 	return storage.Watermark{LastIndex: rec.LastChangeIndex, Bytes: size, Frames: rec.Frames, Path: path}, nil
+}
+
+// removeArtifact removes a session's artifact file and its directory when
+// that is left empty (a missing file is fine).
+func removeArtifact(path string) error {
+	if path == "" {
+		return nil
+	}
+	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	_ = os.Remove(filepath.Dir(path)) // fails harmlessly when not empty
+	return nil
 }
 
 func sizeIs(path string, n int64) bool {

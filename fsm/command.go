@@ -13,8 +13,9 @@ import (
 // Entries of a newer version make Apply panic: a replica must never apply a
 // command it does not understand (rolling upgrades propose a new version only
 // once every voter supports it). Version 2 added the plan-mode commands.
-// Version 3 added principals and limits to Create and Append.
-const CommandVersion = 3
+// Version 3 added principals and limits to Create and Append, version 4
+// Delete and Sweep.
+const CommandVersion = 4
 
 // Encode serialises an entry for the Raft log, stamped with the oldest
 // version that knows all its commands, so an entry an older replica cannot
@@ -27,7 +28,11 @@ func Encode(e *fsmpb.Entry) ([]byte, error) {
 			e.Version = max(e.Version, 2)
 		}
 		if c.Principal != "" || c.Limits != nil {
-			e.Version = 3
+			e.Version = max(e.Version, 3)
+		}
+		switch c.Cmd.(type) {
+		case *fsmpb.Command_Delete, *fsmpb.Command_Sweep:
+			e.Version = 4
 		}
 	}
 	return proto.Marshal(e)

@@ -36,6 +36,9 @@ type Frame struct {
 	Index     uint64 // Raft index of the command
 	Header    *fsmpb.Header
 	Events    [][]byte
+	// Deleted marks the session's deletion: its artifact is removed (and a
+	// later incarnation starts a new one).
+	Deleted bool
 }
 
 // FSM applies committed entries to the state database.
@@ -49,7 +52,14 @@ type FSM struct {
 	applied  uint64
 	changed  chan struct{} // closed and replaced after every commit
 	observer func(Applied)
+	// maxVersion, when set, is the newest command version applied: tests
+	// stand in for an older build with it.
+	maxVersion uint32
 }
+
+// LimitVersion makes the FSM refuse (panic on) entries above command version
+// v, as a build that only knows v would; 0 keeps this build's CommandVersion.
+func (f *FSM) LimitVersion(v uint32) { f.maxVersion = v }
 
 // New returns an FSM over db. Observer, when set, runs after every committed
 // batch in the apply goroutine: it must not block.
@@ -125,6 +135,9 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 				continue
 			}
 			e, err := Decode(l.Data)
+			if err == nil && f.maxVersion != 0 && e.Version > f.maxVersion {
+				err = fmt.Errorf("command version %d not supported (this node applies up to %d)", e.Version, f.maxVersion)
+			}
 			if err != nil {
 				// Replicas must not diverge: stop this node rather than skip.
 				panic(fmt.Sprintf("fsm: undecodable entry at index %d: %v", l.Index, err))
@@ -137,10 +150,14 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 					return fmt.Errorf("apply index %d command %d: %w", l.Index, j, err)
 				}
 				res[j] = r
+				ids := r.GetDeleted() // a sweep touches every session it deleted
 				if touched != "" {
-					if _, ok := changed[touched]; !ok {
-						changed[touched] = struct{}{}
-						order = append(order, touched)
+					ids = append([]string{touched}, ids...)
+				}
+				for _, id := range ids {
+					if _, ok := changed[id]; !ok {
+						changed[id] = struct{}{}
+						order = append(order, id)
 					}
 				}
 			}

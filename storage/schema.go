@@ -13,12 +13,15 @@ package storage
 //	    q/n                     next order number (8 BE)
 //	principals/<name>           sessions registered by that principal (8 BE; added without a
 //	                            format bump: older builds never read it, a missing bucket is 0)
+//	tombstones/<id>             fsmpb.Tombstone of a deleted session (what, when, the deleting
+//	                            request's answer); added without a format bump like principals/
 const StateFormatVersion = 1
 
 var (
 	bucketMeta       = []byte("meta")
 	bucketSessions   = []byte("sessions")
 	bucketPrincipals = []byte("principals")
+	bucketTombstones = []byte("tombstones")
 
 	keyAppliedIndex = []byte("applied_index")
 	keyAppliedTerm  = []byte("applied_term")

@@ -172,7 +172,11 @@ func (s *StateDB) BeginSnapshot() (*Snapshot, error) {
 
 // WriteTo streams the snapshot: a magic line, the format version, then the bbolt
 // file through zstd (whose frame checksum covers the uncompressed bytes).
-func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) {
+func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) { return sn.writeTo(w, nil) }
+
+// writeTo is WriteTo that also copies the uncompressed database to plain
+// (nil: nowhere), e.g. a hash for a backup's checksum.
+func (sn *Snapshot) writeTo(w io.Writer, plain io.Writer) (int64, error) {
 	cw := &countingWriter{w: w}
 	if _, err := cw.Write(append(append([]byte{}, snapshotMagic...), StateFormatVersion)); err != nil {
 		return cw.n, err
@@ -181,7 +185,11 @@ func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	if err != nil {
 		return cw.n, err
 	}
-	if _, err := sn.tx.WriteTo(enc); err != nil {
+	var dst io.Writer = enc
+	if plain != nil {
+		dst = io.MultiWriter(enc, plain)
+	}
+	if _, err := sn.tx.WriteTo(dst); err != nil {
 		enc.Close()
 		return cw.n, fmt.Errorf("write snapshot: %w", err)
 	}

@@ -287,14 +287,44 @@ func (t *Tx) PrincipalSessions(name string) int64 {
 	return int64(getU64(b.Get(principalKey(name))))
 }
 
-// AddPrincipalSession counts one more session registered by name.
-func (t *Tx) AddPrincipalSession(name string) error {
+// AddPrincipalSession counts one more (delta 1) or one fewer (-1) session
+// registered by name; the count never goes below zero.
+func (t *Tx) AddPrincipalSession(name string, delta int64) error {
 	b, err := t.tx.CreateBucketIfNotExists(bucketPrincipals)
 	if err != nil {
 		return err
 	}
 	k := principalKey(name)
-	return b.Put(k, u64(getU64(b.Get(k))+1))
+	n := max(int64(getU64(b.Get(k)))+delta, 0)
+	return b.Put(k, u64(uint64(n)))
+}
+
+// DeleteSession removes everything stored under a session: record, events,
+// frame ends and request results. Freed pages are reused by later writes;
+// the file shrinks only by compaction.
+func (t *Tx) DeleteSession(id string) error {
+	if t.session(id) == nil {
+		return nil
+	}
+	return t.sessions().DeleteBucket([]byte(id))
+}
+
+// Tombstone returns the encoded tombstone of a deleted id, or nil.
+func (t *Tx) Tombstone(id string) []byte {
+	b := t.tx.Bucket(bucketTombstones)
+	if b == nil || id == "" {
+		return nil
+	}
+	return b.Get([]byte(id))
+}
+
+// PutTombstone stores the tombstone of a deleted id (replacing an older one).
+func (t *Tx) PutTombstone(id string, v []byte) error {
+	b, err := t.tx.CreateBucketIfNotExists(bucketTombstones)
+	if err != nil {
+		return err
+	}
+	return b.Put([]byte(id), v)
 }
 
 // principalKey keeps the anonymous principal ("" when authentication is off)

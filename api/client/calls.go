@@ -98,6 +98,20 @@ func (c *Client) KeepAlive(ctx context.Context, req *sessionpb.KeepAliveRequest)
 
 // Release ends a lease.
 // With an empty req.RequestId the call uses a fresh id (req is not modified).
+// Delete removes a session (retried with the same request id, so a retry
+// after an unknown outcome gets the first answer, not NOT_FOUND). It returns
+// the revision the session had.
+func (c *Client) Delete(ctx context.Context, req *sessionpb.DeleteRequest) (string, error) {
+	req = withRequestID(req)
+	var rev string
+	err := c.do(ctx, mutating, func(ctx context.Context) error {
+		resp, err := c.rpc.Delete(ctx, req)
+		rev = resp.GetRevision()
+		return err
+	})
+	return rev, err
+}
+
 func (c *Client) Release(ctx context.Context, req *sessionpb.ReleaseRequest) error {
 	req = withRequestID(req)
 	return c.do(ctx, mutating, func(ctx context.Context) error {

@@ -61,3 +61,11 @@ func (c *Client) Leave(ctx context.Context) error {
 	_, err := c.cluster().Leave(ctx, &sessionpb.LeaveRequest{})
 	return FromStatus(err)
 }
+
+// Retention applies the cluster's retention policies now (dryRun: lists what
+// they would delete) and returns the session ids. Sent once: a sweep whose
+// outcome is unknown is simply run again (it deletes only what has expired).
+func (c *Client) Retention(ctx context.Context, dryRun bool) ([]string, error) {
+	resp, err := c.cluster().Retention(ctx, &sessionpb.RetentionRequest{DryRun: dryRun})
+	return resp.GetSessionIds(), FromStatus(err)
+}

@@ -21,6 +21,7 @@ type Backend interface {
 	Prepare(ctx context.Context, id, owner string, ttl time.Duration, requestID string) (sessionstore.View, error)
 	KeepAlive(ctx context.Context, l sessionstore.Lease, requestID string) (sessionstore.Lease, error)
 	Release(ctx context.Context, id string, epoch uint64, requestID string) error
+	Delete(ctx context.Context, id, expectedRevision, requestID string) (revision string, err error)
 	ReadFrom(ctx context.Context, id string, from int64, c sessionstore.Consistency) (sessionstore.Suffix, error)
 	RawText(ctx context.Context, id string, c sessionstore.Consistency) (h sessionstore.Header, revision string, text []byte, err error)
 	List(ctx context.Context, c sessionstore.Consistency, pageSize int, pageToken, cwdPrefix string) ([]sessionstore.Snapshot, string, error)

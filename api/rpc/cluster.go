@@ -2,8 +2,11 @@ package rpc
 
 import (
 	"context"
+	"io"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sessionstore/sessionstore"
 	pb "github.com/sessionstore/sessionstore/api/sessionpb"
@@ -24,7 +27,22 @@ type ClusterBackend interface {
 	RemoveMember(ctx context.Context, nodeID string) error
 	// Leave makes this node leave the cluster.
 	Leave(ctx context.Context) error
+	// Retention applies the retention policies (dryRun: only lists what
+	// they would delete) and returns the session ids.
+	Retention(ctx context.Context, dryRun bool) ([]string, error)
 }
+
+// BackupBackend is the optional part of a ClusterBackend that serves Backup
+// (a backend without it answers UNIMPLEMENTED).
+type BackupBackend interface {
+	// Backup calls meta once, then writes the snapshot stream to data, and
+	// returns the trailer; a follower returns a *sessionstore.NotLeaderError
+	// (the call is forwarded to the leader).
+	Backup(ctx context.Context, meta func(sessionstore.BackupMeta) error, data io.Writer) (sessionstore.BackupTrailer, error)
+}
+
+// BackupChunkSize bounds the data of one BackupChunk.
+const BackupChunkSize = 1 << 20
 
 // ClusterService serves sessionstore.v1.Cluster.
 type ClusterService struct {
@@ -109,4 +127,84 @@ func (s *ClusterService) Leave(ctx context.Context, _ *pb.LeaveRequest) (*pb.Lea
 		return nil, toStatus(err)
 	}
 	return &pb.LeaveResponse{}, nil
+}
+
+func (s *ClusterService) Retention(ctx context.Context, r *pb.RetentionRequest) (*pb.RetentionResponse, error) {
+	ids, err := s.b.Retention(ctx, r.DryRun)
+	if err != nil {
+		if nl := leaderOf(err); nl != nil {
+			out := new(pb.RetentionResponse)
+			return out, s.fwd.unary(ctx, nl, pb.Cluster_Retention_FullMethodName, r, out, !r.DryRun)
+		}
+		return nil, toStatus(err)
+	}
+	return &pb.RetentionResponse{SessionIds: ids}, nil
+}
+
+func (s *ClusterService) Backup(r *pb.BackupRequest, stream grpc.ServerStreamingServer[pb.BackupChunk]) error {
+	b, ok := s.b.(BackupBackend)
+	if !ok {
+		return pb.UnimplementedClusterServer{}.Backup(r, stream)
+	}
+	ctx := stream.Context()
+	sent := false
+	w := &chunkWriter{send: func(p []byte) error {
+		return stream.Send(&pb.BackupChunk{Part: &pb.BackupChunk_Data{Data: p}})
+	}, buf: make([]byte, 0, BackupChunkSize)}
+	t, err := b.Backup(ctx, func(m sessionstore.BackupMeta) error {
+		sent = true
+		return stream.Send(&pb.BackupChunk{Part: &pb.BackupChunk_Meta{Meta: &pb.BackupMeta{
+			ClusterId: m.ClusterID, AppliedIndex: m.AppliedIndex, Term: m.Term, TimeUnixMs: m.Time.UnixMilli(),
+			DbBytes: m.DBBytes, NodeId: m.NodeID, StateFormat: m.StateFormat}}})
+	}, w)
+	if err == nil {
+		err = w.flush()
+	}
+	if err != nil {
+		if nl := leaderOf(err); nl != nil && !sent {
+			return s.fwd.stream(ctx, nl, pb.Cluster_Backup_FullMethodName, r,
+				func() proto.Message { return new(pb.BackupChunk) },
+				func(m proto.Message) error { return stream.Send(m.(*pb.BackupChunk)) }, false)
+		}
+		return toStatus(err)
+	}
+	return stream.Send(&pb.BackupChunk{Part: &pb.BackupChunk_Trailer{Trailer: &pb.BackupTrailer{
+		DbBytes: t.DBBytes, StreamBytes: t.StreamBytes, DbSha256: t.SHA256}}})
+}
+
+// chunkWriter cuts a stream into messages of at most cap(buf) bytes.
+type chunkWriter struct {
+	send func([]byte) error
+	buf  []byte
+}
+
+func (c *chunkWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		k := min(len(p), cap(c.buf)-len(c.buf))
+		c.buf = append(c.buf, p[:k]...)
+		p = p[k:]
+		if len(c.buf) == cap(c.buf) {
+			if err := c.flush(); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return n, nil
+}
+
+func (c *chunkWriter) flush() error {
+	if len(c.buf) == 0 {
+		return nil
+	}
+	err := c.send(c.buf)
+	// A sent message must not be modified (stats handlers may read it late).
+	c.buf = make([]byte, 0, cap(c.buf))
+	return err
+}
+
+// BackupMetaFromPB converts the first message of a Backup stream.
+func BackupMetaFromPB(m *pb.BackupMeta) sessionstore.BackupMeta {
+	return sessionstore.BackupMeta{ClusterID: m.GetClusterId(), AppliedIndex: m.GetAppliedIndex(), Term: m.GetTerm(),
+		Time: time.UnixMilli(m.GetTimeUnixMs()), DBBytes: m.GetDbBytes(), NodeID: m.GetNodeId(), StateFormat: m.GetStateFormat()}
 }

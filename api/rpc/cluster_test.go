@@ -62,6 +62,9 @@ func (f *fakeCluster) RemoveMember(_ context.Context, id string) error {
 }
 
 func (f *fakeCluster) Leave(context.Context) error { return f.record("Leave") }
+func (f *fakeCluster) Retention(context.Context, bool) ([]string, error) {
+	return nil, f.record("Retention")
+}
 
 // startCluster serves a ClusterService over f on an in-process connection,
 // with the production interceptors.

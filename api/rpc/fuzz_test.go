@@ -519,6 +519,9 @@ func fzSeeds(f *testing.F) {
 	add(P, "Release", &pb.ReleaseRequest{SessionId: fzLease, LeaseEpoch: 1, RequestId: "r"})
 	add(P, "Release", &pb.ReleaseRequest{SessionId: fzLease, LeaseEpoch: 99})
 	add(P, "Release", &pb.ReleaseRequest{SessionId: ""})
+	add(P, "Delete", &pb.DeleteRequest{SessionId: "fz-never-created", RequestId: "d"})
+	add(P, "Delete", &pb.DeleteRequest{SessionId: fzLease, ExpectedRevision: "not-a-revision"})
+	add(P, "Delete", &pb.DeleteRequest{SessionId: ""})
 	add(P, "List", &pb.ListRequest{})
 	add(P, "List", &pb.ListRequest{PageSize: 1, Consistency: pb.Consistency_STALE})
 	add(P, "List", &pb.ListRequest{PageSize: -1, PageToken: "garbage", CwdPrefix: "/w"})
@@ -554,6 +557,8 @@ func fzSeeds(f *testing.F) {
 	// Cluster (on the only voter: nothing may take it out).
 	add(C, "Status", &pb.StatusRequest{})
 	add(C, "Members", &pb.MembersRequest{})
+	add(C, "Retention", &pb.RetentionRequest{DryRun: true}) // no policy configured: INVALID_ARGUMENT
+	add(C, "Retention", &pb.RetentionRequest{})
 	add(C, "TransferLeadership", &pb.TransferLeadershipRequest{})
 	add(C, "TransferLeadership", &pb.TransferLeadershipRequest{ToNodeId: fzNodeID})
 	add(C, "TransferLeadership", &pb.TransferLeadershipRequest{ToNodeId: "nobody"})
@@ -561,6 +566,7 @@ func fzSeeds(f *testing.F) {
 	add(C, "RemoveMember", &pb.RemoveMemberRequest{NodeId: "nobody"})
 	add(C, "RemoveMember", &pb.RemoveMemberRequest{NodeId: fzNodeID})
 	add(C, "Leave", &pb.LeaveRequest{})
+	add(C, "Backup", &pb.BackupRequest{})
 
 	for _, m := range ms {
 		if !covered[m.name] {

@@ -40,6 +40,7 @@ var methodPerm = map[string]auth.Perm{
 	pb.SessionPersistence_ReadFrom_FullMethodName:      auth.Read,
 	pb.SessionPersistence_ReadRaw_FullMethodName:       auth.Read,
 	pb.SessionPersistence_Watch_FullMethodName:         auth.Read,
+	pb.SessionPersistence_Delete_FullMethodName:        auth.Write,
 	pb.PlanMode_Get_FullMethodName:                     auth.Read,
 	pb.PlanMode_Set_FullMethodName:                     auth.Write,
 	pb.PlanMode_PreStep_FullMethodName:                 auth.Write,
@@ -51,6 +52,8 @@ var methodPerm = map[string]auth.Perm{
 	pb.Cluster_TransferLeadership_FullMethodName:       auth.Admin,
 	pb.Cluster_RemoveMember_FullMethodName:             auth.Admin,
 	pb.Cluster_Leave_FullMethodName:                    auth.Admin,
+	pb.Cluster_Retention_FullMethodName:                auth.Admin,
+	pb.Cluster_Backup_FullMethodName:                   auth.Admin,
 }
 
 // Calls outside the three services: health checks need nothing (load

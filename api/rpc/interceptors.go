@@ -43,7 +43,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sessionstore_auth_denied_total", Help: "Calls refused by authentication or authorisation, by reason (unauthenticated, permission, session)."},
 			[]string{"reason"}),
 		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sessionstore_limit_refused_total", Help: "Calls refused by a limit: too_large (TOO_LARGE), quota (QUOTA_EXCEEDED: session and principal quotas, the per-principal request rate, a full Raft pipeline)."},
+			Name: "sessionstore_limit_refused_total", Help: "Calls refused by a limit: too_large (TOO_LARGE), quota (QUOTA_EXCEEDED: session and principal quotas, the per-principal request rate, a full Raft pipeline, a nearly full disk)."},
 			[]string{"limit"}),
 		Forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sessionstore_rpc_forwarded_total", Help: "Calls this follower forwarded to the leader, by method and outcome (ok, error, unknown)."},

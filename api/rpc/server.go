@@ -230,6 +230,18 @@ func (p *Persistence) Release(ctx context.Context, r *pb.ReleaseRequest) (*pb.Re
 	return &pb.ReleaseResponse{}, nil
 }
 
+func (p *Persistence) Delete(ctx context.Context, r *pb.DeleteRequest) (*pb.DeleteResponse, error) {
+	rev, err := p.b.Delete(ctx, r.SessionId, r.ExpectedRevision, r.RequestId)
+	if err != nil {
+		if nl := leaderOf(err); nl != nil {
+			out := new(pb.DeleteResponse)
+			return out, p.fwd.unary(ctx, nl, pb.SessionPersistence_Delete_FullMethodName, r, out, true)
+		}
+		return nil, toStatus(err)
+	}
+	return &pb.DeleteResponse{Revision: rev}, nil
+}
+
 func (p *Persistence) ReadFrom(r *pb.ReadFromRequest, s grpc.ServerStreamingServer[pb.ReadFromResponse]) error {
 	suf, err := p.b.ReadFrom(s.Context(), r.SessionId, r.FromSeq, consistency(r.Consistency))
 	if err != nil {

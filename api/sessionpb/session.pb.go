@@ -1190,6 +1190,110 @@ func (*ReleaseResponse) Descriptor() ([]byte, []int) {
 	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{17}
 }
 
+type DeleteRequest struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	SessionId        string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	ExpectedRevision string                 `protobuf:"bytes,2,opt,name=expected_revision,json=expectedRevision,proto3" json:"expected_revision,omitempty"` // empty: no check
+	RequestId        string                 `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`                      // a retry with the same id returns the first answer
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *DeleteRequest) Reset() {
+	*x = DeleteRequest{}
+	mi := &file_api_sessionpb_session_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRequest) ProtoMessage() {}
+
+func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_sessionpb_session_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
+func (*DeleteRequest) Descriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *DeleteRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *DeleteRequest) GetExpectedRevision() string {
+	if x != nil {
+		return x.ExpectedRevision
+	}
+	return ""
+}
+
+func (x *DeleteRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type DeleteResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Revision      string                 `protobuf:"bytes,1,opt,name=revision,proto3" json:"revision,omitempty"` // the revision the session had when it was deleted
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteResponse) Reset() {
+	*x = DeleteResponse{}
+	mi := &file_api_sessionpb_session_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteResponse) ProtoMessage() {}
+
+func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_sessionpb_session_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
+func (*DeleteResponse) Descriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *DeleteResponse) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
+}
+
 type ReadFromRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -1201,7 +1305,7 @@ type ReadFromRequest struct {
 
 func (x *ReadFromRequest) Reset() {
 	*x = ReadFromRequest{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[18]
+	mi := &file_api_sessionpb_session_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1213,7 +1317,7 @@ func (x *ReadFromRequest) String() string {
 func (*ReadFromRequest) ProtoMessage() {}
 
 func (x *ReadFromRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[18]
+	mi := &file_api_sessionpb_session_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1226,7 +1330,7 @@ func (x *ReadFromRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFromRequest.ProtoReflect.Descriptor instead.
 func (*ReadFromRequest) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{18}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReadFromRequest) GetSessionId() string {
@@ -1265,7 +1369,7 @@ type ReadFromResponse struct {
 
 func (x *ReadFromResponse) Reset() {
 	*x = ReadFromResponse{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[19]
+	mi := &file_api_sessionpb_session_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1277,7 +1381,7 @@ func (x *ReadFromResponse) String() string {
 func (*ReadFromResponse) ProtoMessage() {}
 
 func (x *ReadFromResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[19]
+	mi := &file_api_sessionpb_session_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1290,7 +1394,7 @@ func (x *ReadFromResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFromResponse.ProtoReflect.Descriptor instead.
 func (*ReadFromResponse) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{19}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReadFromResponse) GetHeader() *SessionHeader {
@@ -1330,7 +1434,7 @@ type ReadRawRequest struct {
 
 func (x *ReadRawRequest) Reset() {
 	*x = ReadRawRequest{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[20]
+	mi := &file_api_sessionpb_session_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1342,7 +1446,7 @@ func (x *ReadRawRequest) String() string {
 func (*ReadRawRequest) ProtoMessage() {}
 
 func (x *ReadRawRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[20]
+	mi := &file_api_sessionpb_session_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1355,7 +1459,7 @@ func (x *ReadRawRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRawRequest.ProtoReflect.Descriptor instead.
 func (*ReadRawRequest) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{20}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReadRawRequest) GetSessionId() string {
@@ -1380,7 +1484,7 @@ type ReadRawResponse struct {
 
 func (x *ReadRawResponse) Reset() {
 	*x = ReadRawResponse{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[21]
+	mi := &file_api_sessionpb_session_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1392,7 +1496,7 @@ func (x *ReadRawResponse) String() string {
 func (*ReadRawResponse) ProtoMessage() {}
 
 func (x *ReadRawResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[21]
+	mi := &file_api_sessionpb_session_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1405,7 +1509,7 @@ func (x *ReadRawResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRawResponse.ProtoReflect.Descriptor instead.
 func (*ReadRawResponse) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{21}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReadRawResponse) GetHeader() *SessionHeader {
@@ -1448,7 +1552,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[22]
+	mi := &file_api_sessionpb_session_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1460,7 +1564,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[22]
+	mi := &file_api_sessionpb_session_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1473,7 +1577,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{22}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListRequest) GetConsistency() Consistency {
@@ -1514,7 +1618,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[23]
+	mi := &file_api_sessionpb_session_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1526,7 +1630,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[23]
+	mi := &file_api_sessionpb_session_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1539,7 +1643,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{23}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListResponse) GetHeaders() []*SessionHeader {
@@ -1568,7 +1672,7 @@ type ListSnapshotsRequest struct {
 
 func (x *ListSnapshotsRequest) Reset() {
 	*x = ListSnapshotsRequest{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[24]
+	mi := &file_api_sessionpb_session_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1580,7 +1684,7 @@ func (x *ListSnapshotsRequest) String() string {
 func (*ListSnapshotsRequest) ProtoMessage() {}
 
 func (x *ListSnapshotsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[24]
+	mi := &file_api_sessionpb_session_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1593,7 +1697,7 @@ func (x *ListSnapshotsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSnapshotsRequest.ProtoReflect.Descriptor instead.
 func (*ListSnapshotsRequest) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{24}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListSnapshotsRequest) GetConsistency() Consistency {
@@ -1634,7 +1738,7 @@ type SessionSnapshot struct {
 
 func (x *SessionSnapshot) Reset() {
 	*x = SessionSnapshot{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[25]
+	mi := &file_api_sessionpb_session_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1646,7 +1750,7 @@ func (x *SessionSnapshot) String() string {
 func (*SessionSnapshot) ProtoMessage() {}
 
 func (x *SessionSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[25]
+	mi := &file_api_sessionpb_session_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1659,7 +1763,7 @@ func (x *SessionSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionSnapshot.ProtoReflect.Descriptor instead.
 func (*SessionSnapshot) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{25}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SessionSnapshot) GetHeader() *SessionHeader {
@@ -1686,7 +1790,7 @@ type ListSnapshotsResponse struct {
 
 func (x *ListSnapshotsResponse) Reset() {
 	*x = ListSnapshotsResponse{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[26]
+	mi := &file_api_sessionpb_session_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1698,7 +1802,7 @@ func (x *ListSnapshotsResponse) String() string {
 func (*ListSnapshotsResponse) ProtoMessage() {}
 
 func (x *ListSnapshotsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[26]
+	mi := &file_api_sessionpb_session_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1711,7 +1815,7 @@ func (x *ListSnapshotsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSnapshotsResponse.ProtoReflect.Descriptor instead.
 func (*ListSnapshotsResponse) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{26}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListSnapshotsResponse) GetSnapshots() []*SessionSnapshot {
@@ -1738,7 +1842,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[27]
+	mi := &file_api_sessionpb_session_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1750,7 +1854,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[27]
+	mi := &file_api_sessionpb_session_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1763,7 +1867,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{27}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *WatchRequest) GetSessionId() string {
@@ -1792,7 +1896,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[28]
+	mi := &file_api_sessionpb_session_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1804,7 +1908,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[28]
+	mi := &file_api_sessionpb_session_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1817,7 +1921,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{28}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *WatchResponse) GetEvents() []string {
@@ -1850,7 +1954,7 @@ type PlanGetRequest struct {
 
 func (x *PlanGetRequest) Reset() {
 	*x = PlanGetRequest{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[29]
+	mi := &file_api_sessionpb_session_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1862,7 +1966,7 @@ func (x *PlanGetRequest) String() string {
 func (*PlanGetRequest) ProtoMessage() {}
 
 func (x *PlanGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[29]
+	mi := &file_api_sessionpb_session_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1875,7 +1979,7 @@ func (x *PlanGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanGetRequest.ProtoReflect.Descriptor instead.
 func (*PlanGetRequest) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{29}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PlanGetRequest) GetSessionId() string {
@@ -1897,7 +2001,7 @@ type PlanGetResponse struct {
 
 func (x *PlanGetResponse) Reset() {
 	*x = PlanGetResponse{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[30]
+	mi := &file_api_sessionpb_session_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1909,7 +2013,7 @@ func (x *PlanGetResponse) String() string {
 func (*PlanGetResponse) ProtoMessage() {}
 
 func (x *PlanGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[30]
+	mi := &file_api_sessionpb_session_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1922,7 +2026,7 @@ func (x *PlanGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanGetResponse.ProtoReflect.Descriptor instead.
 func (*PlanGetResponse) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{30}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PlanGetResponse) GetActive() bool {
@@ -1959,7 +2063,7 @@ type PlanSetRequest struct {
 
 func (x *PlanSetRequest) Reset() {
 	*x = PlanSetRequest{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[31]
+	mi := &file_api_sessionpb_session_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1971,7 +2075,7 @@ func (x *PlanSetRequest) String() string {
 func (*PlanSetRequest) ProtoMessage() {}
 
 func (x *PlanSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[31]
+	mi := &file_api_sessionpb_session_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1984,7 +2088,7 @@ func (x *PlanSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanSetRequest.ProtoReflect.Descriptor instead.
 func (*PlanSetRequest) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{31}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PlanSetRequest) GetSessionId() string {
@@ -2034,7 +2138,7 @@ type PlanSetResponse struct {
 
 func (x *PlanSetResponse) Reset() {
 	*x = PlanSetResponse{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[32]
+	mi := &file_api_sessionpb_session_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2046,7 +2150,7 @@ func (x *PlanSetResponse) String() string {
 func (*PlanSetResponse) ProtoMessage() {}
 
 func (x *PlanSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[32]
+	mi := &file_api_sessionpb_session_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2059,7 +2163,7 @@ func (x *PlanSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanSetResponse.ProtoReflect.Descriptor instead.
 func (*PlanSetResponse) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{32}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *PlanSetResponse) GetOutcome() Outcome {
@@ -2102,7 +2206,7 @@ type PlanPreStepRequest struct {
 
 func (x *PlanPreStepRequest) Reset() {
 	*x = PlanPreStepRequest{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[33]
+	mi := &file_api_sessionpb_session_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2114,7 +2218,7 @@ func (x *PlanPreStepRequest) String() string {
 func (*PlanPreStepRequest) ProtoMessage() {}
 
 func (x *PlanPreStepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[33]
+	mi := &file_api_sessionpb_session_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2127,7 +2231,7 @@ func (x *PlanPreStepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanPreStepRequest.ProtoReflect.Descriptor instead.
 func (*PlanPreStepRequest) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{33}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PlanPreStepRequest) GetSessionId() string {
@@ -2172,7 +2276,7 @@ type PlanPreStepResponse struct {
 
 func (x *PlanPreStepResponse) Reset() {
 	*x = PlanPreStepResponse{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[34]
+	mi := &file_api_sessionpb_session_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2184,7 +2288,7 @@ func (x *PlanPreStepResponse) String() string {
 func (*PlanPreStepResponse) ProtoMessage() {}
 
 func (x *PlanPreStepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[34]
+	mi := &file_api_sessionpb_session_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2197,7 +2301,7 @@ func (x *PlanPreStepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanPreStepResponse.ProtoReflect.Descriptor instead.
 func (*PlanPreStepResponse) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{34}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PlanPreStepResponse) GetActive() bool {
@@ -2251,7 +2355,7 @@ type PlanCommandRequest struct {
 
 func (x *PlanCommandRequest) Reset() {
 	*x = PlanCommandRequest{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[35]
+	mi := &file_api_sessionpb_session_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2263,7 +2367,7 @@ func (x *PlanCommandRequest) String() string {
 func (*PlanCommandRequest) ProtoMessage() {}
 
 func (x *PlanCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[35]
+	mi := &file_api_sessionpb_session_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2276,7 +2380,7 @@ func (x *PlanCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanCommandRequest.ProtoReflect.Descriptor instead.
 func (*PlanCommandRequest) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{35}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PlanCommandRequest) GetSessionId() string {
@@ -2340,7 +2444,7 @@ type PlanCommandResponse struct {
 
 func (x *PlanCommandResponse) Reset() {
 	*x = PlanCommandResponse{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[36]
+	mi := &file_api_sessionpb_session_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2352,7 +2456,7 @@ func (x *PlanCommandResponse) String() string {
 func (*PlanCommandResponse) ProtoMessage() {}
 
 func (x *PlanCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[36]
+	mi := &file_api_sessionpb_session_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2365,7 +2469,7 @@ func (x *PlanCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanCommandResponse.ProtoReflect.Descriptor instead.
 func (*PlanCommandResponse) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{36}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PlanCommandResponse) GetKind() string {
@@ -2432,7 +2536,7 @@ type PlanExitRequest struct {
 
 func (x *PlanExitRequest) Reset() {
 	*x = PlanExitRequest{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[37]
+	mi := &file_api_sessionpb_session_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2444,7 +2548,7 @@ func (x *PlanExitRequest) String() string {
 func (*PlanExitRequest) ProtoMessage() {}
 
 func (x *PlanExitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[37]
+	mi := &file_api_sessionpb_session_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2457,7 +2561,7 @@ func (x *PlanExitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanExitRequest.ProtoReflect.Descriptor instead.
 func (*PlanExitRequest) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{37}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PlanExitRequest) GetSessionId() string {
@@ -2506,7 +2610,7 @@ type ReviewAnswer struct {
 
 func (x *ReviewAnswer) Reset() {
 	*x = ReviewAnswer{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[38]
+	mi := &file_api_sessionpb_session_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2518,7 +2622,7 @@ func (x *ReviewAnswer) String() string {
 func (*ReviewAnswer) ProtoMessage() {}
 
 func (x *ReviewAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[38]
+	mi := &file_api_sessionpb_session_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2531,7 +2635,7 @@ func (x *ReviewAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewAnswer.ProtoReflect.Descriptor instead.
 func (*ReviewAnswer) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{38}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ReviewAnswer) GetAnswers() []*AnswerItem {
@@ -2559,7 +2663,7 @@ type AnswerItem struct {
 
 func (x *AnswerItem) Reset() {
 	*x = AnswerItem{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[39]
+	mi := &file_api_sessionpb_session_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2571,7 +2675,7 @@ func (x *AnswerItem) String() string {
 func (*AnswerItem) ProtoMessage() {}
 
 func (x *AnswerItem) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[39]
+	mi := &file_api_sessionpb_session_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2584,7 +2688,7 @@ func (x *AnswerItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerItem.ProtoReflect.Descriptor instead.
 func (*AnswerItem) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{39}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AnswerItem) GetId() string {
@@ -2624,7 +2728,7 @@ type PlanExitResponse struct {
 
 func (x *PlanExitResponse) Reset() {
 	*x = PlanExitResponse{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[40]
+	mi := &file_api_sessionpb_session_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2636,7 +2740,7 @@ func (x *PlanExitResponse) String() string {
 func (*PlanExitResponse) ProtoMessage() {}
 
 func (x *PlanExitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[40]
+	mi := &file_api_sessionpb_session_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2649,7 +2753,7 @@ func (x *PlanExitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanExitResponse.ProtoReflect.Descriptor instead.
 func (*PlanExitResponse) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{40}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PlanExitResponse) GetApproved() bool {
@@ -2696,7 +2800,7 @@ type PlanProjectionRequest struct {
 
 func (x *PlanProjectionRequest) Reset() {
 	*x = PlanProjectionRequest{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[41]
+	mi := &file_api_sessionpb_session_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2708,7 +2812,7 @@ func (x *PlanProjectionRequest) String() string {
 func (*PlanProjectionRequest) ProtoMessage() {}
 
 func (x *PlanProjectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[41]
+	mi := &file_api_sessionpb_session_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2721,7 +2825,7 @@ func (x *PlanProjectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanProjectionRequest.ProtoReflect.Descriptor instead.
 func (*PlanProjectionRequest) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{41}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PlanProjectionRequest) GetSessionId() string {
@@ -2741,7 +2845,7 @@ type PlanProjectionResponse struct {
 
 func (x *PlanProjectionResponse) Reset() {
 	*x = PlanProjectionResponse{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[42]
+	mi := &file_api_sessionpb_session_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2753,7 +2857,7 @@ func (x *PlanProjectionResponse) String() string {
 func (*PlanProjectionResponse) ProtoMessage() {}
 
 func (x *PlanProjectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[42]
+	mi := &file_api_sessionpb_session_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2766,7 +2870,7 @@ func (x *PlanProjectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanProjectionResponse.ProtoReflect.Descriptor instead.
 func (*PlanProjectionResponse) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{42}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *PlanProjectionResponse) GetActive() bool {
@@ -2783,6 +2887,391 @@ func (x *PlanProjectionResponse) GetPending() bool {
 	return false
 }
 
+type RetentionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	DryRun        bool                   `protobuf:"varint,1,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetentionRequest) Reset() {
+	*x = RetentionRequest{}
+	mi := &file_api_sessionpb_session_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetentionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetentionRequest) ProtoMessage() {}
+
+func (x *RetentionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_sessionpb_session_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetentionRequest.ProtoReflect.Descriptor instead.
+func (*RetentionRequest) Descriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *RetentionRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+type RetentionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionIds    []string               `protobuf:"bytes,1,rep,name=session_ids,json=sessionIds,proto3" json:"session_ids,omitempty"` // deleted (or, with dry_run, due), in id order
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetentionResponse) Reset() {
+	*x = RetentionResponse{}
+	mi := &file_api_sessionpb_session_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetentionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetentionResponse) ProtoMessage() {}
+
+func (x *RetentionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_sessionpb_session_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetentionResponse.ProtoReflect.Descriptor instead.
+func (*RetentionResponse) Descriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *RetentionResponse) GetSessionIds() []string {
+	if x != nil {
+		return x.SessionIds
+	}
+	return nil
+}
+
+type BackupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupRequest) Reset() {
+	*x = BackupRequest{}
+	mi := &file_api_sessionpb_session_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupRequest) ProtoMessage() {}
+
+func (x *BackupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_sessionpb_session_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
+func (*BackupRequest) Descriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{47}
+}
+
+// BackupChunk is one message of a Backup stream: exactly one of its parts.
+type BackupChunk struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Part:
+	//
+	//	*BackupChunk_Meta
+	//	*BackupChunk_Data
+	//	*BackupChunk_Trailer
+	Part          isBackupChunk_Part `protobuf_oneof:"part"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupChunk) Reset() {
+	*x = BackupChunk{}
+	mi := &file_api_sessionpb_session_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupChunk) ProtoMessage() {}
+
+func (x *BackupChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_api_sessionpb_session_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
+func (*BackupChunk) Descriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *BackupChunk) GetPart() isBackupChunk_Part {
+	if x != nil {
+		return x.Part
+	}
+	return nil
+}
+
+func (x *BackupChunk) GetMeta() *BackupMeta {
+	if x != nil {
+		if x, ok := x.Part.(*BackupChunk_Meta); ok {
+			return x.Meta
+		}
+	}
+	return nil
+}
+
+func (x *BackupChunk) GetData() []byte {
+	if x != nil {
+		if x, ok := x.Part.(*BackupChunk_Data); ok {
+			return x.Data
+		}
+	}
+	return nil
+}
+
+func (x *BackupChunk) GetTrailer() *BackupTrailer {
+	if x != nil {
+		if x, ok := x.Part.(*BackupChunk_Trailer); ok {
+			return x.Trailer
+		}
+	}
+	return nil
+}
+
+type isBackupChunk_Part interface {
+	isBackupChunk_Part()
+}
+
+type BackupChunk_Meta struct {
+	Meta *BackupMeta `protobuf:"bytes,1,opt,name=meta,proto3,oneof"` // first message
+}
+
+type BackupChunk_Data struct {
+	Data []byte `protobuf:"bytes,2,opt,name=data,proto3,oneof"` // the snapshot stream, in order, <= 1 MiB each
+}
+
+type BackupChunk_Trailer struct {
+	Trailer *BackupTrailer `protobuf:"bytes,3,opt,name=trailer,proto3,oneof"` // last message
+}
+
+func (*BackupChunk_Meta) isBackupChunk_Part() {}
+
+func (*BackupChunk_Data) isBackupChunk_Part() {}
+
+func (*BackupChunk_Trailer) isBackupChunk_Part() {}
+
+// BackupMeta describes the copy: the state it holds.
+type BackupMeta struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The source cluster's identity.
+	ClusterId string `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// The Raft index and term of the last entry applied to the copied state.
+	AppliedIndex uint64 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	Term         uint64 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
+	// The leader's time when the read transaction began (Unix ms).
+	TimeUnixMs int64 `protobuf:"varint,4,opt,name=time_unix_ms,json=timeUnixMs,proto3" json:"time_unix_ms,omitempty"`
+	// Size of the uncompressed database (bytes).
+	DbBytes int64 `protobuf:"varint,5,opt,name=db_bytes,json=dbBytes,proto3" json:"db_bytes,omitempty"`
+	// The node that served the copy.
+	NodeId string `protobuf:"bytes,6,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Format of the data parts (the state snapshot format, "sessionstore-snapshot" v1).
+	StateFormat   uint32 `protobuf:"varint,7,opt,name=state_format,json=stateFormat,proto3" json:"state_format,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupMeta) Reset() {
+	*x = BackupMeta{}
+	mi := &file_api_sessionpb_session_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupMeta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupMeta) ProtoMessage() {}
+
+func (x *BackupMeta) ProtoReflect() protoreflect.Message {
+	mi := &file_api_sessionpb_session_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupMeta.ProtoReflect.Descriptor instead.
+func (*BackupMeta) Descriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *BackupMeta) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *BackupMeta) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *BackupMeta) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *BackupMeta) GetTimeUnixMs() int64 {
+	if x != nil {
+		return x.TimeUnixMs
+	}
+	return 0
+}
+
+func (x *BackupMeta) GetDbBytes() int64 {
+	if x != nil {
+		return x.DbBytes
+	}
+	return 0
+}
+
+func (x *BackupMeta) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *BackupMeta) GetStateFormat() uint32 {
+	if x != nil {
+		return x.StateFormat
+	}
+	return 0
+}
+
+// BackupTrailer ends a complete Backup stream.
+type BackupTrailer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Bytes of the uncompressed database and of the data parts.
+	DbBytes     int64 `protobuf:"varint,1,opt,name=db_bytes,json=dbBytes,proto3" json:"db_bytes,omitempty"`
+	StreamBytes int64 `protobuf:"varint,2,opt,name=stream_bytes,json=streamBytes,proto3" json:"stream_bytes,omitempty"`
+	// SHA-256 of the uncompressed database.
+	DbSha256      []byte `protobuf:"bytes,3,opt,name=db_sha256,json=dbSha256,proto3" json:"db_sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupTrailer) Reset() {
+	*x = BackupTrailer{}
+	mi := &file_api_sessionpb_session_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupTrailer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupTrailer) ProtoMessage() {}
+
+func (x *BackupTrailer) ProtoReflect() protoreflect.Message {
+	mi := &file_api_sessionpb_session_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupTrailer.ProtoReflect.Descriptor instead.
+func (*BackupTrailer) Descriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *BackupTrailer) GetDbBytes() int64 {
+	if x != nil {
+		return x.DbBytes
+	}
+	return 0
+}
+
+func (x *BackupTrailer) GetStreamBytes() int64 {
+	if x != nil {
+		return x.StreamBytes
+	}
+	return 0
+}
+
+func (x *BackupTrailer) GetDbSha256() []byte {
+	if x != nil {
+		return x.DbSha256
+	}
+	return nil
+}
+
 type StatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2791,7 +3280,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[43]
+	mi := &file_api_sessionpb_session_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2803,7 +3292,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[43]
+	mi := &file_api_sessionpb_session_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2816,7 +3305,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{43}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{51}
 }
 
 // StatusResponse is one node's view of the cluster.
@@ -2844,7 +3333,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[44]
+	mi := &file_api_sessionpb_session_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2856,7 +3345,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[44]
+	mi := &file_api_sessionpb_session_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2869,7 +3358,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{44}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -2936,7 +3425,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[45]
+	mi := &file_api_sessionpb_session_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2948,7 +3437,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[45]
+	mi := &file_api_sessionpb_session_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2961,7 +3450,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{45}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{53}
 }
 
 type MembersResponse struct {
@@ -2973,7 +3462,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[46]
+	mi := &file_api_sessionpb_session_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2985,7 +3474,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[46]
+	mi := &file_api_sessionpb_session_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2998,7 +3487,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{46}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *MembersResponse) GetMembers() []*Member {
@@ -3026,7 +3515,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[47]
+	mi := &file_api_sessionpb_session_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3038,7 +3527,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[47]
+	mi := &file_api_sessionpb_session_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3051,7 +3540,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{47}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Member) GetNodeId() string {
@@ -3099,7 +3588,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[48]
+	mi := &file_api_sessionpb_session_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3111,7 +3600,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[48]
+	mi := &file_api_sessionpb_session_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3124,7 +3613,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{48}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *TransferLeadershipRequest) GetToNodeId() string {
@@ -3142,7 +3631,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[49]
+	mi := &file_api_sessionpb_session_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3154,7 +3643,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[49]
+	mi := &file_api_sessionpb_session_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3167,7 +3656,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{49}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{57}
 }
 
 type RemoveMemberRequest struct {
@@ -3180,7 +3669,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[50]
+	mi := &file_api_sessionpb_session_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3192,7 +3681,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[50]
+	mi := &file_api_sessionpb_session_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3205,7 +3694,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{50}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *RemoveMemberRequest) GetNodeId() string {
@@ -3223,7 +3712,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[51]
+	mi := &file_api_sessionpb_session_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3235,7 +3724,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[51]
+	mi := &file_api_sessionpb_session_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3248,7 +3737,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{51}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{59}
 }
 
 type LeaveRequest struct {
@@ -3259,7 +3748,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[52]
+	mi := &file_api_sessionpb_session_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3271,7 +3760,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[52]
+	mi := &file_api_sessionpb_session_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3284,7 +3773,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{52}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{60}
 }
 
 type LeaveResponse struct {
@@ -3295,7 +3784,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_api_sessionpb_session_proto_msgTypes[53]
+	mi := &file_api_sessionpb_session_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3307,7 +3796,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_sessionpb_session_proto_msgTypes[53]
+	mi := &file_api_sessionpb_session_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3320,7 +3809,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{53}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{61}
 }
 
 var File_api_sessionpb_session_proto protoreflect.FileDescriptor
@@ -3415,7 +3904,15 @@ const file_api_sessionpb_session_proto_rawDesc = "" +
 	"leaseEpoch\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x03 \x01(\tR\trequestId\"\x11\n" +
-	"\x0fReleaseResponse\"\x8b\x01\n" +
+	"\x0fReleaseResponse\"z\n" +
+	"\rDeleteRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12+\n" +
+	"\x11expected_revision\x18\x02 \x01(\tR\x10expectedRevision\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\",\n" +
+	"\x0eDeleteResponse\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\tR\brevision\"\x8b\x01\n" +
 	"\x0fReadFromRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
@@ -3552,7 +4049,33 @@ const file_api_sessionpb_session_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"J\n" +
 	"\x16PlanProjectionResponse\x12\x16\n" +
 	"\x06active\x18\x01 \x01(\bR\x06active\x12\x18\n" +
-	"\apending\x18\x02 \x01(\bR\apending\"\x0f\n" +
+	"\apending\x18\x02 \x01(\bR\apending\"+\n" +
+	"\x10RetentionRequest\x12\x17\n" +
+	"\adry_run\x18\x01 \x01(\bR\x06dryRun\"4\n" +
+	"\x11RetentionResponse\x12\x1f\n" +
+	"\vsession_ids\x18\x01 \x03(\tR\n" +
+	"sessionIds\"\x0f\n" +
+	"\rBackupRequest\"\x9a\x01\n" +
+	"\vBackupChunk\x121\n" +
+	"\x04meta\x18\x01 \x01(\v2\x1b.sessionstore.v1.BackupMetaH\x00R\x04meta\x12\x14\n" +
+	"\x04data\x18\x02 \x01(\fH\x00R\x04data\x12:\n" +
+	"\atrailer\x18\x03 \x01(\v2\x1e.sessionstore.v1.BackupTrailerH\x00R\atrailerB\x06\n" +
+	"\x04part\"\xdd\x01\n" +
+	"\n" +
+	"BackupMeta\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12#\n" +
+	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x12\n" +
+	"\x04term\x18\x03 \x01(\x04R\x04term\x12 \n" +
+	"\ftime_unix_ms\x18\x04 \x01(\x03R\n" +
+	"timeUnixMs\x12\x19\n" +
+	"\bdb_bytes\x18\x05 \x01(\x03R\adbBytes\x12\x17\n" +
+	"\anode_id\x18\x06 \x01(\tR\x06nodeId\x12!\n" +
+	"\fstate_format\x18\a \x01(\rR\vstateFormat\"j\n" +
+	"\rBackupTrailer\x12\x19\n" +
+	"\bdb_bytes\x18\x01 \x01(\x03R\adbBytes\x12!\n" +
+	"\fstream_bytes\x18\x02 \x01(\x03R\vstreamBytes\x12\x1b\n" +
+	"\tdb_sha256\x18\x03 \x01(\fR\bdbSha256\"\x0f\n" +
 	"\rStatusRequest\"\xfe\x01\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x14\n" +
@@ -3592,7 +4115,7 @@ const file_api_sessionpb_session_proto_rawDesc = "" +
 	"\n" +
 	"\x06QUEUED\x10\x02\x12\r\n" +
 	"\tCANCELLED\x10\x03\x12\b\n" +
-	"\x04NOOP\x10\x042\x81\n" +
+	"\x04NOOP\x10\x042\xcc\n" +
 	"\n" +
 	"\x12SessionPersistence\x12I\n" +
 	"\x06Locate\x12\x1e.sessionstore.v1.LocateRequest\x1a\x1f.sessionstore.v1.LocateResponse\x12I\n" +
@@ -3611,7 +4134,8 @@ const file_api_sessionpb_session_proto_rawDesc = "" +
 	"\aReadRaw\x12\x1f.sessionstore.v1.ReadRawRequest\x1a .sessionstore.v1.ReadRawResponse0\x01\x12C\n" +
 	"\x04List\x12\x1c.sessionstore.v1.ListRequest\x1a\x1d.sessionstore.v1.ListResponse\x12^\n" +
 	"\rListSnapshots\x12%.sessionstore.v1.ListSnapshotsRequest\x1a&.sessionstore.v1.ListSnapshotsResponse\x12H\n" +
-	"\x05Watch\x12\x1d.sessionstore.v1.WatchRequest\x1a\x1e.sessionstore.v1.WatchResponse0\x012\xfa\x03\n" +
+	"\x05Watch\x12\x1d.sessionstore.v1.WatchRequest\x1a\x1e.sessionstore.v1.WatchResponse0\x01\x12I\n" +
+	"\x06Delete\x12\x1e.sessionstore.v1.DeleteRequest\x1a\x1f.sessionstore.v1.DeleteResponse2\xfa\x03\n" +
 	"\bPlanMode\x12H\n" +
 	"\x03Get\x12\x1f.sessionstore.v1.PlanGetRequest\x1a .sessionstore.v1.PlanGetResponse\x12H\n" +
 	"\x03Set\x12\x1f.sessionstore.v1.PlanSetRequest\x1a .sessionstore.v1.PlanSetResponse\x12T\n" +
@@ -3619,13 +4143,15 @@ const file_api_sessionpb_session_proto_rawDesc = "" +
 	"\aCommand\x12#.sessionstore.v1.PlanCommandRequest\x1a$.sessionstore.v1.PlanCommandResponse\x12O\n" +
 	"\bExitPlan\x12 .sessionstore.v1.PlanExitRequest\x1a!.sessionstore.v1.PlanExitResponse\x12]\n" +
 	"\n" +
-	"Projection\x12&.sessionstore.v1.PlanProjectionRequest\x1a'.sessionstore.v1.PlanProjectionResponse2\xb6\x03\n" +
+	"Projection\x12&.sessionstore.v1.PlanProjectionRequest\x1a'.sessionstore.v1.PlanProjectionResponse2\xd4\x04\n" +
 	"\aCluster\x12I\n" +
 	"\x06Status\x12\x1e.sessionstore.v1.StatusRequest\x1a\x1f.sessionstore.v1.StatusResponse\x12L\n" +
 	"\aMembers\x12\x1f.sessionstore.v1.MembersRequest\x1a .sessionstore.v1.MembersResponse\x12m\n" +
 	"\x12TransferLeadership\x12*.sessionstore.v1.TransferLeadershipRequest\x1a+.sessionstore.v1.TransferLeadershipResponse\x12[\n" +
 	"\fRemoveMember\x12$.sessionstore.v1.RemoveMemberRequest\x1a%.sessionstore.v1.RemoveMemberResponse\x12F\n" +
-	"\x05Leave\x12\x1d.sessionstore.v1.LeaveRequest\x1a\x1e.sessionstore.v1.LeaveResponseB4Z2github.com/sessionstore/sessionstore/api/sessionpbb\x06proto3"
+	"\x05Leave\x12\x1d.sessionstore.v1.LeaveRequest\x1a\x1e.sessionstore.v1.LeaveResponse\x12H\n" +
+	"\x06Backup\x12\x1e.sessionstore.v1.BackupRequest\x1a\x1c.sessionstore.v1.BackupChunk0\x01\x12R\n" +
+	"\tRetention\x12!.sessionstore.v1.RetentionRequest\x1a\".sessionstore.v1.RetentionResponseB4Z2github.com/sessionstore/sessionstore/api/sessionpbb\x06proto3"
 
 var (
 	file_api_sessionpb_session_proto_rawDescOnce sync.Once
@@ -3640,7 +4166,7 @@ func file_api_sessionpb_session_proto_rawDescGZIP() []byte {
 }
 
 var file_api_sessionpb_session_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_api_sessionpb_session_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_api_sessionpb_session_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_api_sessionpb_session_proto_goTypes = []any{
 	(Consistency)(0),                   // 0: sessionstore.v1.Consistency
 	(Outcome)(0),                       // 1: sessionstore.v1.Outcome
@@ -3662,42 +4188,50 @@ var file_api_sessionpb_session_proto_goTypes = []any{
 	(*KeepAliveResponse)(nil),          // 17: sessionstore.v1.KeepAliveResponse
 	(*ReleaseRequest)(nil),             // 18: sessionstore.v1.ReleaseRequest
 	(*ReleaseResponse)(nil),            // 19: sessionstore.v1.ReleaseResponse
-	(*ReadFromRequest)(nil),            // 20: sessionstore.v1.ReadFromRequest
-	(*ReadFromResponse)(nil),           // 21: sessionstore.v1.ReadFromResponse
-	(*ReadRawRequest)(nil),             // 22: sessionstore.v1.ReadRawRequest
-	(*ReadRawResponse)(nil),            // 23: sessionstore.v1.ReadRawResponse
-	(*ListRequest)(nil),                // 24: sessionstore.v1.ListRequest
-	(*ListResponse)(nil),               // 25: sessionstore.v1.ListResponse
-	(*ListSnapshotsRequest)(nil),       // 26: sessionstore.v1.ListSnapshotsRequest
-	(*SessionSnapshot)(nil),            // 27: sessionstore.v1.SessionSnapshot
-	(*ListSnapshotsResponse)(nil),      // 28: sessionstore.v1.ListSnapshotsResponse
-	(*WatchRequest)(nil),               // 29: sessionstore.v1.WatchRequest
-	(*WatchResponse)(nil),              // 30: sessionstore.v1.WatchResponse
-	(*PlanGetRequest)(nil),             // 31: sessionstore.v1.PlanGetRequest
-	(*PlanGetResponse)(nil),            // 32: sessionstore.v1.PlanGetResponse
-	(*PlanSetRequest)(nil),             // 33: sessionstore.v1.PlanSetRequest
-	(*PlanSetResponse)(nil),            // 34: sessionstore.v1.PlanSetResponse
-	(*PlanPreStepRequest)(nil),         // 35: sessionstore.v1.PlanPreStepRequest
-	(*PlanPreStepResponse)(nil),        // 36: sessionstore.v1.PlanPreStepResponse
-	(*PlanCommandRequest)(nil),         // 37: sessionstore.v1.PlanCommandRequest
-	(*PlanCommandResponse)(nil),        // 38: sessionstore.v1.PlanCommandResponse
-	(*PlanExitRequest)(nil),            // 39: sessionstore.v1.PlanExitRequest
-	(*ReviewAnswer)(nil),               // 40: sessionstore.v1.ReviewAnswer
-	(*AnswerItem)(nil),                 // 41: sessionstore.v1.AnswerItem
-	(*PlanExitResponse)(nil),           // 42: sessionstore.v1.PlanExitResponse
-	(*PlanProjectionRequest)(nil),      // 43: sessionstore.v1.PlanProjectionRequest
-	(*PlanProjectionResponse)(nil),     // 44: sessionstore.v1.PlanProjectionResponse
-	(*StatusRequest)(nil),              // 45: sessionstore.v1.StatusRequest
-	(*StatusResponse)(nil),             // 46: sessionstore.v1.StatusResponse
-	(*MembersRequest)(nil),             // 47: sessionstore.v1.MembersRequest
-	(*MembersResponse)(nil),            // 48: sessionstore.v1.MembersResponse
-	(*Member)(nil),                     // 49: sessionstore.v1.Member
-	(*TransferLeadershipRequest)(nil),  // 50: sessionstore.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 51: sessionstore.v1.TransferLeadershipResponse
-	(*RemoveMemberRequest)(nil),        // 52: sessionstore.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),       // 53: sessionstore.v1.RemoveMemberResponse
-	(*LeaveRequest)(nil),               // 54: sessionstore.v1.LeaveRequest
-	(*LeaveResponse)(nil),              // 55: sessionstore.v1.LeaveResponse
+	(*DeleteRequest)(nil),              // 20: sessionstore.v1.DeleteRequest
+	(*DeleteResponse)(nil),             // 21: sessionstore.v1.DeleteResponse
+	(*ReadFromRequest)(nil),            // 22: sessionstore.v1.ReadFromRequest
+	(*ReadFromResponse)(nil),           // 23: sessionstore.v1.ReadFromResponse
+	(*ReadRawRequest)(nil),             // 24: sessionstore.v1.ReadRawRequest
+	(*ReadRawResponse)(nil),            // 25: sessionstore.v1.ReadRawResponse
+	(*ListRequest)(nil),                // 26: sessionstore.v1.ListRequest
+	(*ListResponse)(nil),               // 27: sessionstore.v1.ListResponse
+	(*ListSnapshotsRequest)(nil),       // 28: sessionstore.v1.ListSnapshotsRequest
+	(*SessionSnapshot)(nil),            // 29: sessionstore.v1.SessionSnapshot
+	(*ListSnapshotsResponse)(nil),      // 30: sessionstore.v1.ListSnapshotsResponse
+	(*WatchRequest)(nil),               // 31: sessionstore.v1.WatchRequest
+	(*WatchResponse)(nil),              // 32: sessionstore.v1.WatchResponse
+	(*PlanGetRequest)(nil),             // 33: sessionstore.v1.PlanGetRequest
+	(*PlanGetResponse)(nil),            // 34: sessionstore.v1.PlanGetResponse
+	(*PlanSetRequest)(nil),             // 35: sessionstore.v1.PlanSetRequest
+	(*PlanSetResponse)(nil),            // 36: sessionstore.v1.PlanSetResponse
+	(*PlanPreStepRequest)(nil),         // 37: sessionstore.v1.PlanPreStepRequest
+	(*PlanPreStepResponse)(nil),        // 38: sessionstore.v1.PlanPreStepResponse
+	(*PlanCommandRequest)(nil),         // 39: sessionstore.v1.PlanCommandRequest
+	(*PlanCommandResponse)(nil),        // 40: sessionstore.v1.PlanCommandResponse
+	(*PlanExitRequest)(nil),            // 41: sessionstore.v1.PlanExitRequest
+	(*ReviewAnswer)(nil),               // 42: sessionstore.v1.ReviewAnswer
+	(*AnswerItem)(nil),                 // 43: sessionstore.v1.AnswerItem
+	(*PlanExitResponse)(nil),           // 44: sessionstore.v1.PlanExitResponse
+	(*PlanProjectionRequest)(nil),      // 45: sessionstore.v1.PlanProjectionRequest
+	(*PlanProjectionResponse)(nil),     // 46: sessionstore.v1.PlanProjectionResponse
+	(*RetentionRequest)(nil),           // 47: sessionstore.v1.RetentionRequest
+	(*RetentionResponse)(nil),          // 48: sessionstore.v1.RetentionResponse
+	(*BackupRequest)(nil),              // 49: sessionstore.v1.BackupRequest
+	(*BackupChunk)(nil),                // 50: sessionstore.v1.BackupChunk
+	(*BackupMeta)(nil),                 // 51: sessionstore.v1.BackupMeta
+	(*BackupTrailer)(nil),              // 52: sessionstore.v1.BackupTrailer
+	(*StatusRequest)(nil),              // 53: sessionstore.v1.StatusRequest
+	(*StatusResponse)(nil),             // 54: sessionstore.v1.StatusResponse
+	(*MembersRequest)(nil),             // 55: sessionstore.v1.MembersRequest
+	(*MembersResponse)(nil),            // 56: sessionstore.v1.MembersResponse
+	(*Member)(nil),                     // 57: sessionstore.v1.Member
+	(*TransferLeadershipRequest)(nil),  // 58: sessionstore.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 59: sessionstore.v1.TransferLeadershipResponse
+	(*RemoveMemberRequest)(nil),        // 60: sessionstore.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),       // 61: sessionstore.v1.RemoveMemberResponse
+	(*LeaveRequest)(nil),               // 62: sessionstore.v1.LeaveRequest
+	(*LeaveResponse)(nil),              // 63: sessionstore.v1.LeaveResponse
 }
 var file_api_sessionpb_session_proto_depIdxs = []int32{
 	2,  // 0: sessionstore.v1.SessionView.header:type_name -> sessionstore.v1.SessionHeader
@@ -3717,70 +4251,78 @@ var file_api_sessionpb_session_proto_depIdxs = []int32{
 	2,  // 14: sessionstore.v1.ListResponse.headers:type_name -> sessionstore.v1.SessionHeader
 	0,  // 15: sessionstore.v1.ListSnapshotsRequest.consistency:type_name -> sessionstore.v1.Consistency
 	2,  // 16: sessionstore.v1.SessionSnapshot.header:type_name -> sessionstore.v1.SessionHeader
-	27, // 17: sessionstore.v1.ListSnapshotsResponse.snapshots:type_name -> sessionstore.v1.SessionSnapshot
+	29, // 17: sessionstore.v1.ListSnapshotsResponse.snapshots:type_name -> sessionstore.v1.SessionSnapshot
 	1,  // 18: sessionstore.v1.PlanSetResponse.outcome:type_name -> sessionstore.v1.Outcome
-	40, // 19: sessionstore.v1.PlanExitRequest.answer:type_name -> sessionstore.v1.ReviewAnswer
-	41, // 20: sessionstore.v1.ReviewAnswer.answers:type_name -> sessionstore.v1.AnswerItem
-	49, // 21: sessionstore.v1.MembersResponse.members:type_name -> sessionstore.v1.Member
-	5,  // 22: sessionstore.v1.SessionPersistence.Locate:input_type -> sessionstore.v1.LocateRequest
-	7,  // 23: sessionstore.v1.SessionPersistence.Create:input_type -> sessionstore.v1.CreateRequest
-	9,  // 24: sessionstore.v1.SessionPersistence.Append:input_type -> sessionstore.v1.AppendRequest
-	11, // 25: sessionstore.v1.SessionPersistence.Load:input_type -> sessionstore.v1.LoadRequest
-	12, // 26: sessionstore.v1.SessionPersistence.Inspect:input_type -> sessionstore.v1.InspectRequest
-	13, // 27: sessionstore.v1.SessionPersistence.Prepare:input_type -> sessionstore.v1.PrepareRequest
-	11, // 28: sessionstore.v1.SessionPersistence.LoadStream:input_type -> sessionstore.v1.LoadRequest
-	12, // 29: sessionstore.v1.SessionPersistence.InspectStream:input_type -> sessionstore.v1.InspectRequest
-	13, // 30: sessionstore.v1.SessionPersistence.PrepareStream:input_type -> sessionstore.v1.PrepareRequest
-	16, // 31: sessionstore.v1.SessionPersistence.KeepAlive:input_type -> sessionstore.v1.KeepAliveRequest
-	18, // 32: sessionstore.v1.SessionPersistence.Release:input_type -> sessionstore.v1.ReleaseRequest
-	20, // 33: sessionstore.v1.SessionPersistence.ReadFrom:input_type -> sessionstore.v1.ReadFromRequest
-	22, // 34: sessionstore.v1.SessionPersistence.ReadRaw:input_type -> sessionstore.v1.ReadRawRequest
-	24, // 35: sessionstore.v1.SessionPersistence.List:input_type -> sessionstore.v1.ListRequest
-	26, // 36: sessionstore.v1.SessionPersistence.ListSnapshots:input_type -> sessionstore.v1.ListSnapshotsRequest
-	29, // 37: sessionstore.v1.SessionPersistence.Watch:input_type -> sessionstore.v1.WatchRequest
-	31, // 38: sessionstore.v1.PlanMode.Get:input_type -> sessionstore.v1.PlanGetRequest
-	33, // 39: sessionstore.v1.PlanMode.Set:input_type -> sessionstore.v1.PlanSetRequest
-	35, // 40: sessionstore.v1.PlanMode.PreStep:input_type -> sessionstore.v1.PlanPreStepRequest
-	37, // 41: sessionstore.v1.PlanMode.Command:input_type -> sessionstore.v1.PlanCommandRequest
-	39, // 42: sessionstore.v1.PlanMode.ExitPlan:input_type -> sessionstore.v1.PlanExitRequest
-	43, // 43: sessionstore.v1.PlanMode.Projection:input_type -> sessionstore.v1.PlanProjectionRequest
-	45, // 44: sessionstore.v1.Cluster.Status:input_type -> sessionstore.v1.StatusRequest
-	47, // 45: sessionstore.v1.Cluster.Members:input_type -> sessionstore.v1.MembersRequest
-	50, // 46: sessionstore.v1.Cluster.TransferLeadership:input_type -> sessionstore.v1.TransferLeadershipRequest
-	52, // 47: sessionstore.v1.Cluster.RemoveMember:input_type -> sessionstore.v1.RemoveMemberRequest
-	54, // 48: sessionstore.v1.Cluster.Leave:input_type -> sessionstore.v1.LeaveRequest
-	6,  // 49: sessionstore.v1.SessionPersistence.Locate:output_type -> sessionstore.v1.LocateResponse
-	8,  // 50: sessionstore.v1.SessionPersistence.Create:output_type -> sessionstore.v1.CreateResponse
-	10, // 51: sessionstore.v1.SessionPersistence.Append:output_type -> sessionstore.v1.AppendResponse
-	3,  // 52: sessionstore.v1.SessionPersistence.Load:output_type -> sessionstore.v1.SessionView
-	3,  // 53: sessionstore.v1.SessionPersistence.Inspect:output_type -> sessionstore.v1.SessionView
-	14, // 54: sessionstore.v1.SessionPersistence.Prepare:output_type -> sessionstore.v1.PrepareResponse
-	15, // 55: sessionstore.v1.SessionPersistence.LoadStream:output_type -> sessionstore.v1.SessionViewPart
-	15, // 56: sessionstore.v1.SessionPersistence.InspectStream:output_type -> sessionstore.v1.SessionViewPart
-	15, // 57: sessionstore.v1.SessionPersistence.PrepareStream:output_type -> sessionstore.v1.SessionViewPart
-	17, // 58: sessionstore.v1.SessionPersistence.KeepAlive:output_type -> sessionstore.v1.KeepAliveResponse
-	19, // 59: sessionstore.v1.SessionPersistence.Release:output_type -> sessionstore.v1.ReleaseResponse
-	21, // 60: sessionstore.v1.SessionPersistence.ReadFrom:output_type -> sessionstore.v1.ReadFromResponse
-	23, // 61: sessionstore.v1.SessionPersistence.ReadRaw:output_type -> sessionstore.v1.ReadRawResponse
-	25, // 62: sessionstore.v1.SessionPersistence.List:output_type -> sessionstore.v1.ListResponse
-	28, // 63: sessionstore.v1.SessionPersistence.ListSnapshots:output_type -> sessionstore.v1.ListSnapshotsResponse
-	30, // 64: sessionstore.v1.SessionPersistence.Watch:output_type -> sessionstore.v1.WatchResponse
-	32, // 65: sessionstore.v1.PlanMode.Get:output_type -> sessionstore.v1.PlanGetResponse
-	34, // 66: sessionstore.v1.PlanMode.Set:output_type -> sessionstore.v1.PlanSetResponse
-	36, // 67: sessionstore.v1.PlanMode.PreStep:output_type -> sessionstore.v1.PlanPreStepResponse
-	38, // 68: sessionstore.v1.PlanMode.Command:output_type -> sessionstore.v1.PlanCommandResponse
-	42, // 69: sessionstore.v1.PlanMode.ExitPlan:output_type -> sessionstore.v1.PlanExitResponse
-	44, // 70: sessionstore.v1.PlanMode.Projection:output_type -> sessionstore.v1.PlanProjectionResponse
-	46, // 71: sessionstore.v1.Cluster.Status:output_type -> sessionstore.v1.StatusResponse
-	48, // 72: sessionstore.v1.Cluster.Members:output_type -> sessionstore.v1.MembersResponse
-	51, // 73: sessionstore.v1.Cluster.TransferLeadership:output_type -> sessionstore.v1.TransferLeadershipResponse
-	53, // 74: sessionstore.v1.Cluster.RemoveMember:output_type -> sessionstore.v1.RemoveMemberResponse
-	55, // 75: sessionstore.v1.Cluster.Leave:output_type -> sessionstore.v1.LeaveResponse
-	49, // [49:76] is the sub-list for method output_type
-	22, // [22:49] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	42, // 19: sessionstore.v1.PlanExitRequest.answer:type_name -> sessionstore.v1.ReviewAnswer
+	43, // 20: sessionstore.v1.ReviewAnswer.answers:type_name -> sessionstore.v1.AnswerItem
+	51, // 21: sessionstore.v1.BackupChunk.meta:type_name -> sessionstore.v1.BackupMeta
+	52, // 22: sessionstore.v1.BackupChunk.trailer:type_name -> sessionstore.v1.BackupTrailer
+	57, // 23: sessionstore.v1.MembersResponse.members:type_name -> sessionstore.v1.Member
+	5,  // 24: sessionstore.v1.SessionPersistence.Locate:input_type -> sessionstore.v1.LocateRequest
+	7,  // 25: sessionstore.v1.SessionPersistence.Create:input_type -> sessionstore.v1.CreateRequest
+	9,  // 26: sessionstore.v1.SessionPersistence.Append:input_type -> sessionstore.v1.AppendRequest
+	11, // 27: sessionstore.v1.SessionPersistence.Load:input_type -> sessionstore.v1.LoadRequest
+	12, // 28: sessionstore.v1.SessionPersistence.Inspect:input_type -> sessionstore.v1.InspectRequest
+	13, // 29: sessionstore.v1.SessionPersistence.Prepare:input_type -> sessionstore.v1.PrepareRequest
+	11, // 30: sessionstore.v1.SessionPersistence.LoadStream:input_type -> sessionstore.v1.LoadRequest
+	12, // 31: sessionstore.v1.SessionPersistence.InspectStream:input_type -> sessionstore.v1.InspectRequest
+	13, // 32: sessionstore.v1.SessionPersistence.PrepareStream:input_type -> sessionstore.v1.PrepareRequest
+	16, // 33: sessionstore.v1.SessionPersistence.KeepAlive:input_type -> sessionstore.v1.KeepAliveRequest
+	18, // 34: sessionstore.v1.SessionPersistence.Release:input_type -> sessionstore.v1.ReleaseRequest
+	22, // 35: sessionstore.v1.SessionPersistence.ReadFrom:input_type -> sessionstore.v1.ReadFromRequest
+	24, // 36: sessionstore.v1.SessionPersistence.ReadRaw:input_type -> sessionstore.v1.ReadRawRequest
+	26, // 37: sessionstore.v1.SessionPersistence.List:input_type -> sessionstore.v1.ListRequest
+	28, // 38: sessionstore.v1.SessionPersistence.ListSnapshots:input_type -> sessionstore.v1.ListSnapshotsRequest
+	31, // 39: sessionstore.v1.SessionPersistence.Watch:input_type -> sessionstore.v1.WatchRequest
+	20, // 40: sessionstore.v1.SessionPersistence.Delete:input_type -> sessionstore.v1.DeleteRequest
+	33, // 41: sessionstore.v1.PlanMode.Get:input_type -> sessionstore.v1.PlanGetRequest
+	35, // 42: sessionstore.v1.PlanMode.Set:input_type -> sessionstore.v1.PlanSetRequest
+	37, // 43: sessionstore.v1.PlanMode.PreStep:input_type -> sessionstore.v1.PlanPreStepRequest
+	39, // 44: sessionstore.v1.PlanMode.Command:input_type -> sessionstore.v1.PlanCommandRequest
+	41, // 45: sessionstore.v1.PlanMode.ExitPlan:input_type -> sessionstore.v1.PlanExitRequest
+	45, // 46: sessionstore.v1.PlanMode.Projection:input_type -> sessionstore.v1.PlanProjectionRequest
+	53, // 47: sessionstore.v1.Cluster.Status:input_type -> sessionstore.v1.StatusRequest
+	55, // 48: sessionstore.v1.Cluster.Members:input_type -> sessionstore.v1.MembersRequest
+	58, // 49: sessionstore.v1.Cluster.TransferLeadership:input_type -> sessionstore.v1.TransferLeadershipRequest
+	60, // 50: sessionstore.v1.Cluster.RemoveMember:input_type -> sessionstore.v1.RemoveMemberRequest
+	62, // 51: sessionstore.v1.Cluster.Leave:input_type -> sessionstore.v1.LeaveRequest
+	49, // 52: sessionstore.v1.Cluster.Backup:input_type -> sessionstore.v1.BackupRequest
+	47, // 53: sessionstore.v1.Cluster.Retention:input_type -> sessionstore.v1.RetentionRequest
+	6,  // 54: sessionstore.v1.SessionPersistence.Locate:output_type -> sessionstore.v1.LocateResponse
+	8,  // 55: sessionstore.v1.SessionPersistence.Create:output_type -> sessionstore.v1.CreateResponse
+	10, // 56: sessionstore.v1.SessionPersistence.Append:output_type -> sessionstore.v1.AppendResponse
+	3,  // 57: sessionstore.v1.SessionPersistence.Load:output_type -> sessionstore.v1.SessionView
+	3,  // 58: sessionstore.v1.SessionPersistence.Inspect:output_type -> sessionstore.v1.SessionView
+	14, // 59: sessionstore.v1.SessionPersistence.Prepare:output_type -> sessionstore.v1.PrepareResponse
+	15, // 60: sessionstore.v1.SessionPersistence.LoadStream:output_type -> sessionstore.v1.SessionViewPart
+	15, // 61: sessionstore.v1.SessionPersistence.InspectStream:output_type -> sessionstore.v1.SessionViewPart
+	15, // 62: sessionstore.v1.SessionPersistence.PrepareStream:output_type -> sessionstore.v1.SessionViewPart
+	17, // 63: sessionstore.v1.SessionPersistence.KeepAlive:output_type -> sessionstore.v1.KeepAliveResponse
+	19, // 64: sessionstore.v1.SessionPersistence.Release:output_type -> sessionstore.v1.ReleaseResponse
+	23, // 65: sessionstore.v1.SessionPersistence.ReadFrom:output_type -> sessionstore.v1.ReadFromResponse
+	25, // 66: sessionstore.v1.SessionPersistence.ReadRaw:output_type -> sessionstore.v1.ReadRawResponse
+	27, // 67: sessionstore.v1.SessionPersistence.List:output_type -> sessionstore.v1.ListResponse
+	30, // 68: sessionstore.v1.SessionPersistence.ListSnapshots:output_type -> sessionstore.v1.ListSnapshotsResponse
+	32, // 69: sessionstore.v1.SessionPersistence.Watch:output_type -> sessionstore.v1.WatchResponse
+	21, // 70: sessionstore.v1.SessionPersistence.Delete:output_type -> sessionstore.v1.DeleteResponse
+	34, // 71: sessionstore.v1.PlanMode.Get:output_type -> sessionstore.v1.PlanGetResponse
+	36, // 72: sessionstore.v1.PlanMode.Set:output_type -> sessionstore.v1.PlanSetResponse
+	38, // 73: sessionstore.v1.PlanMode.PreStep:output_type -> sessionstore.v1.PlanPreStepResponse
+	40, // 74: sessionstore.v1.PlanMode.Command:output_type -> sessionstore.v1.PlanCommandResponse
+	44, // 75: sessionstore.v1.PlanMode.ExitPlan:output_type -> sessionstore.v1.PlanExitResponse
+	46, // 76: sessionstore.v1.PlanMode.Projection:output_type -> sessionstore.v1.PlanProjectionResponse
+	54, // 77: sessionstore.v1.Cluster.Status:output_type -> sessionstore.v1.StatusResponse
+	56, // 78: sessionstore.v1.Cluster.Members:output_type -> sessionstore.v1.MembersResponse
+	59, // 79: sessionstore.v1.Cluster.TransferLeadership:output_type -> sessionstore.v1.TransferLeadershipResponse
+	61, // 80: sessionstore.v1.Cluster.RemoveMember:output_type -> sessionstore.v1.RemoveMemberResponse
+	63, // 81: sessionstore.v1.Cluster.Leave:output_type -> sessionstore.v1.LeaveResponse
+	50, // 82: sessionstore.v1.Cluster.Backup:output_type -> sessionstore.v1.BackupChunk
+	48, // 83: sessionstore.v1.Cluster.Retention:output_type -> sessionstore.v1.RetentionResponse
+	54, // [54:84] is the sub-list for method output_type
+	24, // [24:54] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_api_sessionpb_session_proto_init() }
@@ -3789,17 +4331,22 @@ func file_api_sessionpb_session_proto_init() {
 		return
 	}
 	file_api_sessionpb_session_proto_msgTypes[0].OneofWrappers = []any{}
-	file_api_sessionpb_session_proto_msgTypes[30].OneofWrappers = []any{}
-	file_api_sessionpb_session_proto_msgTypes[36].OneofWrappers = []any{}
-	file_api_sessionpb_session_proto_msgTypes[37].OneofWrappers = []any{}
+	file_api_sessionpb_session_proto_msgTypes[32].OneofWrappers = []any{}
+	file_api_sessionpb_session_proto_msgTypes[38].OneofWrappers = []any{}
 	file_api_sessionpb_session_proto_msgTypes[39].OneofWrappers = []any{}
+	file_api_sessionpb_session_proto_msgTypes[41].OneofWrappers = []any{}
+	file_api_sessionpb_session_proto_msgTypes[48].OneofWrappers = []any{
+		(*BackupChunk_Meta)(nil),
+		(*BackupChunk_Data)(nil),
+		(*BackupChunk_Trailer)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_sessionpb_session_proto_rawDesc), len(file_api_sessionpb_session_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   54,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -43,6 +43,7 @@ const (
 	SessionPersistence_List_FullMethodName          = "/sessionstore.v1.SessionPersistence/List"
 	SessionPersistence_ListSnapshots_FullMethodName = "/sessionstore.v1.SessionPersistence/ListSnapshots"
 	SessionPersistence_Watch_FullMethodName         = "/sessionstore.v1.SessionPersistence/Watch"
+	SessionPersistence_Delete_FullMethodName        = "/sessionstore.v1.SessionPersistence/Delete"
 )
 
 // SessionPersistenceClient is the client API for SessionPersistence service.
@@ -81,6 +82,10 @@ type SessionPersistenceClient interface {
 	ListSnapshots(ctx context.Context, in *ListSnapshotsRequest, opts ...grpc.CallOption) (*ListSnapshotsResponse, error)
 	// Everything from from_seq on, then each newly committed batch, in order; empty messages as progress.
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error)
+	// Deletes a session: a replicated tombstone; the session leaves every read
+	// and list, and every node removes its artifact. The id may be created
+	// again as a new incarnation (its revisions differ).
+	Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*DeleteResponse, error)
 }
 
 type sessionPersistenceClient struct {
@@ -305,6 +310,16 @@ func (c *sessionPersistenceClient) Watch(ctx context.Context, in *WatchRequest, 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SessionPersistence_WatchClient = grpc.ServerStreamingClient[WatchResponse]
 
+func (c *sessionPersistenceClient) Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*DeleteResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteResponse)
+	err := c.cc.Invoke(ctx, SessionPersistence_Delete_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SessionPersistenceServer is the server API for SessionPersistence service.
 // All implementations must embed UnimplementedSessionPersistenceServer
 // for forward compatibility.
@@ -341,6 +356,10 @@ type SessionPersistenceServer interface {
 	ListSnapshots(context.Context, *ListSnapshotsRequest) (*ListSnapshotsResponse, error)
 	// Everything from from_seq on, then each newly committed batch, in order; empty messages as progress.
 	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error
+	// Deletes a session: a replicated tombstone; the session leaves every read
+	// and list, and every node removes its artifact. The id may be created
+	// again as a new incarnation (its revisions differ).
+	Delete(context.Context, *DeleteRequest) (*DeleteResponse, error)
 	mustEmbedUnimplementedSessionPersistenceServer()
 }
 
@@ -398,6 +417,9 @@ func (UnimplementedSessionPersistenceServer) ListSnapshots(context.Context, *Lis
 }
 func (UnimplementedSessionPersistenceServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method Watch not implemented")
+}
+func (UnimplementedSessionPersistenceServer) Delete(context.Context, *DeleteRequest) (*DeleteResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Delete not implemented")
 }
 func (UnimplementedSessionPersistenceServer) mustEmbedUnimplementedSessionPersistenceServer() {}
 func (UnimplementedSessionPersistenceServer) testEmbeddedByValue()                            {}
@@ -666,6 +688,24 @@ func _SessionPersistence_Watch_Handler(srv interface{}, stream grpc.ServerStream
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SessionPersistence_WatchServer = grpc.ServerStreamingServer[WatchResponse]
 
+func _SessionPersistence_Delete_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionPersistenceServer).Delete(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SessionPersistence_Delete_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionPersistenceServer).Delete(ctx, req.(*DeleteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SessionPersistence_ServiceDesc is the grpc.ServiceDesc for SessionPersistence service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -712,6 +752,10 @@ var SessionPersistence_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListSnapshots",
 			Handler:    _SessionPersistence_ListSnapshots_Handler,
+		},
+		{
+			MethodName: "Delete",
+			Handler:    _SessionPersistence_Delete_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
@@ -1083,6 +1127,8 @@ const (
 	Cluster_TransferLeadership_FullMethodName = "/sessionstore.v1.Cluster/TransferLeadership"
 	Cluster_RemoveMember_FullMethodName       = "/sessionstore.v1.Cluster/RemoveMember"
 	Cluster_Leave_FullMethodName              = "/sessionstore.v1.Cluster/Leave"
+	Cluster_Backup_FullMethodName             = "/sessionstore.v1.Cluster/Backup"
+	Cluster_Retention_FullMethodName          = "/sessionstore.v1.Cluster/Retention"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -1105,6 +1151,15 @@ type ClusterClient interface {
 	// The serving node leaves the cluster: it hands leadership over if it
 	// holds it, then is removed from the Raft configuration and leaves gossip.
 	Leave(ctx context.Context, in *LeaveRequest, opts ...grpc.CallOption) (*LeaveResponse, error)
+	// A consistent copy of the whole state database (every session, event,
+	// request-id result and lease), served by the leader after a linearizable
+	// read barrier (followers forward): one BackupChunk with the metadata, then
+	// the zstd-compressed database in chunks of at most 1 MiB, then one with
+	// the trailer (size and sha256 of the uncompressed database). Admin only.
+	Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupChunk], error)
+	// Applies the leader's retention policies (--retention) now, or with
+	// dry_run lists what that would delete. Admin only.
+	Retention(ctx context.Context, in *RetentionRequest, opts ...grpc.CallOption) (*RetentionResponse, error)
 }
 
 type clusterClient struct {
@@ -1165,6 +1220,35 @@ func (c *clusterClient) Leave(ctx context.Context, in *LeaveRequest, opts ...grp
 	return out, nil
 }
 
+func (c *clusterClient) Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Cluster_ServiceDesc.Streams[0], Cluster_Backup_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[BackupRequest, BackupChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_BackupClient = grpc.ServerStreamingClient[BackupChunk]
+
+func (c *clusterClient) Retention(ctx context.Context, in *RetentionRequest, opts ...grpc.CallOption) (*RetentionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RetentionResponse)
+	err := c.cc.Invoke(ctx, Cluster_Retention_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -1185,6 +1269,15 @@ type ClusterServer interface {
 	// The serving node leaves the cluster: it hands leadership over if it
 	// holds it, then is removed from the Raft configuration and leaves gossip.
 	Leave(context.Context, *LeaveRequest) (*LeaveResponse, error)
+	// A consistent copy of the whole state database (every session, event,
+	// request-id result and lease), served by the leader after a linearizable
+	// read barrier (followers forward): one BackupChunk with the metadata, then
+	// the zstd-compressed database in chunks of at most 1 MiB, then one with
+	// the trailer (size and sha256 of the uncompressed database). Admin only.
+	Backup(*BackupRequest, grpc.ServerStreamingServer[BackupChunk]) error
+	// Applies the leader's retention policies (--retention) now, or with
+	// dry_run lists what that would delete. Admin only.
+	Retention(context.Context, *RetentionRequest) (*RetentionResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -1209,6 +1302,12 @@ func (UnimplementedClusterServer) RemoveMember(context.Context, *RemoveMemberReq
 }
 func (UnimplementedClusterServer) Leave(context.Context, *LeaveRequest) (*LeaveResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Leave not implemented")
+}
+func (UnimplementedClusterServer) Backup(*BackupRequest, grpc.ServerStreamingServer[BackupChunk]) error {
+	return status.Errorf(codes.Unimplemented, "method Backup not implemented")
+}
+func (UnimplementedClusterServer) Retention(context.Context, *RetentionRequest) (*RetentionResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Retention not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -1321,6 +1420,35 @@ func _Cluster_Leave_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_Backup_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(BackupRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ClusterServer).Backup(m, &grpc.GenericServerStream[BackupRequest, BackupChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_BackupServer = grpc.ServerStreamingServer[BackupChunk]
+
+func _Cluster_Retention_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RetentionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).Retention(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_Retention_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).Retention(ctx, req.(*RetentionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1348,7 +1476,17 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Leave",
 			Handler:    _Cluster_Leave_Handler,
 		},
+		{
+			MethodName: "Retention",
+			Handler:    _Cluster_Retention_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Backup",
+			Handler:       _Cluster_Backup_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "api/sessionpb/session.proto",
 }

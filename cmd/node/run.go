@@ -17,8 +17,13 @@ Usage:
   node leave [flags]       make a running node leave the cluster
   node export [flags]      export sessions as a reference JSONL root (directory, .tar or .tar.zst)
   node import [flags] SRC  import a reference JSONL root or an export through the API
+  node backup [flags]      write a consistent backup of the whole cluster to a file
+  node restore FILE [flags] seed a new cluster's data directory from a backup (offline)
   node bench [flags]       measure append throughput and latency against a running node
   node certs [flags]       write a CA, node and client certificates and a gossip key (TLS)
+  node recover [flags]     OFFLINE: rewrite a stopped node's Raft configuration after quorum loss
+  node compact [flags]     OFFLINE: compact a stopped node's bbolt files (state.db, raft/raft.db)
+  node retention [flags]   list (or, with --apply, delete) the sessions the retention policies expire
 
 Run 'node <subcommand> --help' for the flags of each.
 `
@@ -43,8 +48,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = exportCmd(ctx, args, stdout, stderr)
 	case "import":
 		err = importCmd(ctx, args, stdout, stderr)
+	case "backup":
+		err = backupCmd(ctx, args, stdout, stderr)
+	case "restore":
+		err = restoreCmd(ctx, args, stdout, stderr)
 	case "certs":
 		err = certsCmd(ctx, args, stdout, stderr)
+	case "recover":
+		err = recoverCmd(ctx, args, stdout, stderr)
+	case "compact":
+		err = compactCmd(ctx, args, stdout, stderr)
+	case "retention":
+		err = retentionCmd(ctx, args, stdout, stderr)
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -69,6 +69,14 @@ func limitFlags(c *cluster.Config, fs *flag.FlagSet) {
 	fs.Int64Var(&c.MaxSessionEvents, "max-session-events", c.MaxSessionEvents, "most events one session may hold (0: unlimited); crash-repair closers are exempt")
 	fs.Int64Var(&c.MaxSessionBytes, "max-session-bytes", c.MaxSessionBytes, "most bytes of events one session may hold (0: unlimited); crash-repair closers are exempt")
 	fs.Int64Var(&c.MaxSessionsPerPrincipal, "max-sessions-per-principal", c.MaxSessionsPerPrincipal, "most sessions one principal may create (0: unlimited; a token-file entry's max_sessions= overrides it; without authentication every caller is the same principal)")
+	fs.Int64Var(&c.MinFreeBytes, "min-free-bytes", c.MinFreeBytes, "refuse writes (RESOURCE_EXHAUSTED / QUOTA_EXCEEDED) and fail /readyz while the data directory's filesystem has fewer bytes available (0: never refuse); reads keep working")
+	fs.DurationVar(&c.RegistrationTTL, "registration-ttl", c.RegistrationTTL, "delete a Create registration that got no event within this time (0: keep forever); swept by the leader every 5 minutes")
+	fs.Func("retention", "retention policies: comma-separated <cwd-prefix>=<max age since the last append>, * for every session (e.g. '*=2160h,/tmp/=24h'); the longest matching prefix decides; swept by the leader every --retention-sweep, listed by 'node retention'", func(v string) error {
+		p, err := cluster.ParseRetention(v)
+		c.Retention = p
+		return err
+	})
+	fs.DurationVar(&c.RetentionSweep, "retention-sweep", c.RetentionSweep, "how often the leader applies --retention")
 	fs.Int64Var(&c.MaxPendingBytes, "max-pending-bytes", c.MaxPendingBytes, "bytes of commands that may wait for Raft on this node; beyond it callers wait, then get RESOURCE_EXHAUSTED / QUOTA_EXCEEDED")
 }
 

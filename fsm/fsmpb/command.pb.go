@@ -67,7 +67,7 @@ func (x Repair_Mode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Repair_Mode.Descriptor instead.
 func (Repair_Mode) EnumDescriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{7, 0}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{11, 0}
 }
 
 // Entry is one Raft log entry: a group of commands proposed together by the leader.
@@ -255,6 +255,8 @@ type Command struct {
 	//	*Command_PlanPreStep
 	//	*Command_PlanCommand
 	//	*Command_PlanExit
+	//	*Command_Delete
+	//	*Command_Sweep
 	Cmd isCommand_Cmd `protobuf_oneof:"cmd"`
 	// The principal the receiving node authenticated ("" when authentication is
 	// off) and the proposer's limits; the FSM decides quotas from these, so
@@ -392,6 +394,24 @@ func (x *Command) GetPlanExit() *PlanExit {
 	return nil
 }
 
+func (x *Command) GetDelete() *Delete {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_Delete); ok {
+			return x.Delete
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetSweep() *Sweep {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_Sweep); ok {
+			return x.Sweep
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetPrincipal() string {
 	if x != nil {
 		return x.Principal
@@ -450,6 +470,14 @@ type Command_PlanExit struct {
 	PlanExit *PlanExit `protobuf:"bytes,10,opt,name=plan_exit,json=planExit,proto3,oneof"`
 }
 
+type Command_Delete struct {
+	Delete *Delete `protobuf:"bytes,11,opt,name=delete,proto3,oneof"`
+}
+
+type Command_Sweep struct {
+	Sweep *Sweep `protobuf:"bytes,12,opt,name=sweep,proto3,oneof"`
+}
+
 func (*Command_SetClusterId) isCommand_Cmd() {}
 
 func (*Command_Create) isCommand_Cmd() {}
@@ -469,6 +497,10 @@ func (*Command_PlanPreStep) isCommand_Cmd() {}
 func (*Command_PlanCommand) isCommand_Cmd() {}
 
 func (*Command_PlanExit) isCommand_Cmd() {}
+
+func (*Command_Delete) isCommand_Cmd() {}
+
+func (*Command_Sweep) isCommand_Cmd() {}
 
 // Limits are the proposing node's quotas; 0 = unlimited. Repair closers and
 // server-written plan-mode events are exempt (they close what was written).
@@ -576,6 +608,246 @@ func (x *SetClusterID) GetClusterId() string {
 	return ""
 }
 
+// Delete removes a session (version 4): its record, events, frames and
+// request results; a tombstone keeps the delete's own answer for retries.
+type Delete struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	SessionId        string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	ExpectedRevision string                 `protobuf:"bytes,2,opt,name=expected_revision,json=expectedRevision,proto3" json:"expected_revision,omitempty"`
+	RequestId        string                 `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *Delete) Reset() {
+	*x = Delete{}
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Delete) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Delete) ProtoMessage() {}
+
+func (x *Delete) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Delete.ProtoReflect.Descriptor instead.
+func (*Delete) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Delete) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *Delete) GetExpectedRevision() string {
+	if x != nil {
+		return x.ExpectedRevision
+	}
+	return ""
+}
+
+func (x *Delete) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// Sweep applies retention policies (version 4): it deletes, like Delete, every
+// materialised session whose last append is older than the max age of the
+// policy with the longest cwd prefix matching its cwd, at the entry's
+// (leader-stamped, clamped) time.
+type Sweep struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Policies      []*RetentionPolicy     `protobuf:"bytes,1,rep,name=policies,proto3" json:"policies,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Sweep) Reset() {
+	*x = Sweep{}
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Sweep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Sweep) ProtoMessage() {}
+
+func (x *Sweep) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Sweep.ProtoReflect.Descriptor instead.
+func (*Sweep) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Sweep) GetPolicies() []*RetentionPolicy {
+	if x != nil {
+		return x.Policies
+	}
+	return nil
+}
+
+type RetentionPolicy struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CwdPrefix     string                 `protobuf:"bytes,1,opt,name=cwd_prefix,json=cwdPrefix,proto3" json:"cwd_prefix,omitempty"` // "": every session, with or without a cwd
+	MaxAgeMs      int64                  `protobuf:"varint,2,opt,name=max_age_ms,json=maxAgeMs,proto3" json:"max_age_ms,omitempty"` // > 0
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetentionPolicy) Reset() {
+	*x = RetentionPolicy{}
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetentionPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetentionPolicy) ProtoMessage() {}
+
+func (x *RetentionPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetentionPolicy.ProtoReflect.Descriptor instead.
+func (*RetentionPolicy) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RetentionPolicy) GetCwdPrefix() string {
+	if x != nil {
+		return x.CwdPrefix
+	}
+	return ""
+}
+
+func (x *RetentionPolicy) GetMaxAgeMs() int64 {
+	if x != nil {
+		return x.MaxAgeMs
+	}
+	return 0
+}
+
+// Tombstone is kept per deleted id: what was deleted, when, and the answer
+// to the request id that deleted it.
+type Tombstone struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Incarnation   uint64                 `protobuf:"varint,1,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	DeletedIndex  uint64                 `protobuf:"varint,2,opt,name=deleted_index,json=deletedIndex,proto3" json:"deleted_index,omitempty"`
+	DeletedUnixMs int64                  `protobuf:"varint,3,opt,name=deleted_unix_ms,json=deletedUnixMs,proto3" json:"deleted_unix_ms,omitempty"`
+	RequestId     string                 `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Result        *Result                `protobuf:"bytes,5,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Tombstone) Reset() {
+	*x = Tombstone{}
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Tombstone) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Tombstone) ProtoMessage() {}
+
+func (x *Tombstone) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Tombstone.ProtoReflect.Descriptor instead.
+func (*Tombstone) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Tombstone) GetIncarnation() uint64 {
+	if x != nil {
+		return x.Incarnation
+	}
+	return 0
+}
+
+func (x *Tombstone) GetDeletedIndex() uint64 {
+	if x != nil {
+		return x.DeletedIndex
+	}
+	return 0
+}
+
+func (x *Tombstone) GetDeletedUnixMs() int64 {
+	if x != nil {
+		return x.DeletedUnixMs
+	}
+	return 0
+}
+
+func (x *Tombstone) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *Tombstone) GetResult() *Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
 type Create struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Header        *Header                `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
@@ -586,7 +858,7 @@ type Create struct {
 
 func (x *Create) Reset() {
 	*x = Create{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[5]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -598,7 +870,7 @@ func (x *Create) String() string {
 func (*Create) ProtoMessage() {}
 
 func (x *Create) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[5]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -611,7 +883,7 @@ func (x *Create) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Create.ProtoReflect.Descriptor instead.
 func (*Create) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{5}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Create) GetHeader() *Header {
@@ -641,7 +913,7 @@ type Append struct {
 
 func (x *Append) Reset() {
 	*x = Append{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[6]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -653,7 +925,7 @@ func (x *Append) String() string {
 func (*Append) ProtoMessage() {}
 
 func (x *Append) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[6]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -666,7 +938,7 @@ func (x *Append) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Append.ProtoReflect.Descriptor instead.
 func (*Append) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{6}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Append) GetSessionId() string {
@@ -722,7 +994,7 @@ type Repair struct {
 
 func (x *Repair) Reset() {
 	*x = Repair{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[7]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -734,7 +1006,7 @@ func (x *Repair) String() string {
 func (*Repair) ProtoMessage() {}
 
 func (x *Repair) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[7]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -747,7 +1019,7 @@ func (x *Repair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Repair.ProtoReflect.Descriptor instead.
 func (*Repair) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{7}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Repair) GetSessionId() string {
@@ -804,7 +1076,7 @@ type KeepAlive struct {
 
 func (x *KeepAlive) Reset() {
 	*x = KeepAlive{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[8]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -816,7 +1088,7 @@ func (x *KeepAlive) String() string {
 func (*KeepAlive) ProtoMessage() {}
 
 func (x *KeepAlive) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[8]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -829,7 +1101,7 @@ func (x *KeepAlive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAlive.ProtoReflect.Descriptor instead.
 func (*KeepAlive) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{8}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *KeepAlive) GetSessionId() string {
@@ -871,7 +1143,7 @@ type Release struct {
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[9]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -883,7 +1155,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[9]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -896,7 +1168,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{9}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Release) GetSessionId() string {
@@ -940,7 +1212,7 @@ type PlanSet struct {
 
 func (x *PlanSet) Reset() {
 	*x = PlanSet{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[10]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -952,7 +1224,7 @@ func (x *PlanSet) String() string {
 func (*PlanSet) ProtoMessage() {}
 
 func (x *PlanSet) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[10]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -965,7 +1237,7 @@ func (x *PlanSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanSet.ProtoReflect.Descriptor instead.
 func (*PlanSet) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{10}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PlanSet) GetSessionId() string {
@@ -1016,7 +1288,7 @@ type PlanPreStep struct {
 
 func (x *PlanPreStep) Reset() {
 	*x = PlanPreStep{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[11]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1028,7 +1300,7 @@ func (x *PlanPreStep) String() string {
 func (*PlanPreStep) ProtoMessage() {}
 
 func (x *PlanPreStep) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[11]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1041,7 +1313,7 @@ func (x *PlanPreStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanPreStep.ProtoReflect.Descriptor instead.
 func (*PlanPreStep) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{11}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PlanPreStep) GetSessionId() string {
@@ -1094,7 +1366,7 @@ type PlanCommand struct {
 
 func (x *PlanCommand) Reset() {
 	*x = PlanCommand{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[12]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1106,7 +1378,7 @@ func (x *PlanCommand) String() string {
 func (*PlanCommand) ProtoMessage() {}
 
 func (x *PlanCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[12]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1119,7 +1391,7 @@ func (x *PlanCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanCommand.ProtoReflect.Descriptor instead.
 func (*PlanCommand) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{12}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PlanCommand) GetSessionId() string {
@@ -1184,7 +1456,7 @@ type PlanExit struct {
 
 func (x *PlanExit) Reset() {
 	*x = PlanExit{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[13]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1196,7 +1468,7 @@ func (x *PlanExit) String() string {
 func (*PlanExit) ProtoMessage() {}
 
 func (x *PlanExit) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[13]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1209,7 +1481,7 @@ func (x *PlanExit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanExit.ProtoReflect.Descriptor instead.
 func (*PlanExit) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{13}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PlanExit) GetSessionId() string {
@@ -1257,7 +1529,7 @@ type ReviewAnswer struct {
 
 func (x *ReviewAnswer) Reset() {
 	*x = ReviewAnswer{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[14]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1269,7 +1541,7 @@ func (x *ReviewAnswer) String() string {
 func (*ReviewAnswer) ProtoMessage() {}
 
 func (x *ReviewAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[14]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1282,7 +1554,7 @@ func (x *ReviewAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewAnswer.ProtoReflect.Descriptor instead.
 func (*ReviewAnswer) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{14}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ReviewAnswer) GetAnswers() []*AnswerItem {
@@ -1310,7 +1582,7 @@ type AnswerItem struct {
 
 func (x *AnswerItem) Reset() {
 	*x = AnswerItem{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[15]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1322,7 +1594,7 @@ func (x *AnswerItem) String() string {
 func (*AnswerItem) ProtoMessage() {}
 
 func (x *AnswerItem) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[15]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1335,7 +1607,7 @@ func (x *AnswerItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerItem.ProtoReflect.Descriptor instead.
 func (*AnswerItem) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{15}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AnswerItem) GetId() string {
@@ -1370,7 +1642,7 @@ type PlanState struct {
 
 func (x *PlanState) Reset() {
 	*x = PlanState{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[16]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1382,7 +1654,7 @@ func (x *PlanState) String() string {
 func (*PlanState) ProtoMessage() {}
 
 func (x *PlanState) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[16]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1395,7 +1667,7 @@ func (x *PlanState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanState.ProtoReflect.Descriptor instead.
 func (*PlanState) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{16}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PlanState) GetPending() *PendingSelection {
@@ -1422,7 +1694,7 @@ type PendingSelection struct {
 
 func (x *PendingSelection) Reset() {
 	*x = PendingSelection{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[17]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1434,7 +1706,7 @@ func (x *PendingSelection) String() string {
 func (*PendingSelection) ProtoMessage() {}
 
 func (x *PendingSelection) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[17]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1447,7 +1719,7 @@ func (x *PendingSelection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingSelection.ProtoReflect.Descriptor instead.
 func (*PendingSelection) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{17}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PendingSelection) GetActive() bool {
@@ -1477,7 +1749,7 @@ type PlanSummary struct {
 
 func (x *PlanSummary) Reset() {
 	*x = PlanSummary{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[18]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1489,7 +1761,7 @@ func (x *PlanSummary) String() string {
 func (*PlanSummary) ProtoMessage() {}
 
 func (x *PlanSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[18]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1502,7 +1774,7 @@ func (x *PlanSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanSummary.ProtoReflect.Descriptor instead.
 func (*PlanSummary) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{18}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PlanSummary) GetFold() bool {
@@ -1552,7 +1824,7 @@ type PlanResult struct {
 
 func (x *PlanResult) Reset() {
 	*x = PlanResult{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[19]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1564,7 +1836,7 @@ func (x *PlanResult) String() string {
 func (*PlanResult) ProtoMessage() {}
 
 func (x *PlanResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[19]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1577,7 +1849,7 @@ func (x *PlanResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanResult.ProtoReflect.Descriptor instead.
 func (*PlanResult) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{19}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PlanResult) GetOutcome() int32 {
@@ -1661,7 +1933,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[20]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1673,7 +1945,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[20]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1686,7 +1958,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{20}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Lease) GetOwner() string {
@@ -1723,13 +1995,14 @@ type Result struct {
 	Lease         *Lease                 `protobuf:"bytes,7,opt,name=lease,proto3" json:"lease,omitempty"`
 	Stale         bool                   `protobuf:"varint,8,opt,name=stale,proto3" json:"stale,omitempty"` // Repair only: the stored revision moved; re-read and retry
 	Plan          *PlanResult            `protobuf:"bytes,9,opt,name=plan,proto3" json:"plan,omitempty"`
+	Deleted       []string               `protobuf:"bytes,10,rep,name=deleted,proto3" json:"deleted,omitempty"` // Sweep: the sessions it deleted, in id order
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[21]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1741,7 +2014,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[21]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1754,7 +2027,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{21}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Result) GetReason() string {
@@ -1820,30 +2093,38 @@ func (x *Result) GetPlan() *PlanResult {
 	return nil
 }
 
+func (x *Result) GetDeleted() []string {
+	if x != nil {
+		return x.Deleted
+	}
+	return nil
+}
+
 // SessionRecord is a session's metadata row in the state database.
 type SessionRecord struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	Header          *Header                `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
-	Materialized    bool                   `protobuf:"varint,2,opt,name=materialized,proto3" json:"materialized,omitempty"`
-	NextSeq         int64                  `protobuf:"varint,3,opt,name=next_seq,json=nextSeq,proto3" json:"next_seq,omitempty"`
-	Incarnation     uint64                 `protobuf:"varint,4,opt,name=incarnation,proto3" json:"incarnation,omitempty"`                                  // Raft index of the Create that registered it
-	LastChangeIndex uint64                 `protobuf:"varint,5,opt,name=last_change_index,json=lastChangeIndex,proto3" json:"last_change_index,omitempty"` // Raft index of the last append or repair
-	Epoch           uint64                 `protobuf:"varint,6,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	Lease           *Lease                 `protobuf:"bytes,7,opt,name=lease,proto3" json:"lease,omitempty"` // absent: no owner (cold)
-	LeaseTtlMs      int64                  `protobuf:"varint,8,opt,name=lease_ttl_ms,json=leaseTtlMs,proto3" json:"lease_ttl_ms,omitempty"`
-	Frames          uint64                 `protobuf:"varint,9,opt,name=frames,proto3" json:"frames,omitempty"`                                       // artifact frames after the header frame
-	CreatedUnixMs   int64                  `protobuf:"varint,10,opt,name=created_unix_ms,json=createdUnixMs,proto3" json:"created_unix_ms,omitempty"` // leader time of the registration
-	Plan            *PlanState             `protobuf:"bytes,11,opt,name=plan,proto3" json:"plan,omitempty"`
-	PlanSummary     *PlanSummary           `protobuf:"bytes,12,opt,name=plan_summary,json=planSummary,proto3" json:"plan_summary,omitempty"`     // absent on records written before it existed: rebuilt from the log
-	EventBytes      *int64                 `protobuf:"varint,13,opt,name=event_bytes,json=eventBytes,proto3,oneof" json:"event_bytes,omitempty"` // bytes of the stored events; absent on older records: summed from the log
-	Creator         string                 `protobuf:"bytes,14,opt,name=creator,proto3" json:"creator,omitempty"`                                // principal that registered the session
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Header           *Header                `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Materialized     bool                   `protobuf:"varint,2,opt,name=materialized,proto3" json:"materialized,omitempty"`
+	NextSeq          int64                  `protobuf:"varint,3,opt,name=next_seq,json=nextSeq,proto3" json:"next_seq,omitempty"`
+	Incarnation      uint64                 `protobuf:"varint,4,opt,name=incarnation,proto3" json:"incarnation,omitempty"`                                  // Raft index of the Create that registered it
+	LastChangeIndex  uint64                 `protobuf:"varint,5,opt,name=last_change_index,json=lastChangeIndex,proto3" json:"last_change_index,omitempty"` // Raft index of the last append or repair
+	Epoch            uint64                 `protobuf:"varint,6,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Lease            *Lease                 `protobuf:"bytes,7,opt,name=lease,proto3" json:"lease,omitempty"` // absent: no owner (cold)
+	LeaseTtlMs       int64                  `protobuf:"varint,8,opt,name=lease_ttl_ms,json=leaseTtlMs,proto3" json:"lease_ttl_ms,omitempty"`
+	Frames           uint64                 `protobuf:"varint,9,opt,name=frames,proto3" json:"frames,omitempty"`                                       // artifact frames after the header frame
+	CreatedUnixMs    int64                  `protobuf:"varint,10,opt,name=created_unix_ms,json=createdUnixMs,proto3" json:"created_unix_ms,omitempty"` // leader time of the registration
+	Plan             *PlanState             `protobuf:"bytes,11,opt,name=plan,proto3" json:"plan,omitempty"`
+	PlanSummary      *PlanSummary           `protobuf:"bytes,12,opt,name=plan_summary,json=planSummary,proto3" json:"plan_summary,omitempty"`                     // absent on records written before it existed: rebuilt from the log
+	EventBytes       *int64                 `protobuf:"varint,13,opt,name=event_bytes,json=eventBytes,proto3,oneof" json:"event_bytes,omitempty"`                 // bytes of the stored events; absent on older records: summed from the log
+	Creator          string                 `protobuf:"bytes,14,opt,name=creator,proto3" json:"creator,omitempty"`                                                // principal that registered the session
+	LastAppendUnixMs int64                  `protobuf:"varint,15,opt,name=last_append_unix_ms,json=lastAppendUnixMs,proto3" json:"last_append_unix_ms,omitempty"` // leader time of the last frame (0 on older records: created time counts)
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *SessionRecord) Reset() {
 	*x = SessionRecord{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[22]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1855,7 +2136,7 @@ func (x *SessionRecord) String() string {
 func (*SessionRecord) ProtoMessage() {}
 
 func (x *SessionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[22]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1868,7 +2149,7 @@ func (x *SessionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRecord.ProtoReflect.Descriptor instead.
 func (*SessionRecord) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{22}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SessionRecord) GetHeader() *Header {
@@ -1969,6 +2250,13 @@ func (x *SessionRecord) GetCreator() string {
 	return ""
 }
 
+func (x *SessionRecord) GetLastAppendUnixMs() int64 {
+	if x != nil {
+		return x.LastAppendUnixMs
+	}
+	return 0
+}
+
 var File_fsm_fsmpb_command_proto protoreflect.FileDescriptor
 
 const file_fsm_fsmpb_command_proto_rawDesc = "" +
@@ -1995,7 +2283,7 @@ const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"\f_seed_lengthB\t\n" +
 	"\a_originB\x13\n" +
 	"\x11_delegation_depthB\x0f\n" +
-	"\r_agent_preset\"\xd6\x05\n" +
+	"\r_agent_preset\"\xc1\x06\n" +
 	"\aCommand\x12I\n" +
 	"\x0eset_cluster_id\x18\x01 \x01(\v2!.sessionstore.fsm.v1.SetClusterIDH\x00R\fsetClusterId\x125\n" +
 	"\x06create\x18\x02 \x01(\v2\x1b.sessionstore.fsm.v1.CreateH\x00R\x06create\x125\n" +
@@ -2008,7 +2296,9 @@ const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"\rplan_pre_step\x18\b \x01(\v2 .sessionstore.fsm.v1.PlanPreStepH\x00R\vplanPreStep\x12E\n" +
 	"\fplan_command\x18\t \x01(\v2 .sessionstore.fsm.v1.PlanCommandH\x00R\vplanCommand\x12<\n" +
 	"\tplan_exit\x18\n" +
-	" \x01(\v2\x1d.sessionstore.fsm.v1.PlanExitH\x00R\bplanExit\x12\x1c\n" +
+	" \x01(\v2\x1d.sessionstore.fsm.v1.PlanExitH\x00R\bplanExit\x125\n" +
+	"\x06delete\x18\v \x01(\v2\x1b.sessionstore.fsm.v1.DeleteH\x00R\x06delete\x122\n" +
+	"\x05sweep\x18\f \x01(\v2\x1a.sessionstore.fsm.v1.SweepH\x00R\x05sweep\x12\x1c\n" +
 	"\tprincipal\x18\x14 \x01(\tR\tprincipal\x123\n" +
 	"\x06limits\x18\x15 \x01(\v2\x1b.sessionstore.fsm.v1.LimitsR\x06limitsB\x05\n" +
 	"\x03cmd\"\x98\x01\n" +
@@ -2018,7 +2308,27 @@ const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"\x16max_principal_sessions\x18\x03 \x01(\x03R\x14maxPrincipalSessions\"-\n" +
 	"\fSetClusterID\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x01 \x01(\tR\tclusterId\"\\\n" +
+	"cluster_id\x18\x01 \x01(\tR\tclusterId\"s\n" +
+	"\x06Delete\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12+\n" +
+	"\x11expected_revision\x18\x02 \x01(\tR\x10expectedRevision\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\"I\n" +
+	"\x05Sweep\x12@\n" +
+	"\bpolicies\x18\x01 \x03(\v2$.sessionstore.fsm.v1.RetentionPolicyR\bpolicies\"N\n" +
+	"\x0fRetentionPolicy\x12\x1d\n" +
+	"\n" +
+	"cwd_prefix\x18\x01 \x01(\tR\tcwdPrefix\x12\x1c\n" +
+	"\n" +
+	"max_age_ms\x18\x02 \x01(\x03R\bmaxAgeMs\"\xce\x01\n" +
+	"\tTombstone\x12 \n" +
+	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12#\n" +
+	"\rdeleted_index\x18\x02 \x01(\x04R\fdeletedIndex\x12&\n" +
+	"\x0fdeleted_unix_ms\x18\x03 \x01(\x03R\rdeletedUnixMs\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\x123\n" +
+	"\x06result\x18\x05 \x01(\v2\x1b.sessionstore.fsm.v1.ResultR\x06result\"\\\n" +
 	"\x06Create\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.sessionstore.fsm.v1.HeaderR\x06header\x12\x1d\n" +
 	"\n" +
@@ -2136,7 +2446,7 @@ const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"\x05Lease\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12+\n" +
-	"\x12expires_at_unix_ms\x18\x03 \x01(\x03R\x0fexpiresAtUnixMs\"\xa8\x02\n" +
+	"\x12expires_at_unix_ms\x18\x03 \x01(\x03R\x0fexpiresAtUnixMs\"\xc2\x02\n" +
 	"\x06Result\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1a\n" +
@@ -2146,7 +2456,9 @@ const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"\brepaired\x18\x06 \x01(\bR\brepaired\x120\n" +
 	"\x05lease\x18\a \x01(\v2\x1a.sessionstore.fsm.v1.LeaseR\x05lease\x12\x14\n" +
 	"\x05stale\x18\b \x01(\bR\x05stale\x123\n" +
-	"\x04plan\x18\t \x01(\v2\x1f.sessionstore.fsm.v1.PlanResultR\x04plan\"\xc4\x04\n" +
+	"\x04plan\x18\t \x01(\v2\x1f.sessionstore.fsm.v1.PlanResultR\x04plan\x12\x18\n" +
+	"\adeleted\x18\n" +
+	" \x03(\tR\adeleted\"\xf3\x04\n" +
 	"\rSessionRecord\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.sessionstore.fsm.v1.HeaderR\x06header\x12\"\n" +
 	"\fmaterialized\x18\x02 \x01(\bR\fmaterialized\x12\x19\n" +
@@ -2164,7 +2476,8 @@ const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"\fplan_summary\x18\f \x01(\v2 .sessionstore.fsm.v1.PlanSummaryR\vplanSummary\x12$\n" +
 	"\vevent_bytes\x18\r \x01(\x03H\x00R\n" +
 	"eventBytes\x88\x01\x01\x12\x18\n" +
-	"\acreator\x18\x0e \x01(\tR\acreatorB\x0e\n" +
+	"\acreator\x18\x0e \x01(\tR\acreator\x12-\n" +
+	"\x13last_append_unix_ms\x18\x0f \x01(\x03R\x10lastAppendUnixMsB\x0e\n" +
 	"\f_event_bytesB0Z.github.com/sessionstore/sessionstore/fsm/fsmpbb\x06proto3"
 
 var (
@@ -2180,7 +2493,7 @@ func file_fsm_fsmpb_command_proto_rawDescGZIP() []byte {
 }
 
 var file_fsm_fsmpb_command_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fsm_fsmpb_command_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_fsm_fsmpb_command_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_fsm_fsmpb_command_proto_goTypes = []any{
 	(Repair_Mode)(0),         // 0: sessionstore.fsm.v1.Repair.Mode
 	(*Entry)(nil),            // 1: sessionstore.fsm.v1.Entry
@@ -2188,54 +2501,62 @@ var file_fsm_fsmpb_command_proto_goTypes = []any{
 	(*Command)(nil),          // 3: sessionstore.fsm.v1.Command
 	(*Limits)(nil),           // 4: sessionstore.fsm.v1.Limits
 	(*SetClusterID)(nil),     // 5: sessionstore.fsm.v1.SetClusterID
-	(*Create)(nil),           // 6: sessionstore.fsm.v1.Create
-	(*Append)(nil),           // 7: sessionstore.fsm.v1.Append
-	(*Repair)(nil),           // 8: sessionstore.fsm.v1.Repair
-	(*KeepAlive)(nil),        // 9: sessionstore.fsm.v1.KeepAlive
-	(*Release)(nil),          // 10: sessionstore.fsm.v1.Release
-	(*PlanSet)(nil),          // 11: sessionstore.fsm.v1.PlanSet
-	(*PlanPreStep)(nil),      // 12: sessionstore.fsm.v1.PlanPreStep
-	(*PlanCommand)(nil),      // 13: sessionstore.fsm.v1.PlanCommand
-	(*PlanExit)(nil),         // 14: sessionstore.fsm.v1.PlanExit
-	(*ReviewAnswer)(nil),     // 15: sessionstore.fsm.v1.ReviewAnswer
-	(*AnswerItem)(nil),       // 16: sessionstore.fsm.v1.AnswerItem
-	(*PlanState)(nil),        // 17: sessionstore.fsm.v1.PlanState
-	(*PendingSelection)(nil), // 18: sessionstore.fsm.v1.PendingSelection
-	(*PlanSummary)(nil),      // 19: sessionstore.fsm.v1.PlanSummary
-	(*PlanResult)(nil),       // 20: sessionstore.fsm.v1.PlanResult
-	(*Lease)(nil),            // 21: sessionstore.fsm.v1.Lease
-	(*Result)(nil),           // 22: sessionstore.fsm.v1.Result
-	(*SessionRecord)(nil),    // 23: sessionstore.fsm.v1.SessionRecord
+	(*Delete)(nil),           // 6: sessionstore.fsm.v1.Delete
+	(*Sweep)(nil),            // 7: sessionstore.fsm.v1.Sweep
+	(*RetentionPolicy)(nil),  // 8: sessionstore.fsm.v1.RetentionPolicy
+	(*Tombstone)(nil),        // 9: sessionstore.fsm.v1.Tombstone
+	(*Create)(nil),           // 10: sessionstore.fsm.v1.Create
+	(*Append)(nil),           // 11: sessionstore.fsm.v1.Append
+	(*Repair)(nil),           // 12: sessionstore.fsm.v1.Repair
+	(*KeepAlive)(nil),        // 13: sessionstore.fsm.v1.KeepAlive
+	(*Release)(nil),          // 14: sessionstore.fsm.v1.Release
+	(*PlanSet)(nil),          // 15: sessionstore.fsm.v1.PlanSet
+	(*PlanPreStep)(nil),      // 16: sessionstore.fsm.v1.PlanPreStep
+	(*PlanCommand)(nil),      // 17: sessionstore.fsm.v1.PlanCommand
+	(*PlanExit)(nil),         // 18: sessionstore.fsm.v1.PlanExit
+	(*ReviewAnswer)(nil),     // 19: sessionstore.fsm.v1.ReviewAnswer
+	(*AnswerItem)(nil),       // 20: sessionstore.fsm.v1.AnswerItem
+	(*PlanState)(nil),        // 21: sessionstore.fsm.v1.PlanState
+	(*PendingSelection)(nil), // 22: sessionstore.fsm.v1.PendingSelection
+	(*PlanSummary)(nil),      // 23: sessionstore.fsm.v1.PlanSummary
+	(*PlanResult)(nil),       // 24: sessionstore.fsm.v1.PlanResult
+	(*Lease)(nil),            // 25: sessionstore.fsm.v1.Lease
+	(*Result)(nil),           // 26: sessionstore.fsm.v1.Result
+	(*SessionRecord)(nil),    // 27: sessionstore.fsm.v1.SessionRecord
 }
 var file_fsm_fsmpb_command_proto_depIdxs = []int32{
 	3,  // 0: sessionstore.fsm.v1.Entry.commands:type_name -> sessionstore.fsm.v1.Command
 	5,  // 1: sessionstore.fsm.v1.Command.set_cluster_id:type_name -> sessionstore.fsm.v1.SetClusterID
-	6,  // 2: sessionstore.fsm.v1.Command.create:type_name -> sessionstore.fsm.v1.Create
-	7,  // 3: sessionstore.fsm.v1.Command.append:type_name -> sessionstore.fsm.v1.Append
-	8,  // 4: sessionstore.fsm.v1.Command.repair:type_name -> sessionstore.fsm.v1.Repair
-	9,  // 5: sessionstore.fsm.v1.Command.keep_alive:type_name -> sessionstore.fsm.v1.KeepAlive
-	10, // 6: sessionstore.fsm.v1.Command.release:type_name -> sessionstore.fsm.v1.Release
-	11, // 7: sessionstore.fsm.v1.Command.plan_set:type_name -> sessionstore.fsm.v1.PlanSet
-	12, // 8: sessionstore.fsm.v1.Command.plan_pre_step:type_name -> sessionstore.fsm.v1.PlanPreStep
-	13, // 9: sessionstore.fsm.v1.Command.plan_command:type_name -> sessionstore.fsm.v1.PlanCommand
-	14, // 10: sessionstore.fsm.v1.Command.plan_exit:type_name -> sessionstore.fsm.v1.PlanExit
-	4,  // 11: sessionstore.fsm.v1.Command.limits:type_name -> sessionstore.fsm.v1.Limits
-	2,  // 12: sessionstore.fsm.v1.Create.header:type_name -> sessionstore.fsm.v1.Header
-	0,  // 13: sessionstore.fsm.v1.Repair.mode:type_name -> sessionstore.fsm.v1.Repair.Mode
-	15, // 14: sessionstore.fsm.v1.PlanExit.answer:type_name -> sessionstore.fsm.v1.ReviewAnswer
-	16, // 15: sessionstore.fsm.v1.ReviewAnswer.answers:type_name -> sessionstore.fsm.v1.AnswerItem
-	18, // 16: sessionstore.fsm.v1.PlanState.pending:type_name -> sessionstore.fsm.v1.PendingSelection
-	21, // 17: sessionstore.fsm.v1.Result.lease:type_name -> sessionstore.fsm.v1.Lease
-	20, // 18: sessionstore.fsm.v1.Result.plan:type_name -> sessionstore.fsm.v1.PlanResult
-	2,  // 19: sessionstore.fsm.v1.SessionRecord.header:type_name -> sessionstore.fsm.v1.Header
-	21, // 20: sessionstore.fsm.v1.SessionRecord.lease:type_name -> sessionstore.fsm.v1.Lease
-	17, // 21: sessionstore.fsm.v1.SessionRecord.plan:type_name -> sessionstore.fsm.v1.PlanState
-	19, // 22: sessionstore.fsm.v1.SessionRecord.plan_summary:type_name -> sessionstore.fsm.v1.PlanSummary
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	10, // 2: sessionstore.fsm.v1.Command.create:type_name -> sessionstore.fsm.v1.Create
+	11, // 3: sessionstore.fsm.v1.Command.append:type_name -> sessionstore.fsm.v1.Append
+	12, // 4: sessionstore.fsm.v1.Command.repair:type_name -> sessionstore.fsm.v1.Repair
+	13, // 5: sessionstore.fsm.v1.Command.keep_alive:type_name -> sessionstore.fsm.v1.KeepAlive
+	14, // 6: sessionstore.fsm.v1.Command.release:type_name -> sessionstore.fsm.v1.Release
+	15, // 7: sessionstore.fsm.v1.Command.plan_set:type_name -> sessionstore.fsm.v1.PlanSet
+	16, // 8: sessionstore.fsm.v1.Command.plan_pre_step:type_name -> sessionstore.fsm.v1.PlanPreStep
+	17, // 9: sessionstore.fsm.v1.Command.plan_command:type_name -> sessionstore.fsm.v1.PlanCommand
+	18, // 10: sessionstore.fsm.v1.Command.plan_exit:type_name -> sessionstore.fsm.v1.PlanExit
+	6,  // 11: sessionstore.fsm.v1.Command.delete:type_name -> sessionstore.fsm.v1.Delete
+	7,  // 12: sessionstore.fsm.v1.Command.sweep:type_name -> sessionstore.fsm.v1.Sweep
+	4,  // 13: sessionstore.fsm.v1.Command.limits:type_name -> sessionstore.fsm.v1.Limits
+	8,  // 14: sessionstore.fsm.v1.Sweep.policies:type_name -> sessionstore.fsm.v1.RetentionPolicy
+	26, // 15: sessionstore.fsm.v1.Tombstone.result:type_name -> sessionstore.fsm.v1.Result
+	2,  // 16: sessionstore.fsm.v1.Create.header:type_name -> sessionstore.fsm.v1.Header
+	0,  // 17: sessionstore.fsm.v1.Repair.mode:type_name -> sessionstore.fsm.v1.Repair.Mode
+	19, // 18: sessionstore.fsm.v1.PlanExit.answer:type_name -> sessionstore.fsm.v1.ReviewAnswer
+	20, // 19: sessionstore.fsm.v1.ReviewAnswer.answers:type_name -> sessionstore.fsm.v1.AnswerItem
+	22, // 20: sessionstore.fsm.v1.PlanState.pending:type_name -> sessionstore.fsm.v1.PendingSelection
+	25, // 21: sessionstore.fsm.v1.Result.lease:type_name -> sessionstore.fsm.v1.Lease
+	24, // 22: sessionstore.fsm.v1.Result.plan:type_name -> sessionstore.fsm.v1.PlanResult
+	2,  // 23: sessionstore.fsm.v1.SessionRecord.header:type_name -> sessionstore.fsm.v1.Header
+	25, // 24: sessionstore.fsm.v1.SessionRecord.lease:type_name -> sessionstore.fsm.v1.Lease
+	21, // 25: sessionstore.fsm.v1.SessionRecord.plan:type_name -> sessionstore.fsm.v1.PlanState
+	23, // 26: sessionstore.fsm.v1.SessionRecord.plan_summary:type_name -> sessionstore.fsm.v1.PlanSummary
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_fsm_fsmpb_command_proto_init() }
@@ -2255,18 +2576,20 @@ func file_fsm_fsmpb_command_proto_init() {
 		(*Command_PlanPreStep)(nil),
 		(*Command_PlanCommand)(nil),
 		(*Command_PlanExit)(nil),
+		(*Command_Delete)(nil),
+		(*Command_Sweep)(nil),
 	}
-	file_fsm_fsmpb_command_proto_msgTypes[15].OneofWrappers = []any{}
-	file_fsm_fsmpb_command_proto_msgTypes[16].OneofWrappers = []any{}
 	file_fsm_fsmpb_command_proto_msgTypes[19].OneofWrappers = []any{}
-	file_fsm_fsmpb_command_proto_msgTypes[22].OneofWrappers = []any{}
+	file_fsm_fsmpb_command_proto_msgTypes[20].OneofWrappers = []any{}
+	file_fsm_fsmpb_command_proto_msgTypes[23].OneofWrappers = []any{}
+	file_fsm_fsmpb_command_proto_msgTypes[26].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsm_fsmpb_command_proto_rawDesc), len(file_fsm_fsmpb_command_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

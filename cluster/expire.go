@@ -1,0 +1,69 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/fsm"
+	"github.com/sessionstore/sessionstore/storage"
+)
+
+// runExpiry lets the leader delete Create registrations that never got an
+// event within RegistrationTTL (leader time; each delete carries the
+// registration's revision, so an append that lands first wins).
+func (n *Node) runExpiry() {
+	if n.cfg.RegistrationTTL <= 0 {
+		return
+	}
+	t := time.NewTicker(n.cfg.ExpirySweep)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if n.raft.State() != raft.Leader || !n.votersSupport(deleteVersion) {
+			continue
+		}
+		n.expireRegistrations()
+	}
+}
+
+func (n *Node) expireRegistrations() {
+	cutoff := time.Now().Add(-n.cfg.RegistrationTTL).UnixMilli()
+	type expired struct{ id, rev string }
+	var due []expired
+	_ = n.state.View(func(tx *storage.Tx) error {
+		cid := tx.ClusterID()
+		return tx.ForEachSession("", false, func(id string, b []byte) error {
+			rec, err := fsm.DecodeRecord(b)
+			if err != nil || rec == nil || rec.Materialized || rec.CreatedUnixMs > cutoff {
+				return nil
+			}
+			due = append(due, expired{id, fsm.Revision(cid, rec)})
+			return nil
+		})
+	})
+	removed := 0
+	for _, e := range due {
+		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.ApplyTimeout)
+		_, err := n.Delete(ctx, e.id, e.rev, "expire-"+e.rev)
+		cancel()
+		switch {
+		case err == nil:
+			removed++
+		case errors.Is(err, sessionstore.ErrRevisionMismatch), errors.Is(err, sessionstore.ErrNotFound):
+			// Materialised or deleted meanwhile.
+		default:
+			n.logger.Warn("expiring a registration failed; the next sweep retries", "session", e.id, "err", err)
+		}
+	}
+	if removed > 0 {
+		n.logger.Info("expired registrations that never got an event", "count", removed, "ttl", n.cfg.RegistrationTTL)
+	}
+}

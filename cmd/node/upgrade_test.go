@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/api/client"
+	"github.com/sessionstore/sessionstore/api/sessionpb"
+)
+
+// A rolling upgrade: one voter still runs the previous release's command
+// version (2: plan mode, no quotas, no Delete; its FSM panics on anything
+// newer, as that build would). Nothing breaks: creates, appends and plan-mode
+// calls go on and every node applies them; Delete and the quota stamps are
+// held back. Once the node restarts on this build's version, Delete works
+// and reaches it too.
+func TestUpgrade_NewCommandsWaitForEveryVoter(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3-node cluster")
+	}
+	nodes := startClusterWith(t, 3, func(c *serveConfig) {
+		if c.Cluster.NodeID == "n3" {
+			c.Cluster.CommandVersion = 2
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	c := nodes[0].Client
+	for _, id := range []string{"up/a", "up/b"} {
+		if err := c.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta(id, "/w/up")}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Append(ctx, &sessionpb.AppendRequest{SessionId: id, Events: ctOneTurnLog()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.PlanSet(ctx, &sessionpb.PlanSetRequest{SessionId: "up/a", Active: true}); err != nil {
+		t.Fatalf("plan mode (version 2) on a mixed cluster: %v", err)
+	}
+	_, err := c.WithOptions(client.Options{MaxAttempts: 1}).Delete(ctx, &sessionpb.DeleteRequest{SessionId: "up/b"})
+	if auReason(err) != sessionstore.ReasonFormatUnsupported {
+		t.Fatalf("delete while n3 runs version 2: %v", err)
+	}
+	// Everything reached the old node, nothing it cannot apply did.
+	for _, nd := range nodes {
+		nc := nd.Client
+		dlEventually(t, nd.id+" holds both sessions", func() bool {
+			l, err := nc.List(ctx, &sessionpb.ListRequest{Consistency: sessionpb.Consistency_STALE})
+			return err == nil && len(l.Headers) == 2
+		})
+	}
+
+	// n3 is upgraded: a restart on this build's version.
+	n3 := nodes[2]
+	old := n3.tune
+	n3.tune = func(c *serveConfig) { old(c); c.Cluster.CommandVersion = 0 }
+	n3.testNode = n3.Restart()
+	dlEventually(t, "delete accepted once n3 advertises version 4", func() bool {
+		_, err := c.WithOptions(client.Options{MaxAttempts: 1}).Delete(ctx, &sessionpb.DeleteRequest{SessionId: "up/b", RequestId: "del-up-b"})
+		return err == nil
+	})
+	for _, nd := range nodes {
+		nc := nd.Client
+		dlEventually(t, nd.id+" applies the delete", func() bool {
+			l, err := nc.List(ctx, &sessionpb.ListRequest{Consistency: sessionpb.Consistency_STALE})
+			return err == nil && len(l.Headers) == 1 && l.Headers[0].Id == "up/a"
+		})
+	}
+}
