@@ -179,30 +179,23 @@ func (n *Node) runSeedSnapshot() {
 		return
 	}
 	n.logger.Info("state restored from a backup: servers are added once it is snapshotted")
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-n.ctx.Done():
-			return
-		case <-t.C:
-		}
+	n.every(100*time.Millisecond, func() bool {
 		if !n.isLeaderReady() || n.ClusterID() == "" {
-			continue
+			return false
 		}
 		idx, err := n.compactForSeed()
 		if err != nil {
 			n.logger.Warn("snapshotting the restored state failed; will retry", "err", err)
-			continue
+			return false
 		}
 		if err := os.Remove(seedMarkerPath(n.cfg.DataDir)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			n.logger.Warn("removing the restore marker failed; will retry", "err", err)
-			continue
+			return false
 		}
 		_ = storage.SyncDir(n.cfg.DataDir)
 		n.logger.Info("restored state snapshotted and the Raft log compacted; other servers may join", "snapshot_index", idx, "cluster_id", n.ClusterID())
-		return
-	}
+		return true
+	})
 }
 
 func (n *Node) compactForSeed() (uint64, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/fsm/fsmpb"
+	"github.com/sessionstore/sessionstore/internal/units"
 )
 
 // Disk-full protection (issue 8). The Raft log, the state database, the
@@ -134,7 +134,7 @@ func (d *diskMonitor) check(maxAge time.Duration) string {
 	if !d.low {
 		return ""
 	}
-	return fmt.Sprintf("%s free on %s, below --min-free-bytes %s", formatBytes(d.avail), d.dir, formatBytes(d.minFree))
+	return fmt.Sprintf("%s free on %s, below --min-free-bytes %s", units.Bytes(d.avail), d.dir, units.Bytes(d.minFree))
 }
 
 // DiskOK reports whether the data directory's filesystem has at least
@@ -162,23 +162,4 @@ func growsStore(cmd *fsmpb.Command) bool {
 		return true
 	}
 	return false
-}
-
-// formatBytes renders n in binary units with one decimal ("12.3 MiB",
-// "256 MiB").
-func formatBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for v := n / unit; v >= unit && exp < 4; v /= unit {
-		div *= unit
-		exp++
-	}
-	s := strconv.FormatFloat(float64(n)/float64(div), 'f', 1, 64)
-	if len(s) > 2 && s[len(s)-2:] == ".0" {
-		s = s[:len(s)-2]
-	}
-	return s + " " + string("KMGTP"[exp]) + "iB"
 }

@@ -19,7 +19,17 @@ func (n *Node) runExpiry() {
 	if n.cfg.RegistrationTTL <= 0 {
 		return
 	}
-	t := time.NewTicker(n.cfg.ExpirySweep)
+	n.every(n.cfg.ExpirySweep, func() bool {
+		if n.raft.State() == raft.Leader && n.votersSupport(deleteVersion) {
+			n.expireRegistrations()
+		}
+		return false
+	})
+}
+
+// every runs fn every d until the node stops or fn reports it is done.
+func (n *Node) every(d time.Duration, fn func() (done bool)) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
@@ -27,10 +37,9 @@ func (n *Node) runExpiry() {
 			return
 		case <-t.C:
 		}
-		if n.raft.State() != raft.Leader || !n.votersSupport(deleteVersion) {
-			continue
+		if fn() {
+			return
 		}
-		n.expireRegistrations()
 	}
 }
 

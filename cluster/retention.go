@@ -104,24 +104,18 @@ func (n *Node) runRetention() {
 	if len(n.cfg.Retention) == 0 || n.cfg.RetentionSweep <= 0 {
 		return
 	}
-	t := time.NewTicker(n.cfg.RetentionSweep)
-	defer t.Stop()
-	for {
-		select {
-		case <-n.ctx.Done():
-			return
-		case <-t.C:
-		}
+	n.every(n.cfg.RetentionSweep, func() bool {
 		if n.raft.State() != raft.Leader || !n.votersSupport(deleteVersion) {
-			continue
+			return false
 		}
 		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.ApplyTimeout)
 		deleted, err := n.Retention(ctx, false)
 		cancel()
 		if err != nil {
 			n.logger.Warn("retention sweep failed; the next one retries", "err", err)
-			continue
+		} else {
+			n.logger.Info("retention sweep", "deleted", len(deleted))
 		}
-		n.logger.Info("retention sweep", "deleted", len(deleted))
-	}
+		return false
+	})
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/sessionstore/sessionstore/api/rpc"
 	pb "github.com/sessionstore/sessionstore/api/sessionpb"
 	"github.com/sessionstore/sessionstore/cluster"
+	"github.com/sessionstore/sessionstore/internal/units"
 	"github.com/sessionstore/sessionstore/storage"
 )
 
@@ -135,7 +136,7 @@ func runBackup(ctx context.Context, cfg backupConfig, stderr io.Writer) (backupR
 	}()
 	prog := newBackupProgress(stderr, res.Meta.DBBytes)
 	prog.logf("backing up cluster %s (applied index %d, term %d, database %s) from node %s to %s",
-		res.Meta.ClusterID, res.Meta.AppliedIndex, res.Meta.Term, humanBytes(res.Meta.DBBytes), res.Meta.NodeID, cfg.out)
+		res.Meta.ClusterID, res.Meta.AppliedIndex, res.Meta.Term, units.Bytes(res.Meta.DBBytes), res.Meta.NodeID, cfg.out)
 	if err := storage.WriteBackupHeader(f, res.Meta); err != nil {
 		return res, err
 	}
@@ -202,8 +203,8 @@ func printBackupSummary(w io.Writer, out string, r backupResult) {
 	fmt.Fprintf(tw, "output\t%s\n", out)
 	fmt.Fprintf(tw, "cluster\t%s (applied index %d, term %d, served by %s at %s)\n", r.Meta.ClusterID, r.Meta.AppliedIndex, r.Meta.Term,
 		r.Meta.NodeID, r.Meta.Time.UTC().Format(time.RFC3339))
-	fmt.Fprintf(tw, "database\t%s (sha256 %s)\n", humanBytes(r.Trailer.DBBytes), hex.EncodeToString(r.Trailer.SHA256))
-	fmt.Fprintf(tw, "file\t%s\n", humanBytes(r.FileBytes))
+	fmt.Fprintf(tw, "database\t%s (sha256 %s)\n", units.Bytes(r.Trailer.DBBytes), hex.EncodeToString(r.Trailer.SHA256))
+	fmt.Fprintf(tw, "file\t%s\n", units.Bytes(r.FileBytes))
 	fmt.Fprintf(tw, "time\t%s\n", r.Elapsed.Round(time.Millisecond))
 	tw.Flush()
 }
@@ -228,9 +229,9 @@ func newBackupProgress(w io.Writer, db int64) *backupProgress {
 
 func (p *backupProgress) line(now time.Time) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "received %s (compressed) of a %s database", humanBytes(p.n), humanBytes(p.db))
+	fmt.Fprintf(&b, "received %s (compressed) of a %s database", units.Bytes(p.n), units.Bytes(p.db))
 	if el := now.Sub(p.began); el.Seconds() > 0.05 {
-		fmt.Fprintf(&b, ", %s/s, %s elapsed", humanBytes(int64(float64(p.n)/el.Seconds())), el.Round(100*time.Millisecond))
+		fmt.Fprintf(&b, ", %s/s, %s elapsed", units.Bytes(int64(float64(p.n)/el.Seconds())), el.Round(100*time.Millisecond))
 	}
 	return b.String()
 }
@@ -335,7 +336,7 @@ Flags:
 	fmt.Fprintf(tw, "restored\t%s\n", res.Path)
 	fmt.Fprintf(tw, "from\tcluster %s, applied index %d, term %d, taken %s\n", res.Meta.ClusterID, res.Meta.AppliedIndex, res.Meta.Term,
 		res.Meta.Time.UTC().Format(time.RFC3339))
-	fmt.Fprintf(tw, "database\t%s, checksum verified\n", humanBytes(res.Meta.DBBytes))
+	fmt.Fprintf(tw, "database\t%s, checksum verified\n", units.Bytes(res.Meta.DBBytes))
 	fmt.Fprintf(tw, "sessions\t%d (%d leases dropped)\n", res.Sessions, res.Leases)
 	fmt.Fprintf(tw, "reset\tcluster id, applied index/term, last-change indexes, leases\n")
 	fmt.Fprintf(tw, "time\t%s\n", time.Since(start).Round(time.Millisecond))

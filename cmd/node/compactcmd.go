@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/sessionstore/sessionstore/cluster"
+	"github.com/sessionstore/sessionstore/internal/units"
 	"github.com/sessionstore/sessionstore/storage"
 )
 
@@ -78,7 +79,7 @@ func compactCmd(_ context.Context, args []string, stdout, stderr io.Writer) erro
 			pct = 100 * float64(saved) / float64(res.Before)
 		}
 		fmt.Fprintf(stdout, "%s: %d -> %d bytes (%s -> %s, %.1f%% smaller; free pages before: %s), content verified (sha256 %.16s…)\n",
-			res.Path, res.Before, res.After, humanBytes(res.Before), humanBytes(res.After), pct, humanBytes(res.FreeBefore), res.Digest)
+			res.Path, res.Before, res.After, units.Bytes(res.Before), units.Bytes(res.After), pct, units.Bytes(res.FreeBefore), res.Digest)
 	}
 	return nil
 }

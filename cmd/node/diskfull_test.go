@@ -193,7 +193,7 @@ func TestDiskFull_RefusesWritesKeepsReads(t *testing.T) {
 	if code != codes.ResourceExhausted || se == nil || se.Reason != sessionstore.ReasonQuotaExceeded {
 		t.Fatalf("refusal after %d events: %v, want RESOURCE_EXHAUSTED / QUOTA_EXCEEDED", len(acked), refusal)
 	}
-	for _, want := range []string{"disk nearly full", " free on " + dataDir, "below --min-free-bytes 16 MiB", "not applied"} {
+	for _, want := range []string{"disk nearly full", " free on " + dataDir, "below --min-free-bytes 16.0 MiB", "not applied"} {
 		if !strings.Contains(se.Message, want) {
 			t.Errorf("refusal message %q does not contain %q", se.Message, want)
 		}
@@ -220,7 +220,7 @@ func TestDiskFull_RefusesWritesKeepsReads(t *testing.T) {
 	// /readyz and the metrics say why.
 	rc, body := dfReady(t, addr)
 	if rc != http.StatusServiceUnavailable || !strings.HasPrefix(body, "not ready: disk: ") ||
-		!strings.Contains(body, " free on "+dataDir+", below --min-free-bytes 16 MiB; writes are refused") {
+		!strings.Contains(body, " free on "+dataDir+", below --min-free-bytes 16.0 MiB; writes are refused") {
 		t.Errorf("/readyz while the disk is nearly full: %d %q, want 503 with the disk reason", rc, body)
 	}
 	t.Logf("/readyz: %d %s", rc, body)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sessionstore/sessionstore/api/client"
 	"github.com/sessionstore/sessionstore/archive"
+	"github.com/sessionstore/sessionstore/internal/units"
 )
 
 // exportConfig is `node export` after flag parsing.
@@ -208,7 +209,7 @@ func printExportSummary(w io.Writer, res *archive.ExportResult, where string) {
 	fmt.Fprintf(tw, "output\t%s\n", where)
 	fmt.Fprintf(tw, "cluster\t%s (applied index %d at the start)\n", m.ClusterID, m.AppliedIndexAtStart)
 	fmt.Fprintf(tw, "exported\t%d sessions, %d events, %s of text, %s written (compression %s)\n",
-		res.Sessions, res.Events, humanBytes(res.TextBytes), humanBytes(res.Bytes), m.Compression)
+		res.Sessions, res.Events, units.Bytes(res.TextBytes), units.Bytes(res.Bytes), m.Compression)
 	fmt.Fprintf(tw, "failed\t%d\n", len(m.Failed))
 	if len(res.Missing) > 0 {
 		fmt.Fprintf(tw, "missing\t%d (requested with --session)\n", len(res.Missing))
@@ -331,9 +332,9 @@ func (m *meter) line(now time.Time) string {
 	} else {
 		fmt.Fprintf(&b, "%s %d sessions", m.verb, m.done)
 	}
-	fmt.Fprintf(&b, ", %d events, %s", m.events, humanBytes(m.bytes))
+	fmt.Fprintf(&b, ", %d events, %s", m.events, units.Bytes(m.bytes))
 	if sec := el.Seconds(); sec > 0.05 {
-		fmt.Fprintf(&b, ", %s/s", humanBytes(int64(float64(m.bytes)/sec)))
+		fmt.Fprintf(&b, ", %s/s", units.Bytes(int64(float64(m.bytes)/sec)))
 	}
 	if m.total > 0 && m.done > 0 && m.done < m.total {
 		eta := time.Duration(float64(el) / float64(m.done) * float64(m.total-m.done))
@@ -341,18 +342,4 @@ func (m *meter) line(now time.Time) string {
 	}
 	fmt.Fprintf(&b, ", %s elapsed", el.Round(100*time.Millisecond))
 	return b.String()
-}
-
-// humanBytes renders a byte count in binary units.
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for v := n / unit; v >= unit && exp < 4; v /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }

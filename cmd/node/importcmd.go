@@ -13,6 +13,7 @@ import (
 
 	"github.com/sessionstore/sessionstore/api/client"
 	"github.com/sessionstore/sessionstore/archive"
+	"github.com/sessionstore/sessionstore/internal/units"
 )
 
 // importConfig is `node import` after flag parsing.
@@ -213,7 +214,7 @@ func printImportSummary(w io.Writer, s *archive.ImportSummary, target string) {
 	if total == 0 {
 		fmt.Fprintln(w, "\nno sessions found: a reference root holds <project>/<session>/session.jsonl or session.jsonl.zstd")
 	}
-	fmt.Fprintf(w, "\nappended %d events (%s) in %s\n", s.Appended, humanBytes(s.Bytes), s.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(w, "\nappended %d events (%s) in %s\n", s.Appended, units.Bytes(s.Bytes), s.Elapsed.Round(time.Millisecond))
 	if s.Torn > 0 {
 		fmt.Fprintf(w, "%d sessions had a torn tail, dropped as the reference drops it:\n", s.Torn)
 		for _, p := range s.TornSessions {
