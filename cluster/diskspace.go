@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 
@@ -50,6 +51,9 @@ type diskMonitor struct {
 	avail   int64 // bytes available to the node (statfs f_bavail × f_bsize)
 	low     bool
 	err     error // last statfs failure (nil: the sample is current)
+	// onChange, when set, runs after every transition (gossip publishes the
+	// current verdict; each call reads it, so late calls cannot undo news).
+	onChange func()
 }
 
 func newDiskMonitor(dir string, minFree int64, logger *slog.Logger, reg prometheus.Registerer) *diskMonitor {
@@ -57,7 +61,7 @@ func newDiskMonitor(dir string, minFree int64, logger *slog.Logger, reg promethe
 		free: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sessionstore_disk_free_bytes",
 			Help: "Bytes available on the filesystem of the data directory (statfs f_bavail), sampled every second."}),
 		lowGauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sessionstore_disk_low",
-			Help: "1 while the free space of the data directory is below --min-free-bytes: /readyz fails and, while this node leads, writes are refused (RESOURCE_EXHAUSTED / QUOTA_EXCEEDED)."}),
+			Help: "1 while the free space of the data directory is below --min-free-bytes: /readyz fails and the leader refuses growth writes for the whole cluster (RESOURCE_EXHAUSTED / QUOTA_EXCEEDED)."}),
 	}
 	if reg != nil {
 		reg.MustRegister(d.free, d.lowGauge)
@@ -108,6 +112,9 @@ func (d *diskMonitor) sample() {
 				"free_bytes", d.avail, "min_free_bytes", d.minFree)
 		}
 	}
+	if low != d.low && d.onChange != nil {
+		go d.onChange() // gossip may block; never under d.mu
+	}
 	d.low = low
 	d.free.Set(float64(d.avail))
 	if low {
@@ -146,7 +153,29 @@ func (n *Node) DiskOK() error {
 		return sessionstore.Errorf(sessionstore.ReasonQuotaExceeded,
 			"disk nearly full: %s; writes are refused until space is freed (the command was not applied)", why)
 	}
+	// Every voter appends what the leader commits: one whose disk is low
+	// (as it gossips) would fill up, so the whole cluster refuses.
+	if n.gossip != nil {
+		f := n.raft.GetConfiguration()
+		if f.Error() == nil {
+			peers := n.gossip.peers()
+			for _, s := range f.Configuration().Servers {
+				p, ok := peers[string(s.ID)]
+				if ok && s.Suffrage == raft.Voter && string(s.ID) != n.cfg.NodeID && p.alive() && p.meta.DiskLow {
+					return sessionstore.Errorf(sessionstore.ReasonQuotaExceeded,
+						"disk nearly full on voter %s (below its --min-free-bytes); writes are refused until space is freed there (the command was not applied)", s.ID)
+				}
+			}
+		}
+	}
 	return nil
+}
+
+// isLow reports the last verdict.
+func (d *diskMonitor) isLow() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.low
 }
 
 // growsStore reports whether cmd adds data to the store, and so is refused

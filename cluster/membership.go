@@ -35,6 +35,10 @@ type memberMeta struct {
 	// Commands is the newest command version the node applies (absent on
 	// builds before version 3: they are taken to know at most version 2).
 	Commands uint32 `json:"cmd,omitempty"`
+	// DiskLow is set while the node's data directory is below
+	// --min-free-bytes: the leader then refuses writes for the whole
+	// cluster, since every voter must append them.
+	DiskLow bool `json:"disk_low,omitempty"`
 }
 
 // gossip runs memberlist and tracks the peers' metadata.

@@ -170,11 +170,16 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 		version = cfg.CommandVersion
 	}
 	self := memberMeta{ID: cfg.NodeID, Commands: version, AuthHash: cfg.AuthHash, Raft: string(n.transport.LocalAddr()), API: cfg.APIAdvertise,
-		HasState: hasState, ClusterID: n.ClusterID(), Applied: n.fsm.AppliedIndex()}
+		HasState: hasState, ClusterID: n.ClusterID(), Applied: n.fsm.AppliedIndex(), DiskLow: n.disk.isLow()}
 	if n.gossip, err = newGossip(cfg, self, logger); err != nil {
 		_ = n.raft.Shutdown().Error()
 		return nil, err
 	}
+	publishDisk := func() { n.gossip.update(func(m *memberMeta) { m.DiskLow = n.disk.isLow() }) }
+	n.disk.mu.Lock()
+	n.disk.onChange = publishDisk
+	n.disk.mu.Unlock()
+	publishDisk() // a transition before the hook was set
 	n.wg.Add(8)
 	go func() { defer n.wg.Done(); n.disk.run(n.ctx) }()
 	go func() { defer n.wg.Done(); n.runSyncer() }()
@@ -368,12 +373,9 @@ const readyLag = 1000
 // Ready reports whether the node can serve: its disk is not nearly full, it
 // has a leader, the cluster id is known and artifacts are healthy.
 func (n *Node) Ready() error {
-	// Also on a follower: proposals are judged by the leader's disk, but a
-	// follower whose disk fills cannot append the Raft log or apply.
+	// Also on a follower: it gossips that its disk is low, and the leader
+	// refuses growth writes for the whole cluster (diskspace.go).
 	if why := n.disk.check(diskPollInterval); why != "" {
-		if n.raft.State() != raft.Leader {
-			return fmt.Errorf("disk: %s; writes are refused while this node leads; it falls behind once the disk is full", why)
-		}
 		return fmt.Errorf("disk: %s; writes are refused", why)
 	}
 	if addr, _ := n.raft.LeaderWithID(); addr == "" {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/api/client"
 	"github.com/sessionstore/sessionstore/api/sessionpb"
 )
 
@@ -326,4 +328,46 @@ func TestDiskFull_RealFillWithoutThreshold(t *testing.T) {
 	if extra := len(got) - len(acked); extra > 8*failed {
 		t.Errorf("%d events stored beyond the acknowledged, more than the %d failed batches could hold", extra, failed)
 	}
+}
+
+// A voter whose disk is low (as it gossips) stops writes for the whole
+// cluster: the leader refuses them, since that voter must append them too.
+// Reads go on; once the voter has space again, writes are accepted.
+func TestDiskFullCluster_LowVoterStopsWrites(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3-node cluster")
+	}
+	nodes := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	// n3 restarts demanding more free space than any disk has: it is low
+	// (and never ready) until it restarts without the threshold.
+	n3 := nodes[2]
+	normal := n3.tune
+	n3.tune = func(c *serveConfig) { normal(c); c.Cluster.MinFreeBytes = 1 << 50 }
+	n3.testNode = n3.Restart()
+	var via *clNode
+	for _, nd := range nodes {
+		if nd.id != "n3" {
+			via = nd
+			break
+		}
+	}
+	c := via.Client.WithOptions(client.Options{MaxAttempts: 1})
+	var err error
+	dlEventually(t, "the leader refuses writes while n3 is low", func() bool {
+		err = c.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta("dl-x", "/w")})
+		return auReason(err) == sessionstore.ReasonQuotaExceeded
+	})
+	if !strings.Contains(err.Error(), "disk nearly full on voter n3") {
+		t.Fatalf("refusal: %v", err)
+	}
+	if _, err := via.Client.List(ctx, &sessionpb.ListRequest{}); err != nil {
+		t.Fatalf("reads while a voter is low: %v", err)
+	}
+	n3.tune = normal
+	n3.testNode = n3.Restart()
+	dlEventually(t, "writes accepted once n3 has space", func() bool {
+		return c.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta("dl-y", "/w")}) == nil
+	})
 }
