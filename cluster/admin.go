@@ -86,14 +86,41 @@ func (n *Node) RemoveMember(ctx context.Context, nodeID string) error {
 		}
 		return sessionstore.Errorf(sessionstore.ReasonOutcomeUnknown, "remove %s: %v", nodeID, err)
 	}
+	n.mu.Lock()
+	if n.removed == nil {
+		n.removed = map[string]time.Time{}
+	}
+	n.removed[nodeID] = time.Now()
+	n.mu.Unlock()
 	n.logger.Info("removed a server from the configuration", "peer_id", nodeID)
 	return nil
 }
 
+// recentlyRemoved reports whether this node (as leader) removed id within
+// the last removedQuiet: gossip may still show the server alive for a
+// moment, and reconcile must not add it straight back.
+func (n *Node) recentlyRemoved(id string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	t, ok := n.removed[id]
+	return ok && time.Since(t) < removedQuiet
+}
+
+// removedQuiet is how long a removed server is not re-added from gossip.
+const removedQuiet = 30 * time.Second
+
 // Leave takes this node out of the cluster: leadership is handed over if it
 // leads, the leader removes it from the Raft configuration, and it leaves the
 // gossip pool. The node keeps running until it is stopped.
-func (n *Node) Leave(ctx context.Context) error {
+func (n *Node) Leave(ctx context.Context) (err error) {
+	// Say so in gossip first: the leader's reconcile does not add a leaving
+	// server back while its removal and its departure from gossip race.
+	n.gossip.update(func(m *memberMeta) { m.Leaving = true })
+	defer func() {
+		if err != nil {
+			n.gossip.update(func(m *memberMeta) { m.Leaving = false })
+		}
+	}()
 	if n.raft.State() == raft.Leader && n.voters() > 1 {
 		if err := n.raft.LeadershipTransfer().Error(); err != nil {
 			return sessionstore.Errorf(sessionstore.ReasonOutcomeUnknown, "hand leadership over before leaving: %v", err)

@@ -46,9 +46,10 @@ type Node struct {
 	commandIDs *commandIDs // /plan command ids this node mints
 
 	pendingMu    sync.Mutex
-	pending      int64         // bytes of proposals not yet answered
-	pendingFreed chan struct{} // closed and replaced whenever pending shrinks
-	warnOnce     sync.Once     // quotas not enforced yet (a voter on an older build)
+	pending      int64                // bytes of proposals not yet answered
+	pendingFreed chan struct{}        // closed and replaced whenever pending shrinks
+	warnOnce     sync.Once            // quotas not enforced yet (a voter on an older build)
+	removed      map[string]time.Time // servers this node removed as leader, when (under mu)
 
 	ctx    context.Context
 	cancel context.CancelFunc

@@ -68,6 +68,9 @@ func (n *Node) reconcile() {
 		if id == n.cfg.NodeID || !p.alive() || p.meta.Raft == "" {
 			continue
 		}
+		if _, ok := configured[id]; !ok && (p.meta.Leaving || n.recentlyRemoved(id)) {
+			continue // leaving, or just removed: not to be added back
+		}
 		if p.meta.ClusterID != "" && p.meta.ClusterID != cid {
 			continue // a member of another cluster: ignore it
 		}

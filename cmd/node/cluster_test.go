@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,7 +28,17 @@ import (
 func clFreeAddr(t testing.TB) string {
 	t.Helper()
 	for i := 0; i < 200; i++ {
+		// A port handed out before is never handed out again in this
+		// process: tests running in parallel would otherwise race to bind
+		// the same one between this check and their node's listen.
+		clPortsMu.Lock()
 		port := 20000 + clPortRand.IntN(12000)
+		taken := clPortsGiven[port]
+		clPortsGiven[port] = true
+		clPortsMu.Unlock()
+		if taken {
+			continue
+		}
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -46,6 +57,11 @@ func clFreeAddr(t testing.TB) string {
 }
 
 var clPortRand = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(os.Getpid())))
+
+var (
+	clPortsMu    sync.Mutex
+	clPortsGiven = map[int]bool{}
+)
 
 type clNode struct {
 	*testNode
