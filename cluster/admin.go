@@ -55,6 +55,14 @@ func (n *Node) TransferLeadership(ctx context.Context, toNodeID string) error {
 	if n.raft.State() != raft.Leader {
 		return n.notLeader()
 	}
+	// Refusals raft would make are answered here, as definite errors (raft's
+	// own come back as futures whose outcome the caller cannot tell).
+	if toNodeID == n.cfg.NodeID {
+		return sessionstore.Errorf(sessionstore.ReasonInvalidArgument, "node %s already leads", sessionstore.Quote(toNodeID))
+	}
+	if n.voters() == 1 {
+		return sessionstore.Errorf(sessionstore.ReasonInvalidArgument, "node %s is the only voter: there is no one to hand leadership to", sessionstore.Quote(n.cfg.NodeID))
+	}
 	var f raft.Future
 	if toNodeID == "" {
 		f = n.raft.LeadershipTransfer()
@@ -79,6 +87,9 @@ func (n *Node) RemoveMember(ctx context.Context, nodeID string) error {
 	}
 	if _, ok := n.serverAddress(nodeID); !ok {
 		return sessionstore.Errorf(sessionstore.ReasonNotFound, "node %s is not a member", sessionstore.Quote(nodeID))
+	}
+	if n.voters() == 1 && nodeID == n.cfg.NodeID {
+		return sessionstore.Errorf(sessionstore.ReasonInvalidArgument, "node %s is the only voter; removing it would leave no cluster", sessionstore.Quote(nodeID))
 	}
 	if err := n.raft.RemoveServer(raft.ServerID(nodeID), 0, 10*time.Second).Error(); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) {

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/api/client"
 	pb "github.com/sessionstore/sessionstore/api/sessionpb"
 )
 
@@ -631,5 +632,23 @@ func TestCluster_LaggingFollowerCatchesUpBySnapshot(t *testing.T) {
 	}
 	if back.srv.node.SnapshotRestores() == 0 {
 		t.Error("the lagging follower caught up without installing a snapshot")
+	}
+}
+
+// On a lone node, handing leadership over or removing the only voter are
+// certain refusals (INVALID_ARGUMENT), not outcomes the client must guess.
+func TestCluster_LoneNodeAdminRefusalsAreDefinite(t *testing.T) {
+	t.Parallel()
+	n := startTestNode(t, "")
+	ctx := n.ctx()
+	c := n.Client.WithOptions(client.Options{MaxAttempts: 1})
+	for what, err := range map[string]error{
+		"transfer to anyone":    c.TransferLeadership(ctx, ""),
+		"transfer to itself":    c.TransferLeadership(ctx, "test-node"),
+		"remove the only voter": c.RemoveMember(ctx, "test-node"),
+	} {
+		if auReason(err) != sessionstore.ReasonInvalidArgument {
+			t.Errorf("%s: %v, want INVALID_ARGUMENT", what, err)
+		}
 	}
 }
