@@ -213,18 +213,14 @@ func printBackupSummary(w io.Writer, out string, r backupResult) {
 // terminal, otherwise a line every few seconds.
 type backupProgress struct {
 	mu    sync.Mutex
-	w     io.Writer
-	tty   bool
+	out   liveLine
 	db    int64
 	n     int64
 	began time.Time
-	last  time.Time
-	drawn bool
 }
 
 func newBackupProgress(w io.Writer, db int64) *backupProgress {
-	now := time.Now()
-	return &backupProgress{w: w, tty: isTerminal(w), db: db, began: now, last: now}
+	return &backupProgress{out: newLiveLine(w), db: db, began: time.Now()}
 }
 
 func (p *backupProgress) line(now time.Time) string {
@@ -241,34 +237,20 @@ func (p *backupProgress) add(n int64) {
 	defer p.mu.Unlock()
 	p.n += n
 	now := time.Now()
-	switch {
-	case p.tty && now.Sub(p.last) >= 100*time.Millisecond:
-		fmt.Fprint(p.w, "\r\033[K"+p.line(now))
-		p.drawn, p.last = true, now
-	case !p.tty && now.Sub(p.last) >= 5*time.Second:
-		fmt.Fprintln(p.w, p.line(now))
-		p.last = now
-	}
+	p.out.show(now, false, func() string { return p.line(now) })
 }
 
 func (p *backupProgress) logf(format string, args ...any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.drawn {
-		fmt.Fprint(p.w, "\r\033[K")
-		p.drawn = false
-	}
-	fmt.Fprintf(p.w, format+"\n", args...)
+	p.out.logf(format, args...)
 }
 
 func (p *backupProgress) finish() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.drawn {
-		fmt.Fprint(p.w, "\r\033[K")
-		p.drawn = false
-	}
-	fmt.Fprintln(p.w, p.line(time.Now()))
+	p.out.clear()
+	fmt.Fprintln(p.out.w, p.line(time.Now()))
 }
 
 // restoreCmd is `node restore FILE --data-dir DIR`.

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -228,32 +227,18 @@ func printExportSummary(w io.Writer, res *archive.ExportResult, where string) {
 // (sessions done of total, bytes, rate, ETA); otherwise a plain line every
 // few seconds or every 1,000 sessions. Messages interrupt it cleanly.
 type meter struct {
-	mu       sync.Mutex
-	w        io.Writer
-	tty      bool
-	verb     string
-	total    int
-	began    time.Time
-	lastDraw time.Time
-	lastLine time.Time
-	done     int
-	events   int64
-	bytes    int64
-	drawn    bool // a bar is on screen (tty)
+	mu     sync.Mutex
+	out    liveLine
+	verb   string
+	total  int
+	began  time.Time
+	done   int
+	events int64
+	bytes  int64
 }
 
 func newMeter(w io.Writer, verb string) *meter {
-	return &meter{w: w, tty: isTerminal(w), verb: verb, began: time.Now()}
-}
-
-// isTerminal reports whether w is a character device (a terminal).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0 && os.Getenv("TERM") != "dumb"
+	return &meter{out: newLiveLine(w), verb: verb, began: time.Now()}
 }
 
 func (m *meter) start(total int) {
@@ -261,7 +246,7 @@ func (m *meter) start(total int) {
 	defer m.mu.Unlock()
 	m.total = total
 	m.began = time.Now()
-	m.lastLine = m.began
+	m.out.lastLine = m.began
 }
 
 func (m *meter) add(sessions int, events, bytes int64) {
@@ -271,48 +256,40 @@ func (m *meter) add(sessions int, events, bytes int64) {
 	m.events += events
 	m.bytes += bytes
 	now := time.Now()
-	if m.tty {
-		if now.Sub(m.lastDraw) >= 100*time.Millisecond || m.done == m.total {
-			m.draw(now)
-		}
-		return
+	// The last session redraws the bar; a log gets a line every 1,000.
+	force := m.done == m.total
+	if !m.out.tty {
+		force = sessions > 0 && m.done%1000 == 0
 	}
-	if now.Sub(m.lastLine) >= 5*time.Second || (sessions > 0 && m.done%1000 == 0) {
-		fmt.Fprintln(m.w, m.line(now))
-		m.lastLine = now
-	}
+	m.out.show(now, force, func() string { return m.text(now) })
 }
 
 // logf prints a message line (above the bar on a terminal).
 func (m *meter) logf(format string, args ...any) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.drawn {
-		fmt.Fprint(m.w, "\r\033[K")
-		m.drawn = false
-	}
-	fmt.Fprintf(m.w, format+"\n", args...)
-	if m.tty && m.total > 0 {
-		m.draw(time.Now())
+	m.out.logf(format, args...)
+	if m.out.tty && m.total > 0 {
+		now := time.Now()
+		m.out.show(now, true, func() string { return m.text(now) })
 	}
 }
 
 func (m *meter) finish() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.drawn {
-		fmt.Fprint(m.w, "\r\033[K")
-		m.drawn = false
-	}
+	m.out.clear()
 	if m.done > 0 || m.total > 0 {
-		fmt.Fprintln(m.w, m.line(time.Now()))
+		fmt.Fprintln(m.out.w, m.line(time.Now()))
 	}
 }
 
-func (m *meter) draw(now time.Time) {
-	fmt.Fprint(m.w, "\r\033[K"+m.bar()+" "+m.line(now))
-	m.drawn = true
-	m.lastDraw = now
+// text is what show draws: the bar first on a terminal.
+func (m *meter) text(now time.Time) string {
+	if m.out.tty {
+		return m.bar() + " " + m.line(now)
+	}
+	return m.line(now)
 }
 
 func (m *meter) bar() string {
