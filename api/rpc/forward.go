@@ -6,12 +6,14 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -69,6 +71,7 @@ func (f *Forwarder) conn(addr string) (*grpc.ClientConn, error) {
 	d := f.dialer
 	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(f.creds),
 		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, "tcp", a) }),
+		grpc.WithStatsHandler(sentTracker{}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(f.maxMsg), grpc.MaxCallSendMsgSize(f.maxMsg)))
 	if err != nil {
 		return nil, err
@@ -91,10 +94,41 @@ func isForwarded(ctx context.Context) bool {
 	return ok && len(md.Get(forwardedKey)) > 0
 }
 
+// sentKey holds, in a forwarded call's context, the flag sentTracker sets
+// once the call was handed to a connected transport.
+type sentKey struct{}
+
+// sentTracker is the forwarding connections' stats handler. gRPC reports
+// OutHeader only after an attempt's stream was queued on an established
+// connection; a call that never saw one (connection refused, no route, TLS
+// handshake failed) never left this node, so the leader cannot have applied
+// it.
+type sentTracker struct{}
+
+func (sentTracker) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (sentTracker) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
+	return ctx
+}
+func (sentTracker) HandleConn(context.Context, stats.ConnStats) {}
+func (sentTracker) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	if _, ok := s.(*stats.OutHeader); ok {
+		if sent, ok := ctx.Value(sentKey{}).(*atomic.Bool); ok {
+			sent.Store(true)
+		}
+	}
+}
+
+// withSent returns ctx carrying a fresh sent flag for sentTracker.
+func withSent(ctx context.Context) (context.Context, *atomic.Bool) {
+	sent := new(atomic.Bool)
+	return context.WithValue(ctx, sentKey{}, sent), sent
+}
+
 // failure classifies a forwarding failure (DESIGN.md "Retries and outcomes"):
 // an answer of the leader's own (with an ErrorInfo) passes through; anything
-// else is OUTCOME_UNKNOWN for a mutating call (it may have been applied) and
-// NO_LEADER for a read (safe to retry).
+// else is OUTCOME_UNKNOWN for a mutating call that reached the leader's
+// connection (it may have been applied) and NO_LEADER for a read or a call
+// that was never sent (safe to retry).
 func failure(err error, mutating bool) error {
 	if st, ok := status.FromError(err); ok {
 		for _, d := range st.Details() {
@@ -119,8 +153,9 @@ func (f *Forwarder) unary(ctx context.Context, nl *sessionstore.NotLeaderError, 
 		return toStatus(sessionstore.ErrNoLeader)
 	}
 	ctx = metadata.AppendToOutgoingContext(auth.Outgoing(ctx), forwardedKey, "1")
+	ctx, sent := withSent(ctx)
 	if err := c.Invoke(ctx, method, req, resp); err != nil {
-		err = failure(err, mutating)
+		err = failure(err, mutating && sent.Load())
 		f.count(method, err)
 		return err
 	}
@@ -157,17 +192,18 @@ func (f *Forwarder) stream(ctx context.Context, nl *sessionstore.NotLeaderError,
 		return toStatus(sessionstore.ErrNoLeader)
 	}
 	ctx = metadata.AppendToOutgoingContext(auth.Outgoing(ctx), forwardedKey, "1")
+	ctx, sent := withSent(ctx)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	cs, err := c.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, method)
 	if err != nil {
-		return failure(err, mutating)
+		return failure(err, mutating && sent.Load())
 	}
 	if err := cs.SendMsg(req); err != nil {
-		return failure(err, mutating)
+		return failure(err, mutating && sent.Load())
 	}
 	if err := cs.CloseSend(); err != nil {
-		return failure(err, mutating)
+		return failure(err, mutating && sent.Load())
 	}
 	for {
 		m := newResp()
@@ -176,7 +212,7 @@ func (f *Forwarder) stream(ctx context.Context, nl *sessionstore.NotLeaderError,
 				f.count(method, nil)
 				return nil
 			}
-			err = failure(err, mutating)
+			err = failure(err, mutating && sent.Load())
 			f.count(method, err)
 			return err
 		}
