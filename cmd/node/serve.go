@@ -42,6 +42,7 @@ type serveConfig struct {
 	Join          string
 	Auth          authConfig
 	TLS           transportConfig
+	HTTP          httpConfig
 }
 
 func defaultServeConfig() serveConfig {
@@ -52,6 +53,7 @@ func defaultServeConfig() serveConfig {
 		MaxMessageBytes: 16 << 20,
 		LogFormat:       "text",
 		LogLevel:        "info",
+		HTTP:            defaultHTTPConfig(),
 	}
 }
 
@@ -80,6 +82,7 @@ func serveFlags(cfg *serveConfig, fs *flag.FlagSet) {
 	authFlags(&cfg.Auth, fs)
 	limitFlags(&cfg.Cluster, fs)
 	transportFlags(&cfg.TLS, fs)
+	httpFlags(&cfg.HTTP, fs)
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
@@ -220,8 +223,9 @@ func startServer(cfg serveConfig, logger *slog.Logger, raftLog io.Writer) (*serv
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
 	registerNodeMetrics(reg, node)
-	s.http = &http.Server{Handler: newHTTPHandler(node, reg, authn, logger), ReadHeaderTimeout: 10 * time.Second, TLSConfig: sec.apiTLS(),
-		ErrorLog: slog.NewLogLogger(logger.With("component", "http").Handler(), slog.LevelWarn)} // e.g. TLS handshake errors
+	s.http = newHTTPServer(cfg.HTTP, newHTTPHandler(node, reg, authn, logger), sec.apiTLS(),
+		slog.NewLogLogger(logger.With("component", "http").Handler(), slog.LevelWarn)) // e.g. TLS handshake errors
+	hl = limitConns(hl, cfg.HTTP.MaxConns)
 
 	var ctx context.Context
 	ctx, s.stop = context.WithCancel(context.Background())
