@@ -674,6 +674,14 @@ func FuzzValidators(f *testing.F) {
 			domain("EncodeSegment", segErr)
 		}
 
+		// Request field limits: accepted, or TOO_LARGE naming the field.
+		if err := rpc.CheckFields(&pb.CreateRequest{Header: &pb.SessionHeader{Id: id, Cwd: &cwd}, RequestId: string(line)}); err != nil {
+			domain("CheckFields", err)
+			if len(id) <= rpc.MaxSessionIDBytes && len(cwd) <= rpc.MaxCwdBytes && len(line) <= rpc.MaxRequestIDBytes {
+				t.Fatalf("CheckFields refused fields within their limits: %v", err)
+			}
+		}
+
 		// Project keys.
 		if key, err := sessionlog.ProjectKey(cwd); err != nil {
 			domain("ProjectKey", err)

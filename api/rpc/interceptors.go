@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sessionstore/sessionstore"
 )
@@ -95,7 +96,8 @@ func reasonOf(err error) string {
 }
 
 // Interceptors returns the server options that assign request ids, recover
-// panics, log failures and record metrics for every rpc; extra interceptors
+// panics, refuse over-long request fields (CheckFields), log failures and
+// record metrics for every rpc; extra interceptors
 // (the guard) run inside them, so their refusals are logged and counted too.
 func Interceptors(logger *slog.Logger, m *Metrics, extra ...*Guard) []grpc.ServerOption {
 	logger = logger.With("component", "rpc")
@@ -132,6 +134,11 @@ func Interceptors(logger *slog.Logger, m *Metrics, extra ...*Guard) []grpc.Serve
 			}
 			done(info.FullMethod, reqID, start, err)
 		}()
+		if pm, ok := req.(proto.Message); ok {
+			if err := CheckFields(pm); err != nil {
+				return nil, toStatus(err)
+			}
+		}
 		return h(ctx, req)
 	}
 	stream := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
@@ -144,7 +151,7 @@ func Interceptors(logger *slog.Logger, m *Metrics, extra ...*Guard) []grpc.Serve
 			}
 			done(info.FullMethod, reqID, start, err)
 		}()
-		return h(srv, &ctxStream{ServerStream: ss, ctx: ctx})
+		return h(srv, &ctxStream{ServerStream: checkedStream{ss}, ctx: ctx})
 	}
 	us := []grpc.UnaryServerInterceptor{unary}
 	ss := []grpc.StreamServerInterceptor{stream}

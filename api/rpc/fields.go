@@ -1,0 +1,148 @@
+package rpc
+
+import (
+	"fmt"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/sessionstore/sessionstore"
+)
+
+// Limits of the fields clients send (README "Configuration", field limits).
+// Every string field of every request has one, so no client can make a node
+// store, replicate or re-send an unbounded value; a new field without an
+// entry fails TestEveryRequestFieldHasALimit.
+const (
+	MaxSessionIDBytes  = 1024 // session ids must also fit a 255-byte file name once encoded
+	MaxRequestIDBytes  = 256
+	MaxOwnerBytes      = 256
+	MaxRevisionBytes   = 256
+	MaxNodeIDBytes     = 256
+	MaxCwdBytes        = 4096 // PATH_MAX
+	MaxHeaderTextBytes = 1024 // parent_session, origin, agent_preset
+	MaxPageTokenBytes  = 1024
+	MaxPlanBytes       = 256 << 10
+	MaxFeedbackBytes   = 64 << 10 // a review answer's custom text
+	MaxAnswerItems     = 16       // items of a review answer, and selected labels of one item
+	MaxAnswerTextBytes = 1024     // an answer item's id and each selected label
+)
+
+// fieldLimit bounds one field: the bytes of each string (0: bounded by the
+// node's configured limits, which the cluster checks) and the entries of a
+// repeated field (0: likewise).
+type fieldLimit struct{ bytes, count int }
+
+// fieldLimits is keyed by <message>.<field> of the request messages and the
+// messages they hold.
+var fieldLimits = map[string]fieldLimit{
+	"SessionHeader.id":             {bytes: MaxSessionIDBytes},
+	"SessionHeader.cwd":            {bytes: MaxCwdBytes},
+	"SessionHeader.parent_session": {bytes: MaxHeaderTextBytes},
+	"SessionHeader.origin":         {bytes: MaxHeaderTextBytes},
+	"SessionHeader.agent_preset":   {bytes: MaxHeaderTextBytes},
+	"Lease.session_id":             {bytes: MaxSessionIDBytes},
+	"Lease.owner":                  {bytes: MaxOwnerBytes},
+
+	"CreateRequest.request_id":             {bytes: MaxRequestIDBytes},
+	"AppendRequest.session_id":             {bytes: MaxSessionIDBytes},
+	"AppendRequest.events":                 {}, // --max-event-bytes, --max-batch-bytes, --max-batch-events
+	"AppendRequest.expected_revision":      {bytes: MaxRevisionBytes},
+	"LoadRequest.session_id":               {bytes: MaxSessionIDBytes},
+	"LoadRequest.request_id":               {bytes: MaxRequestIDBytes},
+	"InspectRequest.session_id":            {bytes: MaxSessionIDBytes},
+	"PrepareRequest.session_id":            {bytes: MaxSessionIDBytes},
+	"PrepareRequest.owner":                 {bytes: MaxOwnerBytes},
+	"PrepareRequest.request_id":            {bytes: MaxRequestIDBytes},
+	"KeepAliveRequest.request_id":          {bytes: MaxRequestIDBytes},
+	"ReleaseRequest.session_id":            {bytes: MaxSessionIDBytes},
+	"ReleaseRequest.request_id":            {bytes: MaxRequestIDBytes},
+	"DeleteRequest.session_id":             {bytes: MaxSessionIDBytes},
+	"DeleteRequest.expected_revision":      {bytes: MaxRevisionBytes},
+	"DeleteRequest.request_id":             {bytes: MaxRequestIDBytes},
+	"ReadFromRequest.session_id":           {bytes: MaxSessionIDBytes},
+	"ReadRawRequest.session_id":            {bytes: MaxSessionIDBytes},
+	"ListRequest.page_token":               {bytes: MaxPageTokenBytes},
+	"ListRequest.cwd_prefix":               {bytes: MaxCwdBytes},
+	"ListSnapshotsRequest.page_token":      {bytes: MaxPageTokenBytes},
+	"ListSnapshotsRequest.cwd_prefix":      {bytes: MaxCwdBytes},
+	"WatchRequest.session_id":              {bytes: MaxSessionIDBytes},
+	"PlanGetRequest.session_id":            {bytes: MaxSessionIDBytes},
+	"PlanSetRequest.session_id":            {bytes: MaxSessionIDBytes},
+	"PlanSetRequest.request_id":            {bytes: MaxRequestIDBytes},
+	"PlanPreStepRequest.session_id":        {bytes: MaxSessionIDBytes},
+	"PlanPreStepRequest.request_id":        {bytes: MaxRequestIDBytes},
+	"PlanCommandRequest.session_id":        {bytes: MaxSessionIDBytes},
+	"PlanCommandRequest.raw_input":         {}, // --max-event-bytes / 2
+	"PlanCommandRequest.image_blocks":      {}, // --max-batch-bytes with the input
+	"PlanCommandRequest.request_id":        {bytes: MaxRequestIDBytes},
+	"PlanExitRequest.session_id":           {bytes: MaxSessionIDBytes},
+	"PlanExitRequest.plan":                 {bytes: MaxPlanBytes},
+	"PlanExitRequest.request_id":           {bytes: MaxRequestIDBytes},
+	"ReviewAnswer.answers":                 {count: MaxAnswerItems},
+	"AnswerItem.id":                        {bytes: MaxAnswerTextBytes},
+	"AnswerItem.selected":                  {bytes: MaxAnswerTextBytes, count: MaxAnswerItems},
+	"AnswerItem.custom":                    {bytes: MaxFeedbackBytes},
+	"PlanProjectionRequest.session_id":     {bytes: MaxSessionIDBytes},
+	"TransferLeadershipRequest.to_node_id": {bytes: MaxNodeIDBytes},
+	"RemoveMemberRequest.node_id":          {bytes: MaxNodeIDBytes},
+}
+
+// CheckFields refuses a request holding a field above its limit with
+// TOO_LARGE naming the field and the limit. It runs before a handler sees
+// the request, so nothing is proposed, forwarded or stored.
+func CheckFields(req proto.Message) error {
+	return checkMessage(req.ProtoReflect(), "")
+}
+
+func checkMessage(m protoreflect.Message, path string) error {
+	var err error
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		name := path + string(fd.Name())
+		lim := fieldLimits[string(fd.ContainingMessage().Name())+"."+string(fd.Name())]
+		if !fd.IsList() {
+			err = checkValue(fd, v, name, lim)
+			return err == nil
+		}
+		l := v.List()
+		if lim.count > 0 && l.Len() > lim.count {
+			err = sessionstore.Errorf(sessionstore.ReasonTooLarge, "request field %s holds %d entries; the limit is %d", name, l.Len(), lim.count)
+			return false
+		}
+		for i := 0; i < l.Len() && err == nil; i++ {
+			err = checkValue(fd, l.Get(i), fmt.Sprintf("%s[%d]", name, i), lim)
+		}
+		return err == nil
+	})
+	return err
+}
+
+func checkValue(fd protoreflect.FieldDescriptor, v protoreflect.Value, name string, lim fieldLimit) error {
+	switch fd.Kind() {
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		return checkMessage(v.Message(), name+".")
+	case protoreflect.StringKind:
+		if n := len(v.String()); lim.bytes > 0 && n > lim.bytes {
+			return sessionstore.Errorf(sessionstore.ReasonTooLarge, "request field %s is %d bytes; the limit is %d", name, n, lim.bytes)
+		}
+	case protoreflect.BytesKind:
+		if n := len(v.Bytes()); lim.bytes > 0 && n > lim.bytes {
+			return sessionstore.Errorf(sessionstore.ReasonTooLarge, "request field %s is %d bytes; the limit is %d", name, n, lim.bytes)
+		}
+	}
+	return nil
+}
+
+// checkedStream checks each request message a streaming handler receives.
+type checkedStream struct{ grpc.ServerStream }
+
+func (s checkedStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	if pm, ok := m.(proto.Message); ok {
+		return toStatus(CheckFields(pm))
+	}
+	return nil
+}
