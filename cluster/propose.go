@@ -43,6 +43,7 @@ func (n *Node) propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, 
 	if n.raft.State() != raft.Leader {
 		return nil, n.notLeader()
 	}
+	n.bindRequest(cmd)
 	// Disk nearly full (diskspace.go): refuse what grows the store, before
 	// enqueueing, so the refusal is definite. Judged by the leader's disk:
 	// writes sent to a follower are forwarded here.

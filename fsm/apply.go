@@ -35,41 +35,41 @@ func (a *applier) apply(c *fsmpb.Command) (*fsmpb.Result, string, error) {
 		}
 		return &fsmpb.Result{}, "", nil
 	case *fsmpb.Command_Create:
-		return a.deduped(cmd.Create.GetHeader().GetId(), cmd.Create.RequestId, func() (*fsmpb.Result, bool, error) {
+		return a.deduped(c.BindRequest, cmd.Create.GetHeader().GetId(), cmd.Create.RequestId, "", func() requestOp { return createOp(cmd.Create) }, func() (*fsmpb.Result, bool, error) {
 			return a.create(cmd.Create, c.Principal, c.Limits)
 		})
 	case *fsmpb.Command_Append:
 		return a.append(cmd.Append, c.Limits)
 	case *fsmpb.Command_Repair:
-		return a.deduped(cmd.Repair.SessionId, cmd.Repair.RequestId, func() (*fsmpb.Result, bool, error) {
+		return a.deduped(c.BindRequest, cmd.Repair.SessionId, cmd.Repair.RequestId, "", func() requestOp { return repairOp(cmd.Repair) }, func() (*fsmpb.Result, bool, error) {
 			return a.repair(cmd.Repair)
 		})
 	case *fsmpb.Command_KeepAlive:
-		return a.deduped(cmd.KeepAlive.SessionId, cmd.KeepAlive.RequestId, func() (*fsmpb.Result, bool, error) {
+		return a.deduped(c.BindRequest, cmd.KeepAlive.SessionId, cmd.KeepAlive.RequestId, "", func() requestOp { return keepAliveOp(cmd.KeepAlive) }, func() (*fsmpb.Result, bool, error) {
 			return a.keepAlive(cmd.KeepAlive)
 		})
 	case *fsmpb.Command_Release:
-		return a.deduped(cmd.Release.SessionId, cmd.Release.RequestId, func() (*fsmpb.Result, bool, error) {
+		return a.deduped(c.BindRequest, cmd.Release.SessionId, cmd.Release.RequestId, "", func() requestOp { return releaseOp(cmd.Release) }, func() (*fsmpb.Result, bool, error) {
 			return a.release(cmd.Release)
 		})
 	case *fsmpb.Command_Delete:
-		return a.delete(cmd.Delete)
+		return a.delete(cmd.Delete, c.BindRequest)
 	case *fsmpb.Command_Sweep:
 		return a.sweep(cmd.Sweep)
 	case *fsmpb.Command_PlanSet:
-		return a.deduped(cmd.PlanSet.SessionId, planRequestKey("PlanSet", cmd.PlanSet.RequestId), func() (*fsmpb.Result, bool, error) {
+		return a.deduped(c.BindRequest, cmd.PlanSet.SessionId, cmd.PlanSet.RequestId, "PlanSet", func() requestOp { return planSetOp(cmd.PlanSet) }, func() (*fsmpb.Result, bool, error) {
 			return a.planSet(cmd.PlanSet)
 		})
 	case *fsmpb.Command_PlanPreStep:
-		return a.deduped(cmd.PlanPreStep.SessionId, planRequestKey("PlanPreStep", cmd.PlanPreStep.RequestId), func() (*fsmpb.Result, bool, error) {
+		return a.deduped(c.BindRequest, cmd.PlanPreStep.SessionId, cmd.PlanPreStep.RequestId, "PlanPreStep", func() requestOp { return planPreStepOp(cmd.PlanPreStep) }, func() (*fsmpb.Result, bool, error) {
 			return a.planPreStep(cmd.PlanPreStep)
 		})
 	case *fsmpb.Command_PlanCommand:
-		return a.deduped(cmd.PlanCommand.SessionId, planRequestKey("PlanCommand", cmd.PlanCommand.RequestId), func() (*fsmpb.Result, bool, error) {
+		return a.deduped(c.BindRequest, cmd.PlanCommand.SessionId, cmd.PlanCommand.RequestId, "PlanCommand", func() requestOp { return planCommandOp(cmd.PlanCommand) }, func() (*fsmpb.Result, bool, error) {
 			return a.planCommand(cmd.PlanCommand)
 		})
 	case *fsmpb.Command_PlanExit:
-		return a.deduped(cmd.PlanExit.SessionId, planRequestKey("PlanExit", cmd.PlanExit.RequestId), func() (*fsmpb.Result, bool, error) {
+		return a.deduped(c.BindRequest, cmd.PlanExit.SessionId, cmd.PlanExit.RequestId, "PlanExit", func() requestOp { return planExitOp(cmd.PlanExit) }, func() (*fsmpb.Result, bool, error) {
 			return a.planExit(cmd.PlanExit)
 		})
 	default:
@@ -78,14 +78,35 @@ func (a *applier) apply(c *fsmpb.Command) (*fsmpb.Result, string, error) {
 }
 
 // deduped returns the stored result of a repeated request id, or runs fn and
-// remembers its result (DESIGN.md "Retries and outcomes").
-func (a *applier) deduped(id, requestID string, fn func() (*fsmpb.Result, bool, error)) (*fsmpb.Result, string, error) {
-	if prev := a.tx.RequestResult(id, requestID); prev != nil {
-		var r fsmpb.Result
-		if err := proto.Unmarshal(prev, &r); err != nil {
-			return nil, "", fmt.Errorf("stored result of request %q: %w", requestID, err)
+// remembers its result (DESIGN.md "Retries and outcomes"). planKind names a
+// plan-mode call, whose unbound ids are keyed by the call (planRequestKey).
+// A bound command (bind, version 5) keys every id alike, replays only a
+// result of the same operation (requests.go) and stores its own with it.
+func (a *applier) deduped(bind bool, id, requestID, planKind string, op func() requestOp, fn func() (*fsmpb.Result, bool, error)) (*fsmpb.Result, string, error) {
+	key := requestID
+	if planKind != "" && !bind {
+		key = planRequestKey(planKind, requestID)
+	}
+	prev, err := a.storedResult(id, key)
+	if err == nil && prev == nil && bind && planKind != "" {
+		// Stored by this call before ids were bound.
+		prev, err = a.storedResult(id, planRequestKey(planKind, requestID))
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	var o requestOp
+	if bind && requestID != "" {
+		o = op()
+	}
+	if prev != nil {
+		if bind {
+			if refused := o.reuse(id, requestID, prev); refused != nil {
+				return errResult(refused), "", nil
+			}
 		}
-		return &r, "", nil
+		prev.RequestOp, prev.RequestDigest = "", nil
+		return prev, "", nil
 	}
 	res, changed, err := fn()
 	if err != nil {
@@ -97,16 +118,37 @@ func (a *applier) deduped(id, requestID string, fn func() (*fsmpb.Result, bool, 
 	}
 	// Only a session that exists can remember request ids; a stale repair is a
 	// non-answer the proposer retries, so it is not remembered.
-	if requestID != "" && !res.Stale && a.tx.Record(id) != nil {
-		b, err := proto.Marshal(res)
+	if key != "" && !res.Stale && a.tx.Record(id) != nil {
+		stored := res
+		if bind {
+			stored = proto.Clone(res).(*fsmpb.Result)
+			stored.RequestOp, stored.RequestDigest = o.kind, o.digest
+		}
+		b, err := proto.Marshal(stored)
 		if err != nil {
 			return nil, "", err
 		}
-		if err := a.tx.PutRequestResult(id, requestID, a.now, b); err != nil {
+		if err := a.tx.PutRequestResult(id, key, a.now, b); err != nil {
 			return nil, "", err
 		}
 	}
 	return res, touched, nil
+}
+
+// storedResult is the result stored under a request id key, or nil.
+func (a *applier) storedResult(id, key string) (*fsmpb.Result, error) {
+	if key == "" {
+		return nil, nil
+	}
+	prev := a.tx.RequestResult(id, key)
+	if prev == nil {
+		return nil, nil
+	}
+	var r fsmpb.Result
+	if err := proto.Unmarshal(prev, &r); err != nil {
+		return nil, fmt.Errorf("stored result of request %q: %w", key, err)
+	}
+	return &r, nil
 }
 
 func (a *applier) record(id string) (*fsmpb.SessionRecord, error) {
@@ -240,9 +282,22 @@ func (a *applier) writeFrame(id string, rec *fsmpb.SessionRecord, events [][]byt
 }
 
 // delete removes a session and leaves a tombstone holding this command's
-// answer, so a retried delete (same request id) gets it again.
-func (a *applier) delete(c *fsmpb.Delete) (*fsmpb.Result, string, error) {
+// answer, so a retried delete (same request id) gets it again. A bound
+// delete (version 5) under a request id another operation of the session
+// used is refused.
+func (a *applier) delete(c *fsmpb.Delete, bind bool) (*fsmpb.Result, string, error) {
 	id := c.SessionId
+	if bind && c.RequestId != "" {
+		prev, err := a.storedResult(id, c.RequestId)
+		if err != nil {
+			return nil, "", err
+		}
+		if prev != nil {
+			if refused := deleteOp(c).reuse(id, c.RequestId, prev); refused != nil {
+				return errResult(refused), "", nil
+			}
+		}
+	}
 	if c.RequestId != "" {
 		if b := a.tx.Tombstone(id); b != nil {
 			var ts fsmpb.Tombstone

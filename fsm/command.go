@@ -14,8 +14,9 @@ import (
 // command it does not understand (rolling upgrades propose a new version only
 // once every voter supports it). Version 2 added the plan-mode commands.
 // Version 3 added principals and limits to Create and Append, version 4
-// Delete and Sweep.
-const CommandVersion = 4
+// Delete and Sweep, version 5 request ids bound to their operation
+// (Command.bind_request, requests.go).
+const CommandVersion = 5
 
 // Encode serialises an entry for the Raft log, stamped with the oldest
 // version that knows all its commands, so an entry an older replica cannot
@@ -32,7 +33,10 @@ func Encode(e *fsmpb.Entry) ([]byte, error) {
 		}
 		switch c.Cmd.(type) {
 		case *fsmpb.Command_Delete, *fsmpb.Command_Sweep:
-			e.Version = 4
+			e.Version = max(e.Version, 4)
+		}
+		if c.BindRequest {
+			e.Version = max(e.Version, 5)
 		}
 	}
 	return proto.Marshal(e)

@@ -127,7 +127,8 @@ func (a *applier) openPlan(id string, epoch uint64, expectedNext int64, deferrab
 
 // planRequestKey keys a plan-mode call's request id by the call, so an id
 // reused by another kind of call is a new request, never another call's
-// stored answer.
+// stored answer. Bound commands (version 5) key ids alike and compare the
+// operation instead (requests.go).
 func planRequestKey(kind, requestID string) string {
 	if requestID == "" {
 		return ""

@@ -261,8 +261,15 @@ type Command struct {
 	// The principal the receiving node authenticated ("" when authentication is
 	// off) and the proposer's limits; the FSM decides quotas from these, so
 	// every replica decides alike. Set only on Create and Append (version 3).
-	Principal     string  `protobuf:"bytes,20,opt,name=principal,proto3" json:"principal,omitempty"`
-	Limits        *Limits `protobuf:"bytes,21,opt,name=limits,proto3" json:"limits,omitempty"`
+	Principal string  `protobuf:"bytes,20,opt,name=principal,proto3" json:"principal,omitempty"`
+	Limits    *Limits `protobuf:"bytes,21,opt,name=limits,proto3" json:"limits,omitempty"`
+	// Set by the leader once every voter applies version 5: the command's
+	// request id is bound to this operation (kind and arguments). A request id
+	// whose stored result came from another operation is refused with
+	// INVALID_ARGUMENT instead of replayed; results are stored with the
+	// operation (Result.request_op, request_digest). Unset: the version-4
+	// behaviour (replay whatever is stored under the id).
+	BindRequest   bool `protobuf:"varint,22,opt,name=bind_request,json=bindRequest,proto3" json:"bind_request,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -424,6 +431,13 @@ func (x *Command) GetLimits() *Limits {
 		return x.Limits
 	}
 	return nil
+}
+
+func (x *Command) GetBindRequest() bool {
+	if x != nil {
+		return x.BindRequest
+	}
+	return false
 }
 
 type isCommand_Cmd interface {
@@ -1985,17 +1999,22 @@ func (x *Lease) GetExpiresAtUnixMs() int64 {
 // Result is the outcome of one command, returned through the ApplyFuture and kept
 // for request-id deduplication.
 type Result struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"` // empty on success
-	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
-	Revision      string                 `protobuf:"bytes,3,opt,name=revision,proto3" json:"revision,omitempty"`
-	NextSeq       int64                  `protobuf:"varint,4,opt,name=next_seq,json=nextSeq,proto3" json:"next_seq,omitempty"`
-	Duplicate     bool                   `protobuf:"varint,5,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
-	Repaired      bool                   `protobuf:"varint,6,opt,name=repaired,proto3" json:"repaired,omitempty"`
-	Lease         *Lease                 `protobuf:"bytes,7,opt,name=lease,proto3" json:"lease,omitempty"`
-	Stale         bool                   `protobuf:"varint,8,opt,name=stale,proto3" json:"stale,omitempty"` // Repair only: the stored revision moved; re-read and retry
-	Plan          *PlanResult            `protobuf:"bytes,9,opt,name=plan,proto3" json:"plan,omitempty"`
-	Deleted       []string               `protobuf:"bytes,10,rep,name=deleted,proto3" json:"deleted,omitempty"` // Sweep: the sessions it deleted, in id order
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Reason    string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"` // empty on success
+	Message   string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Revision  string                 `protobuf:"bytes,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	NextSeq   int64                  `protobuf:"varint,4,opt,name=next_seq,json=nextSeq,proto3" json:"next_seq,omitempty"`
+	Duplicate bool                   `protobuf:"varint,5,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	Repaired  bool                   `protobuf:"varint,6,opt,name=repaired,proto3" json:"repaired,omitempty"`
+	Lease     *Lease                 `protobuf:"bytes,7,opt,name=lease,proto3" json:"lease,omitempty"`
+	Stale     bool                   `protobuf:"varint,8,opt,name=stale,proto3" json:"stale,omitempty"` // Repair only: the stored revision moved; re-read and retry
+	Plan      *PlanResult            `protobuf:"bytes,9,opt,name=plan,proto3" json:"plan,omitempty"`
+	Deleted   []string               `protobuf:"bytes,10,rep,name=deleted,proto3" json:"deleted,omitempty"` // Sweep: the sessions it deleted, in id order
+	// Only on a result stored under a request id by a bound command (version
+	// 5): the operation that produced it. Empty on results stored earlier
+	// (unknown operation: replayed as before).
+	RequestOp     string `protobuf:"bytes,11,opt,name=request_op,json=requestOp,proto3" json:"request_op,omitempty"`
+	RequestDigest []byte `protobuf:"bytes,12,opt,name=request_digest,json=requestDigest,proto3" json:"request_digest,omitempty"` // SHA-256 of the operation's arguments (fsm/requests.go)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2096,6 +2115,20 @@ func (x *Result) GetPlan() *PlanResult {
 func (x *Result) GetDeleted() []string {
 	if x != nil {
 		return x.Deleted
+	}
+	return nil
+}
+
+func (x *Result) GetRequestOp() string {
+	if x != nil {
+		return x.RequestOp
+	}
+	return ""
+}
+
+func (x *Result) GetRequestDigest() []byte {
+	if x != nil {
+		return x.RequestDigest
 	}
 	return nil
 }
@@ -2283,7 +2316,7 @@ const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"\f_seed_lengthB\t\n" +
 	"\a_originB\x13\n" +
 	"\x11_delegation_depthB\x0f\n" +
-	"\r_agent_preset\"\xc1\x06\n" +
+	"\r_agent_preset\"\xe4\x06\n" +
 	"\aCommand\x12I\n" +
 	"\x0eset_cluster_id\x18\x01 \x01(\v2!.sessionstore.fsm.v1.SetClusterIDH\x00R\fsetClusterId\x125\n" +
 	"\x06create\x18\x02 \x01(\v2\x1b.sessionstore.fsm.v1.CreateH\x00R\x06create\x125\n" +
@@ -2300,7 +2333,8 @@ const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"\x06delete\x18\v \x01(\v2\x1b.sessionstore.fsm.v1.DeleteH\x00R\x06delete\x122\n" +
 	"\x05sweep\x18\f \x01(\v2\x1a.sessionstore.fsm.v1.SweepH\x00R\x05sweep\x12\x1c\n" +
 	"\tprincipal\x18\x14 \x01(\tR\tprincipal\x123\n" +
-	"\x06limits\x18\x15 \x01(\v2\x1b.sessionstore.fsm.v1.LimitsR\x06limitsB\x05\n" +
+	"\x06limits\x18\x15 \x01(\v2\x1b.sessionstore.fsm.v1.LimitsR\x06limits\x12!\n" +
+	"\fbind_request\x18\x16 \x01(\bR\vbindRequestB\x05\n" +
 	"\x03cmd\"\x98\x01\n" +
 	"\x06Limits\x12,\n" +
 	"\x12max_session_events\x18\x01 \x01(\x03R\x10maxSessionEvents\x12*\n" +
@@ -2446,7 +2480,7 @@ const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"\x05Lease\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12+\n" +
-	"\x12expires_at_unix_ms\x18\x03 \x01(\x03R\x0fexpiresAtUnixMs\"\xc2\x02\n" +
+	"\x12expires_at_unix_ms\x18\x03 \x01(\x03R\x0fexpiresAtUnixMs\"\x88\x03\n" +
 	"\x06Result\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1a\n" +
@@ -2458,7 +2492,10 @@ const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"\x05stale\x18\b \x01(\bR\x05stale\x123\n" +
 	"\x04plan\x18\t \x01(\v2\x1f.sessionstore.fsm.v1.PlanResultR\x04plan\x12\x18\n" +
 	"\adeleted\x18\n" +
-	" \x03(\tR\adeleted\"\xf3\x04\n" +
+	" \x03(\tR\adeleted\x12\x1d\n" +
+	"\n" +
+	"request_op\x18\v \x01(\tR\trequestOp\x12%\n" +
+	"\x0erequest_digest\x18\f \x01(\fR\rrequestDigest\"\xf3\x04\n" +
 	"\rSessionRecord\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.sessionstore.fsm.v1.HeaderR\x06header\x12\"\n" +
 	"\fmaterialized\x18\x02 \x01(\bR\fmaterialized\x12\x19\n" +
