@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -27,35 +28,52 @@ func (n *Node) stamp(ctx context.Context, cmd *fsmpb.Command) *fsmpb.Command {
 	if caller.Name == "" && lim.MaxSessionEvents == 0 && lim.MaxSessionBytes == 0 && lim.MaxPrincipalSessions == 0 {
 		return cmd
 	}
-	if !n.votersSupport(limitsVersion) {
+	v := n.votersVersion()
+	if v < limitsVersion {
 		n.warnOnce.Do(func() {
 			n.logger.Warn("quotas are not enforced yet: a voter has not advertised command version 3 (an older build?); they start once every voter runs this version")
 		})
 		return cmd
 	}
+	// Version 5: the byte quota counts the header and kept answers too.
+	lim.CountStored = v >= requestsVersion
 	cmd.Principal, cmd.Limits = caller.Name, lim
 	return cmd
 }
 
+// stampStored gives a plan-mode call the session byte quota, once every
+// voter applies version 5, so the answer it keeps (ExitPlan feedback, /plan
+// input) counts against --max-session-bytes.
+func (n *Node) stampStored(cmd *fsmpb.Command) {
+	if n.cfg.MaxSessionBytes > 0 && n.votersSupport(requestsVersion) {
+		cmd.Limits = &fsmpb.Limits{MaxSessionBytes: n.cfg.MaxSessionBytes, CountStored: true}
+	}
+}
+
 // votersSupport reports whether every voter has advertised command version v.
+func (n *Node) votersSupport(v uint32) bool { return n.votersVersion() >= v }
+
+// votersVersion is the newest command version every voter has advertised.
 // A node's last advertisement is remembered while it is down, so a stopped
 // voter does not switch quotas off; one never heard from counts as older.
-func (n *Node) votersSupport(v uint32) bool {
+func (n *Node) votersVersion() uint32 {
 	f := n.raft.GetConfiguration()
 	if f.Error() != nil {
-		return false
+		return 0
 	}
 	peers := n.gossip.peers()
+	v := uint32(math.MaxUint32)
 	for _, s := range f.Configuration().Servers {
 		if s.Suffrage != raft.Voter {
 			continue
 		}
 		p, ok := peers[string(s.ID)]
-		if !ok || p.meta.Commands < v {
-			return false
+		if !ok {
+			return 0
 		}
+		v = min(v, p.meta.Commands)
 	}
-	return true
+	return v // no voter at all: nothing is older
 }
 
 // acquirePending reserves size bytes of the budget of commands waiting for

@@ -135,6 +135,7 @@ func (n *Node) proposePlanResult(ctx context.Context, id string, expectedNext in
 		return nil, sessionstore.Errorf(sessionstore.ReasonInvalidArgument,
 			"expected_next_seq must be a non-negative safe integer (0: no check), got %d", expectedNext)
 	}
+	n.stampStored(cmd)
 	return n.propose(ctx, cmd)
 }
 

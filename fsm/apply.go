@@ -35,21 +35,21 @@ func (a *applier) apply(c *fsmpb.Command) (*fsmpb.Result, string, error) {
 		}
 		return &fsmpb.Result{}, "", nil
 	case *fsmpb.Command_Create:
-		return a.deduped(c.BindRequest, cmd.Create.GetHeader().GetId(), cmd.Create.RequestId, "", func() requestOp { return createOp(cmd.Create) }, func() (*fsmpb.Result, bool, error) {
+		return a.deduped(request{bind: c.BindRequest, id: cmd.Create.GetHeader().GetId(), requestID: cmd.Create.RequestId, op: func() requestOp { return createOp(cmd.Create) }}, func() (*fsmpb.Result, bool, error) {
 			return a.create(cmd.Create, c.Principal, c.Limits)
 		})
 	case *fsmpb.Command_Append:
 		return a.append(cmd.Append, c.Limits)
 	case *fsmpb.Command_Repair:
-		return a.deduped(c.BindRequest, cmd.Repair.SessionId, cmd.Repair.RequestId, "", func() requestOp { return repairOp(cmd.Repair) }, func() (*fsmpb.Result, bool, error) {
+		return a.deduped(request{bind: c.BindRequest, id: cmd.Repair.SessionId, requestID: cmd.Repair.RequestId, op: func() requestOp { return repairOp(cmd.Repair) }}, func() (*fsmpb.Result, bool, error) {
 			return a.repair(cmd.Repair)
 		})
 	case *fsmpb.Command_KeepAlive:
-		return a.deduped(c.BindRequest, cmd.KeepAlive.SessionId, cmd.KeepAlive.RequestId, "", func() requestOp { return keepAliveOp(cmd.KeepAlive) }, func() (*fsmpb.Result, bool, error) {
+		return a.deduped(request{bind: c.BindRequest, id: cmd.KeepAlive.SessionId, requestID: cmd.KeepAlive.RequestId, op: func() requestOp { return keepAliveOp(cmd.KeepAlive) }}, func() (*fsmpb.Result, bool, error) {
 			return a.keepAlive(cmd.KeepAlive)
 		})
 	case *fsmpb.Command_Release:
-		return a.deduped(c.BindRequest, cmd.Release.SessionId, cmd.Release.RequestId, "", func() requestOp { return releaseOp(cmd.Release) }, func() (*fsmpb.Result, bool, error) {
+		return a.deduped(request{bind: c.BindRequest, id: cmd.Release.SessionId, requestID: cmd.Release.RequestId, op: func() requestOp { return releaseOp(cmd.Release) }}, func() (*fsmpb.Result, bool, error) {
 			return a.release(cmd.Release)
 		})
 	case *fsmpb.Command_Delete:
@@ -57,19 +57,21 @@ func (a *applier) apply(c *fsmpb.Command) (*fsmpb.Result, string, error) {
 	case *fsmpb.Command_Sweep:
 		return a.sweep(cmd.Sweep)
 	case *fsmpb.Command_PlanSet:
-		return a.deduped(c.BindRequest, cmd.PlanSet.SessionId, cmd.PlanSet.RequestId, "PlanSet", func() requestOp { return planSetOp(cmd.PlanSet) }, func() (*fsmpb.Result, bool, error) {
+		return a.deduped(request{bind: c.BindRequest, id: cmd.PlanSet.SessionId, requestID: cmd.PlanSet.RequestId, planKind: "PlanSet", op: func() requestOp { return planSetOp(cmd.PlanSet) }}, func() (*fsmpb.Result, bool, error) {
 			return a.planSet(cmd.PlanSet)
 		})
 	case *fsmpb.Command_PlanPreStep:
-		return a.deduped(c.BindRequest, cmd.PlanPreStep.SessionId, cmd.PlanPreStep.RequestId, "PlanPreStep", func() requestOp { return planPreStepOp(cmd.PlanPreStep) }, func() (*fsmpb.Result, bool, error) {
+		return a.deduped(request{bind: c.BindRequest, id: cmd.PlanPreStep.SessionId, requestID: cmd.PlanPreStep.RequestId, planKind: "PlanPreStep", op: func() requestOp { return planPreStepOp(cmd.PlanPreStep) }}, func() (*fsmpb.Result, bool, error) {
 			return a.planPreStep(cmd.PlanPreStep)
 		})
 	case *fsmpb.Command_PlanCommand:
-		return a.deduped(c.BindRequest, cmd.PlanCommand.SessionId, cmd.PlanCommand.RequestId, "PlanCommand", func() requestOp { return planCommandOp(cmd.PlanCommand) }, func() (*fsmpb.Result, bool, error) {
+		return a.deduped(request{bind: c.BindRequest, id: cmd.PlanCommand.SessionId, requestID: cmd.PlanCommand.RequestId, planKind: "PlanCommand", op: func() requestOp { return planCommandOp(cmd.PlanCommand) },
+			lim: c.Limits, payload: int64(len(cmd.PlanCommand.RawInput))}, func() (*fsmpb.Result, bool, error) {
 			return a.planCommand(cmd.PlanCommand)
 		})
 	case *fsmpb.Command_PlanExit:
-		return a.deduped(c.BindRequest, cmd.PlanExit.SessionId, cmd.PlanExit.RequestId, "PlanExit", func() requestOp { return planExitOp(cmd.PlanExit) }, func() (*fsmpb.Result, bool, error) {
+		return a.deduped(request{bind: c.BindRequest, id: cmd.PlanExit.SessionId, requestID: cmd.PlanExit.RequestId, planKind: "PlanExit", op: func() requestOp { return planExitOp(cmd.PlanExit) },
+			lim: c.Limits, payload: answerBytes(cmd.PlanExit.Answer)}, func() (*fsmpb.Result, bool, error) {
 			return a.planExit(cmd.PlanExit)
 		})
 	default:
@@ -77,27 +79,41 @@ func (a *applier) apply(c *fsmpb.Command) (*fsmpb.Result, string, error) {
 	}
 }
 
+// request is what deduped needs to know of a command carrying a request id.
+type request struct {
+	bind      bool   // version 5: the id is bound to its operation (requests.go)
+	id        string // the session
+	requestID string
+	planKind  string // a plan-mode call, whose unbound ids are keyed by the call (planRequestKey)
+	op        func() requestOp
+	// lim and payload: the client bytes the answer will keep (ExitPlan
+	// feedback, /plan input), checked against the session byte quota when
+	// lim counts what a session stores (version 5).
+	lim     *fsmpb.Limits
+	payload int64
+}
+
 // deduped returns the stored result of a repeated request id, or runs fn and
-// remembers its result (DESIGN.md "Retries and outcomes"). planKind names a
-// plan-mode call, whose unbound ids are keyed by the call (planRequestKey).
-// A bound command (bind, version 5) keys every id alike, replays only a
-// result of the same operation (requests.go) and stores its own with it.
-func (a *applier) deduped(bind bool, id, requestID, planKind string, op func() requestOp, fn func() (*fsmpb.Result, bool, error)) (*fsmpb.Result, string, error) {
+// remembers its result (DESIGN.md "Retries and outcomes"). A bound command
+// keys every id alike, replays only a result of the same operation
+// (requests.go) and stores its own with it.
+func (a *applier) deduped(r request, fn func() (*fsmpb.Result, bool, error)) (*fsmpb.Result, string, error) {
+	id, requestID, bind := r.id, r.requestID, r.bind
 	key := requestID
-	if planKind != "" && !bind {
-		key = planRequestKey(planKind, requestID)
+	if r.planKind != "" && !bind {
+		key = planRequestKey(r.planKind, requestID)
 	}
 	prev, err := a.storedResult(id, key)
-	if err == nil && prev == nil && bind && planKind != "" {
+	if err == nil && prev == nil && bind && r.planKind != "" {
 		// Stored by this call before ids were bound.
-		prev, err = a.storedResult(id, planRequestKey(planKind, requestID))
+		prev, err = a.storedResult(id, planRequestKey(r.planKind, requestID))
 	}
 	if err != nil {
 		return nil, "", err
 	}
 	var o requestOp
 	if bind && requestID != "" {
-		o = op()
+		o = r.op()
 	}
 	if prev != nil {
 		if bind {
@@ -107,6 +123,19 @@ func (a *applier) deduped(bind bool, id, requestID, planKind string, op func() r
 		}
 		prev.RequestOp, prev.RequestDigest = "", nil
 		return prev, "", nil
+	}
+	if max := r.lim.GetMaxSessionBytes(); max > 0 && r.lim.GetCountStored() && r.payload > 0 {
+		rec, err := a.record(id)
+		if err != nil {
+			return nil, "", err
+		}
+		if rec != nil {
+			if have := a.storedBytes(id, rec); have+r.payload > max {
+				return errResult(sessionstore.Errorf(sessionstore.ReasonQuotaExceeded,
+					"session %s stores %d bytes (events, header and kept answers); this call's %d bytes would exceed the quota of %d bytes per session",
+					sessionstore.Quote(id), have, r.payload, max)), "", nil
+			}
+		}
 	}
 	res, changed, err := fn()
 	if err != nil {
@@ -185,6 +214,12 @@ func (a *applier) create(c *fsmpb.Create, principal string, lim *fsmpb.Limits) (
 		return errResult(sessionstore.Errorf(sessionstore.ReasonAlreadyExists,
 			"session %s already exists in this backend", sessionstore.Quote(id))), false, nil
 	}
+	if max := lim.GetMaxSessionBytes(); max > 0 && lim.GetCountStored() {
+		if n := headerBytes(h); n > max {
+			return errResult(sessionstore.Errorf(sessionstore.ReasonQuotaExceeded,
+				"session %s header is %d bytes; the quota is %d bytes per session", sessionstore.Quote(id), n, max)), false, nil
+		}
+	}
 	if max := lim.GetMaxPrincipalSessions(); max > 0 {
 		if n := a.tx.PrincipalSessions(principal); n >= max {
 			return errResult(sessionstore.Errorf(sessionstore.ReasonQuotaExceeded,
@@ -247,10 +282,13 @@ func (a *applier) append(c *fsmpb.Append, lim *fsmpb.Limits) (*fsmpb.Result, str
 			"session %s holds %d events; %d more would exceed the quota of %d events per session", sessionstore.Quote(id), rec.NextSeq, n, max)), "", nil
 	}
 	if max := lim.GetMaxSessionBytes(); max > 0 {
-		have := a.eventBytes(id, rec)
+		have, what := a.eventBytes(id, rec), "bytes of events"
+		if lim.GetCountStored() {
+			have, what = a.storedBytes(id, rec), "bytes (events, header and kept answers)"
+		}
 		if add := batchBytes(c.Events); have+add > max {
 			return errResult(sessionstore.Errorf(sessionstore.ReasonQuotaExceeded,
-				"session %s holds %d bytes of events; %d more would exceed the quota of %d bytes per session", sessionstore.Quote(id), have, add, max)), "", nil
+				"session %s holds %d %s; %d more would exceed the quota of %d bytes per session", sessionstore.Quote(id), have, what, add, max)), "", nil
 		}
 	}
 	if err := a.writeFrame(id, rec, c.Events); err != nil {
@@ -433,6 +471,29 @@ func (a *applier) eventBytes(id string, rec *fsmpb.SessionRecord) int64 {
 	var n int64
 	_ = a.tx.ForEachEvent(id, 0, rec.NextSeq, func(_ int64, ev []byte) error { n += int64(len(ev)); return nil })
 	rec.EventBytes = &n
+	return n
+}
+
+// storedBytes is what a session stores from its clients: its events, its
+// header line and the answers kept under its request ids (version 5's
+// session byte quota).
+func (a *applier) storedBytes(id string, rec *fsmpb.SessionRecord) int64 {
+	return a.eventBytes(id, rec) + headerBytes(rec.Header) + a.tx.RequestBytes(id)
+}
+
+// headerBytes is the size of a session's header line.
+func headerBytes(h *fsmpb.Header) int64 { return int64(len(sessionlog.HeaderLine(HeaderFromPB(h)))) }
+
+// answerBytes is the client text of an ExitPlan answer (the feedback its
+// stored answer repeats).
+func answerBytes(a *fsmpb.ReviewAnswer) int64 {
+	var n int64
+	for _, it := range a.GetAnswers() {
+		n += int64(len(it.Id) + len(it.GetCustom()))
+		for _, s := range it.Selected {
+			n += int64(len(s))
+		}
+	}
 	return n
 }
 

@@ -15,7 +15,8 @@ import (
 // once every voter supports it). Version 2 added the plan-mode commands.
 // Version 3 added principals and limits to Create and Append, version 4
 // Delete and Sweep, version 5 request ids bound to their operation
-// (Command.bind_request, requests.go).
+// (Command.bind_request, requests.go) and a session byte quota that counts
+// the header and kept answers (Limits.count_stored, also on plan-mode calls).
 const CommandVersion = 5
 
 // Encode serialises an entry for the Raft log, stamped with the oldest
@@ -35,7 +36,7 @@ func Encode(e *fsmpb.Entry) ([]byte, error) {
 		case *fsmpb.Command_Delete, *fsmpb.Command_Sweep:
 			e.Version = max(e.Version, 4)
 		}
-		if c.BindRequest {
+		if c.BindRequest || c.Limits.GetCountStored() {
 			e.Version = max(e.Version, 5)
 		}
 	}

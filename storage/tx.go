@@ -183,6 +183,21 @@ func (t *Tx) RequestResult(id, requestID string) []byte {
 	return v[16:]
 }
 
+// RequestBytes is the size of the results a session keeps under request
+// ids (what a client made it store besides its events).
+func (t *Tx) RequestBytes(id string) int64 {
+	b, _ := t.sub(id, bucketReqs, false)
+	if b == nil {
+		return 0
+	}
+	var n int64
+	c := b.Cursor()
+	for k, v := c.Seek([]byte("k")); k != nil && k[0] == 'k'; k, v = c.Next() {
+		n += int64(len(k) - 1 + max(len(v)-16, 0))
+	}
+	return n
+}
+
 // PutRequestResult remembers a request id's result, keeping at most
 // MaxRequestIDs per session and none older than RequestIDLifetime (by the
 // leader-stamped clock, so every replica prunes the same entries).

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -60,5 +61,41 @@ func TestOverlongFieldsRefusedBeforeProposal(t *testing.T) {
 	v, err := raw.Inspect(ctx, &sessionpb.InspectRequest{SessionId: "fl-ok"})
 	if code, _ := ctStatus(err); code != codes.NotFound {
 		t.Fatalf("fl-ok after refused Prepares: %v %v (want NOT_FOUND: registered, never materialised, no lease)", v, err)
+	}
+}
+
+// ExitPlan feedback counts against --max-session-bytes (issue 13 item 12:
+// twenty 8 MiB feedbacks grew state.db to 233 MB under a 1 MiB quota): with
+// 60 KiB feedback and a 256 KiB quota the calls are refused with
+// QUOTA_EXCEEDED once the kept answers fill the quota.
+func TestExitPlanFeedbackCountsAgainstSessionBytes(t *testing.T) {
+	n := startTestNodeWith(t, "", func(c *serveConfig) { c.Cluster.MaxSessionBytes = 256 << 10 })
+	n.waitReady(true)
+	ctx := n.ctx()
+	plan := sessionpb.NewPlanModeClient(n.Client.Conn())
+	ctCreate(t, n, ctMeta("fb", "/w"))
+	if _, err := plan.Set(ctx, &sessionpb.PlanSetRequest{SessionId: "fb", Active: true, RequestId: "on"}); err != nil {
+		t.Fatal(err)
+	}
+	feedback := strings.Repeat("f", 60<<10)
+	accepted := 0
+	var err error
+	for i := range 20 {
+		var out *sessionpb.PlanExitResponse
+		out, err = plan.ExitPlan(ctx, &sessionpb.PlanExitRequest{SessionId: "fb", Plan: "# P\n\ndo it", RequestId: fmt.Sprintf("exit-%d", i),
+			Answer: &sessionpb.ReviewAnswer{Answers: []*sessionpb.AnswerItem{{Id: "plan-review", Selected: []string{"Keep planning"}, Custom: &feedback}}}})
+		if err != nil {
+			break
+		}
+		if !out.IsError || !strings.Contains(out.Text, "their feedback") {
+			t.Fatalf("exit %d: %v", i, out)
+		}
+		accepted++
+	}
+	if _, se := ctStatus(err); se == nil || se.Reason != sessionstore.ReasonQuotaExceeded {
+		t.Fatalf("after %d ExitPlan calls with 60 KiB feedback under a 256 KiB quota: %v, want QUOTA_EXCEEDED", accepted, err)
+	}
+	if accepted < 1 || accepted > 4 {
+		t.Fatalf("%d feedbacks of 60 KiB kept under a 256 KiB quota", accepted)
 	}
 }

@@ -523,8 +523,12 @@ type Limits struct {
 	MaxSessionEvents     int64                  `protobuf:"varint,1,opt,name=max_session_events,json=maxSessionEvents,proto3" json:"max_session_events,omitempty"`
 	MaxSessionBytes      int64                  `protobuf:"varint,2,opt,name=max_session_bytes,json=maxSessionBytes,proto3" json:"max_session_bytes,omitempty"`                // event bytes of one session (the header aside)
 	MaxPrincipalSessions int64                  `protobuf:"varint,3,opt,name=max_principal_sessions,json=maxPrincipalSessions,proto3" json:"max_principal_sessions,omitempty"` // sessions a principal may register
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// Version 5: max_session_bytes counts everything a session stores from its
+	// clients — events, the header line and the answers kept under request ids
+	// (ExitPlan feedback, /plan input) — and a plan-mode call carries limits too.
+	CountStored   bool `protobuf:"varint,4,opt,name=count_stored,json=countStored,proto3" json:"count_stored,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Limits) Reset() {
@@ -576,6 +580,13 @@ func (x *Limits) GetMaxPrincipalSessions() int64 {
 		return x.MaxPrincipalSessions
 	}
 	return 0
+}
+
+func (x *Limits) GetCountStored() bool {
+	if x != nil {
+		return x.CountStored
+	}
+	return false
 }
 
 type SetClusterID struct {
@@ -2335,11 +2346,12 @@ const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"\tprincipal\x18\x14 \x01(\tR\tprincipal\x123\n" +
 	"\x06limits\x18\x15 \x01(\v2\x1b.sessionstore.fsm.v1.LimitsR\x06limits\x12!\n" +
 	"\fbind_request\x18\x16 \x01(\bR\vbindRequestB\x05\n" +
-	"\x03cmd\"\x98\x01\n" +
+	"\x03cmd\"\xbb\x01\n" +
 	"\x06Limits\x12,\n" +
 	"\x12max_session_events\x18\x01 \x01(\x03R\x10maxSessionEvents\x12*\n" +
 	"\x11max_session_bytes\x18\x02 \x01(\x03R\x0fmaxSessionBytes\x124\n" +
-	"\x16max_principal_sessions\x18\x03 \x01(\x03R\x14maxPrincipalSessions\"-\n" +
+	"\x16max_principal_sessions\x18\x03 \x01(\x03R\x14maxPrincipalSessions\x12!\n" +
+	"\fcount_stored\x18\x04 \x01(\bR\vcountStored\"-\n" +
 	"\fSetClusterID\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\"s\n" +
