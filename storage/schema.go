@@ -11,6 +11,9 @@ package storage
 //	    q/k<request id>         <order:8 BE><time ms:8 BE><encoded result>
 //	    q/o<order:8 BE>         <request id>
 //	    q/n                     next order number (8 BE)
+//	    q/b                     bytes of the q/k entries (ids and results, 8 BE) and the q/n they
+//	                            were summed at (8 BE); added without a format bump: absent, or
+//	                            left behind q/n by a build that did not keep it, it is summed again
 //	principals/<name>           sessions registered by that principal (8 BE; added without a
 //	                            format bump: older builds never read it, a missing bucket is 0)
 //	tombstones/<id>             fsmpb.Tombstone of a deleted session (what, when, the deleting
@@ -34,6 +37,7 @@ var (
 	bucketFrames = []byte("f")
 	bucketReqs   = []byte("q")
 	keyReqNext   = []byte("n")
+	keyReqBytes  = []byte("b")
 )
 
 // Request-id deduplication bounds (DESIGN.md "Retries and outcomes").

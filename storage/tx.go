@@ -184,18 +184,34 @@ func (t *Tx) RequestResult(id, requestID string) []byte {
 }
 
 // RequestBytes is the size of the results a session keeps under request
-// ids (what a client made it store besides its events).
+// ids (what a client made it store besides its events): request ids and
+// results of the q/k entries.
 func (t *Tx) RequestBytes(id string) int64 {
 	b, _ := t.sub(id, bucketReqs, false)
 	if b == nil {
 		return 0
 	}
-	var n int64
+	return int64(requestBytes(b))
+}
+
+// requestBytes is q/b's sum when it was kept up to date (it names the q/n it
+// was summed at: a build that stored results without keeping it left n
+// ahead), else the sum of the k entries.
+func requestBytes(b *bbolt.Bucket) uint64 {
+	if v := b.Get(keyReqBytes); len(v) == 16 && bytes.Equal(v[8:], b.Get(keyReqNext)) {
+		return getU64(v[:8])
+	}
+	var n uint64
 	c := b.Cursor()
 	for k, v := c.Seek([]byte("k")); k != nil && k[0] == 'k'; k, v = c.Next() {
-		n += int64(len(k) - 1 + max(len(v)-16, 0))
+		n += requestEntryBytes(k, v)
 	}
 	return n
+}
+
+// requestEntryBytes is what one q/k entry counts: its request id and result.
+func requestEntryBytes(k, v []byte) uint64 {
+	return uint64(len(k)-1) + uint64(max(len(v)-16, 0))
 }
 
 // PutRequestResult remembers a request id's result, keeping at most
@@ -209,6 +225,7 @@ func (t *Tx) PutRequestResult(id, requestID string, nowMs int64, result []byte) 
 	if err != nil {
 		return err
 	}
+	total := requestBytes(b)
 	order := getU64(b.Get(keyReqNext))
 	if err := b.Put(keyReqNext, u64(order+1)); err != nil {
 		return err
@@ -219,6 +236,7 @@ func (t *Tx) PutRequestResult(id, requestID string, nowMs int64, result []byte) 
 	copy(val[16:], result)
 	key := append([]byte("k"), requestID...)
 	if old := b.Get(key); len(old) >= 8 {
+		total -= requestEntryBytes(key, old)
 		if err := b.Delete(append([]byte("o"), old[:8]...)); err != nil {
 			return err
 		}
@@ -226,6 +244,7 @@ func (t *Tx) PutRequestResult(id, requestID string, nowMs int64, result []byte) 
 	if err := b.Put(key, val); err != nil {
 		return err
 	}
+	total += requestEntryBytes(key, val)
 	if err := b.Put(append([]byte("o"), u64(order)...), []byte(requestID)); err != nil {
 		return err
 	}
@@ -242,6 +261,9 @@ func (t *Tx) PutRequestResult(id, requestID string, nowMs int64, result []byte) 
 		if count <= MaxRequestIDs && !expired {
 			break
 		}
+		if rv != nil {
+			total -= requestEntryBytes(rk, rv)
+		}
 		if err := b.Delete(rk); err != nil {
 			return err
 		}
@@ -250,7 +272,7 @@ func (t *Tx) PutRequestResult(id, requestID string, nowMs int64, result []byte) 
 		}
 		count--
 	}
-	return nil
+	return b.Put(keyReqBytes, append(u64(total), u64(order+1)...))
 }
 
 // ForEachSession calls fn for every session id >= after (exclusive when
