@@ -157,7 +157,7 @@ func (a *applier) deduped(r request, fn func() (*fsmpb.Result, bool, error)) (*f
 		if err != nil {
 			return nil, "", err
 		}
-		if err := a.tx.PutRequestResult(id, key, a.now, b); err != nil {
+		if err := a.tx.PutRequestResult(id, key, a.now, b, bind || r.lim.GetCountStored()); err != nil {
 			return nil, "", err
 		}
 	}

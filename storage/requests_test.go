@@ -36,18 +36,23 @@ func TestRequestBytesFollowsKeptResults(t *testing.T) {
 		name string
 		do   func(tx *Tx) error
 	}{
-		{"first", func(tx *Tx) error { return tx.PutRequestResult("s", "a", 1, []byte("result-a")) }},
-		{"second", func(tx *Tx) error { return tx.PutRequestResult("s", "bb", 2, []byte(strings.Repeat("r", 100))) }},
-		{"replaced", func(tx *Tx) error { return tx.PutRequestResult("s", "a", 3, []byte("x")) }},
+		{"first", func(tx *Tx) error { return tx.PutRequestResult("s", "a", 1, []byte("result-a"), true) }},
+		{"second", func(tx *Tx) error { return tx.PutRequestResult("s", "bb", 2, []byte(strings.Repeat("r", 100)), true) }},
+		{"replaced", func(tx *Tx) error { return tx.PutRequestResult("s", "a", 3, []byte("x"), true) }},
 		{"pruned by count", func(tx *Tx) error {
 			for i := range MaxRequestIDs + 5 {
-				if err := tx.PutRequestResult("s", strings.Repeat("i", i%7+1)+string(rune('0'+i%10))+strings.Repeat("z", i/10), 4, []byte("r")); err != nil {
+				if err := tx.PutRequestResult("s", strings.Repeat("i", i%7+1)+string(rune('0'+i%10))+strings.Repeat("z", i/10), 4, []byte("r"), true); err != nil {
 					return err
 				}
 			}
 			return nil
 		}},
-		{"pruned by age", func(tx *Tx) error { return tx.PutRequestResult("s", "late", RequestIDLifetime+10, []byte("late")) }},
+		{"pruned by age", func(tx *Tx) error {
+			return tx.PutRequestResult("s", "late", RequestIDLifetime+10, []byte("late"), true)
+		}},
+		{"stored without keeping the sum (a version-4 command)", func(tx *Tx) error {
+			return tx.PutRequestResult("s", "v4", RequestIDLifetime+15, []byte("v4-result"), false)
+		}},
 		{"stale sum (an older build stored a result)", func(tx *Tx) error {
 			b, _ := tx.sub("s", bucketReqs, false)
 			order := getU64(b.Get(keyReqNext))
@@ -60,7 +65,7 @@ func TestRequestBytesFollowsKeptResults(t *testing.T) {
 			}
 			return b.Put(keyReqNext, u64(order+1))
 		}},
-		{"after the stale sum", func(tx *Tx) error { return tx.PutRequestResult("s", "next", RequestIDLifetime+30, []byte("n")) }},
+		{"after the stale sum", func(tx *Tx) error { return tx.PutRequestResult("s", "next", RequestIDLifetime+30, []byte("n"), true) }},
 	}
 	if err := s.Update(func(tx *Tx) error { return tx.PutRecord("s", []byte("rec")) }); err != nil {
 		t.Fatal(err)

@@ -12,8 +12,9 @@ package storage
 //	    q/o<order:8 BE>         <request id>
 //	    q/n                     next order number (8 BE)
 //	    q/b                     bytes of the q/k entries (ids and results, 8 BE) and the q/n they
-//	                            were summed at (8 BE); added without a format bump: absent, or
-//	                            left behind q/n by a build that did not keep it, it is summed again
+//	                            were summed at (8 BE); written by version-5 commands only, added
+//	                            without a format bump: absent, or behind q/n (a result stored by
+//	                            an older build or command), it is summed again
 //	principals/<name>           sessions registered by that principal (8 BE; added without a
 //	                            format bump: older builds never read it, a missing bucket is 0)
 //	tombstones/<id>             fsmpb.Tombstone of a deleted session (what, when, the deleting

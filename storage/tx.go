@@ -216,8 +216,10 @@ func requestEntryBytes(k, v []byte) uint64 {
 
 // PutRequestResult remembers a request id's result, keeping at most
 // MaxRequestIDs per session and none older than RequestIDLifetime (by the
-// leader-stamped clock, so every replica prunes the same entries).
-func (t *Tx) PutRequestResult(id, requestID string, nowMs int64, result []byte) error {
+// leader-stamped clock, so every replica prunes the same entries). With
+// keepSum (version-5 commands) it also keeps q/b, the running size of the
+// results; without, q/b falls behind q/n and is summed again when read.
+func (t *Tx) PutRequestResult(id, requestID string, nowMs int64, result []byte, keepSum bool) error {
 	if requestID == "" {
 		return nil
 	}
@@ -225,7 +227,10 @@ func (t *Tx) PutRequestResult(id, requestID string, nowMs int64, result []byte) 
 	if err != nil {
 		return err
 	}
-	total := requestBytes(b)
+	var total uint64
+	if keepSum {
+		total = requestBytes(b)
+	}
 	order := getU64(b.Get(keyReqNext))
 	if err := b.Put(keyReqNext, u64(order+1)); err != nil {
 		return err
@@ -271,6 +276,9 @@ func (t *Tx) PutRequestResult(id, requestID string, nowMs int64, result []byte) 
 			return err
 		}
 		count--
+	}
+	if !keepSum {
+		return nil
 	}
 	return b.Put(keyReqBytes, append(u64(total), u64(order+1)...))
 }
