@@ -202,12 +202,17 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 }
 
 // guardState is DESIGN.md §1's start-up guard: before Raft starts, when the
-// state file is missing, cannot be opened, or is older than the latest
-// snapshot (a crash during a snapshot install, a restored old file), restore
-// that snapshot into place. A damaged file is kept aside, never deleted.
+// state file is missing, damaged, cannot be opened, or is older than the
+// latest snapshot (a crash during a snapshot install, a restored old file),
+// restore that snapshot into place (Raft then replays the log above it). A
+// damaged file is kept aside, never deleted.
 //
-// When verify is set (the operating system may have crashed since the file
-// was last synced), the whole file is checked page by page first.
+// Every start checks the pages bbolt's Open reads (storage.CheckStateFile)
+// before bbolt sees the file: bbolt panics on a damaged page inside a
+// goroutine of its own, where no recover reaches, so without the check one bad
+// page crash-loops the node. When verify is set (the operating system may
+// have crashed since the file was last synced), bbolt's full page check runs
+// too.
 func guardState(path string, snaps raft.SnapshotStore, logs raft.LogStore, logger *slog.Logger, verify bool) (bool, error) {
 	// A restore killed part-way leaves its temporary copy behind.
 	if stale, _ := filepath.Glob(path + ".restore-*.tmp"); len(stale) > 0 {
@@ -226,7 +231,11 @@ func guardState(path string, snaps raft.SnapshotStore, logs raft.LogStore, logge
 	} else if err != nil {
 		return false, err
 	} else {
-		db, err := storage.OpenState(path, storage.StateOptions{})
+		err := storage.CheckStateFile(path)
+		var db *storage.StateDB
+		if err == nil {
+			db, err = storage.OpenState(path, storage.StateOptions{})
+		}
 		if err == nil && verify {
 			logger.Info("verifying the state database after an unclean stop of the previous boot")
 			if err = db.Check(); err != nil {
@@ -235,7 +244,7 @@ func guardState(path string, snaps raft.SnapshotStore, logs raft.LogStore, logge
 		}
 		if err != nil {
 			aside := fmt.Sprintf("%s.damaged-%d", path, time.Now().UnixNano())
-			logger.Error("state database cannot be opened; moving it aside and rebuilding", "err", err, "moved_to", aside)
+			logger.Error("state database is damaged or cannot be opened; moving it aside and rebuilding it from the latest snapshot and the Raft log", "err", err, "moved_to", aside)
 			if err := os.Rename(path, aside); err != nil {
 				return false, err
 			}

@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/bbolt"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/status"
@@ -897,5 +898,46 @@ func (s *crSession) recordAck(evs []string, sends int, dup bool) {
 		s.stats.ResolvedDup++
 	case sends > 1:
 		s.stats.ResolvedFresh++
+	}
+}
+
+// crStatePages lists the pages of a state database in use (not free) by
+// type ("branch", "leaf", "meta"), read from a scratch copy.
+func crStatePages(t *testing.T, path string) map[string][]int {
+	t.Helper()
+	tmp := filepath.Join(t.TempDir(), "pages.db")
+	crCopyFile(t, path, tmp)
+	db, err := bbolt.Open(tmp, 0o600, &bbolt.Options{ReadOnly: true, PreLoadFreelist: true})
+	if err != nil {
+		t.Fatalf("open a copy of %s: %v", path, err)
+	}
+	defer db.Close()
+	out := map[string][]int{}
+	err = db.View(func(tx *bbolt.Tx) error {
+		for id := 2; ; id++ {
+			info, err := tx.Page(id)
+			if err != nil || info == nil {
+				return err
+			}
+			out[info.Type] = append(out[info.Type], id)
+			id += info.OverflowCount
+		}
+	})
+	if err != nil {
+		t.Fatalf("pages of %s: %v", path, err)
+	}
+	return out
+}
+
+// crDamageFile applies damage to the bytes of the file at path, in place.
+func crDamageFile(t *testing.T, path string, damage func(b []byte)) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	damage(b)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
