@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -515,7 +516,8 @@ func TestCrash_DamagedStatePagesAreMovedAsideAndRebuilt(t *testing.T) {
 // without the entry). Now the start is refused with a message naming the
 // record and the repair command, changing nothing; `node repair` rebuilds the
 // log's end from the state, and the node serves every acknowledged event and
-// applies new writes.
+// applies new writes. The same holds for a log whose final record is gone
+// (cut at the record boundary, as 2f2e872 left a log after such a flip).
 func TestCrash_DamagedLastWALRecordIsRefusedAndRepaired(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash test: builds, runs and kills the real binary")
@@ -529,72 +531,108 @@ func TestCrash_DamagedLastWALRecordIsRefusedAndRepaired(t *testing.T) {
 	ss := crMakeSessions("wal", 4, "/w/wal")
 	crCreateAll(t, c, ss)
 	seed := crSeed(t)
-	crWriteLoad(t, c, ss, 30, seed)
-	if err := ss[0].AppendBatch(c, 2); err != nil { // the last acknowledged write
-		t.Fatal(err)
+	cases := []struct {
+		name   string
+		damage func(b []byte, off, size int64) []byte
+		want   string // in the refused start's output
+	}{
+		{"one bit flipped in the final record", func(b []byte, off, size int64) []byte { b[off+size-2] ^= 0x04; return b }, "record %d"},
+		{"the final record cut off at its boundary", func(b []byte, off, size int64) []byte { return b[:off] }, "but the Raft log ends at %d"},
 	}
-	n.Term()
+	for ci, tc := range cases {
+		crWriteLoad(t, c, ss, 30, seed+uint64(ci))
+		if err := ss[0].AppendBatch(c, 2); err != nil { // the last acknowledged write
+			t.Fatal(err)
+		}
+		n.Term()
 
-	seg, off, size, index := crWALLastRecord(t, dir)
-	applied := crAppliedIndex(t, filepath.Join(dir, "state.db"))
-	if applied < index {
-		t.Fatalf("precondition: the last WAL record (index %d) is not applied (state.db applied index %d)", index, applied)
-	}
-	crDamageFile(t, seg, func(b []byte) { b[off+size-2] ^= 0x04 })
-	damaged, _ := os.ReadFile(seg)
-	t.Logf("flipped one bit of the final record (index %d, %d bytes at offset %d of %s); state.db applied index %d",
-		index, size, off, filepath.Base(seg), applied)
+		seg, off, size, index := crWALLastRecord(t, dir)
+		applied := crAppliedIndex(t, filepath.Join(dir, "state.db"))
+		if applied < index {
+			t.Fatalf("%s: precondition: the last WAL record (index %d) is not applied (state.db applied index %d)", tc.name, index, applied)
+		}
+		b, err := os.ReadFile(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		damaged := tc.damage(b, off, size)
+		if err := os.WriteFile(seg, damaged, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: final record index %d, %d bytes at offset %d of %s; state.db applied index %d",
+			tc.name, index, size, off, filepath.Base(seg), applied)
+		want := fmt.Sprintf(tc.want, index)
+		if ci == 1 {
+			want = fmt.Sprintf(tc.want, index-1)
+		}
 
-	// The start is refused, loudly, and nothing is changed.
-	n.Start()
-	select {
-	case <-n.cur.exited:
-	case <-time.After(crReadyTimeout):
-		n.Kill()
-		t.Fatalf("the node did not refuse to start with a damaged committed WAL record (still running after %v)", crReadyTimeout)
-	}
-	r := n.cur
-	n.cur = nil
-	if r.err == nil {
-		t.Errorf("the refused start exited with status 0")
-	}
-	for _, want := range []string{"refusing to start", fmt.Sprintf("record %d", index), "node repair --data-dir " + dir} {
-		if !strings.Contains(n.Log(), want) {
-			t.Errorf("the refused start's output does not say %q:\n%s", want, n.Log())
+		// The start is refused, loudly, and nothing is changed.
+		n.Start()
+		select {
+		case <-n.cur.exited:
+		case <-time.After(crReadyTimeout):
+			n.Kill()
+			t.Fatalf("%s: the node did not refuse to start (still running after %v)", tc.name, crReadyTimeout)
+		}
+		r := n.cur
+		n.cur = nil
+		if r.err == nil {
+			t.Errorf("%s: the refused start exited with status 0", tc.name)
+		}
+		for _, w := range []string{"refusing to start", want, "node repair --data-dir " + dir} {
+			if !strings.Contains(n.Log(), w) {
+				t.Errorf("%s: the refused start's output does not say %q:\n%s", tc.name, w, n.Log())
+			}
+		}
+		if after, _ := os.ReadFile(seg); !bytes.Equal(after, damaged) {
+			t.Errorf("%s: the refused start changed the WAL segment", tc.name)
+		}
+		if t.Failed() {
+			t.FailNow()
+		}
+
+		// node repair, then the node serves everything and takes new writes.
+		out, err := exec.Command(bin, "repair", "--data-dir", dir).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: node repair: %v\n%s", tc.name, err, out)
+		}
+		t.Logf("%s: node repair:\n%s", tc.name, out)
+		if aside, _ := filepath.Glob(seg + ".damaged-*"); ci == 0 && len(aside) != 1 {
+			t.Errorf("%s: node repair kept no copy of the damaged segment: %v", tc.name, aside)
+		}
+		n.Start()
+		n.WaitReady(c)
+		crCheckStored(t, c, ss, true, tc.name+", after node repair")
+		crWriteLoad(t, c, ss, 10, seed+100+uint64(ci))
+		total := crCheckStored(t, c, ss, true, tc.name+", after node repair and new writes")
+		if _, events := crSumStats(ss); total != events {
+			t.Errorf("%s: after the repair: %d events stored, %d acknowledged", tc.name, total, events)
+		}
+		// And it stays consistent across a restart.
+		n.Term()
+		if a := crAppliedIndex(t, filepath.Join(dir, "state.db")); a <= applied {
+			t.Errorf("%s: state.db applied index %d after new writes, want above %d", tc.name, a, applied)
+		}
+		n.Start()
+		n.WaitReady(c)
+		crCheckStored(t, c, ss, true, tc.name+", after a restart")
+		if t.Failed() {
+			t.FailNow()
 		}
 	}
-	if after, _ := os.ReadFile(seg); !bytes.Equal(after, damaged) {
-		t.Errorf("the refused start changed the WAL segment")
-	}
-	if t.Failed() {
-		t.FailNow()
-	}
-
-	// node repair, then the node serves everything and takes new writes.
-	out, err := exec.Command(bin, "repair", "--data-dir", dir).CombinedOutput()
-	if err != nil {
-		t.Fatalf("node repair: %v\n%s", err, out)
-	}
-	t.Logf("node repair:\n%s", out)
-	if aside, _ := filepath.Glob(seg + ".damaged-*"); len(aside) != 1 {
-		t.Errorf("node repair kept no copy of the damaged segment: %v", aside)
-	}
-	n.Start()
-	n.WaitReady(c)
-	crCheckStored(t, c, ss, true, "after node repair")
-	crWriteLoad(t, c, ss, 10, seed+1)
-	total := crCheckStored(t, c, ss, true, "after node repair and new writes")
-	if _, events := crSumStats(ss); total != events {
-		t.Errorf("after the repair: %d events stored, %d acknowledged", total, events)
-	}
-	// And it stays consistent across a restart.
+	// On an undamaged node, node repair changes nothing.
 	n.Term()
-	if a := crAppliedIndex(t, filepath.Join(dir, "state.db")); a <= applied {
-		t.Errorf("state.db applied index %d after new writes, want above %d", a, applied)
+	segsBefore, _ := filepath.Glob(filepath.Join(dir, "raft", "wal", "*"))
+	out, err := exec.Command(bin, "repair", "--data-dir", dir).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "nothing to repair") {
+		t.Errorf("node repair on an undamaged node: %v\n%s", err, out)
+	}
+	if segsAfter, _ := filepath.Glob(filepath.Join(dir, "raft", "wal", "*")); !slices.Equal(segsBefore, segsAfter) {
+		t.Errorf("node repair on an undamaged node changed raft/wal: %v -> %v", segsBefore, segsAfter)
 	}
 	n.Start()
 	n.WaitReady(c)
-	crCheckStored(t, c, ss, true, "after a restart")
+	crCheckStored(t, c, ss, true, "final")
 	crCheckArtifacts(t, c, dir, ss)
 	n.Term()
 }
