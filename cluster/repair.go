@@ -42,7 +42,7 @@ type RepairResult struct {
 // The one thing it cannot rebuild is a membership change that was only in
 // the lost record; the result names the configuration the node keeps.
 // Repair refuses a data directory in use (ErrDataDirInUse) or without Raft
-// state, and a state database that is damaged (a normal start rebuilds that).
+// state. A damaged state database is moved aside, as a start would.
 func Repair(cfg Config, logger *slog.Logger) (res RepairResult, err error) {
 	if cfg.DataDir == "" {
 		return res, errors.New("data dir must not be empty")
@@ -98,14 +98,24 @@ func Repair(cfg Config, logger *slog.Logger) (res RepairResult, err error) {
 	if len(metas) > 0 {
 		res.SnapshotIndex = metas[0].Index
 	}
-	if err := storage.CheckStateFile(statePath(cfg.DataDir)); err != nil {
-		return res, fmt.Errorf("the state database is damaged (a normal start moves it aside and rebuilds it): %w", err)
-	}
-	if state, err = storage.OpenState(statePath(cfg.DataDir), storage.DefaultStateOptions()); err != nil {
-		return res, err
-	}
-	if res.Applied, res.AppliedTerm, err = state.AppliedIndex(); err != nil {
-		return res, err
+	// A damaged state database goes aside as at a start (which rebuilds it
+	// from the snapshot); then only the snapshot is evidence.
+	sp := statePath(cfg.DataDir)
+	if _, serr := os.Stat(sp); serr == nil {
+		if err := storage.CheckStateFile(sp); err != nil {
+			aside := fmt.Sprintf("%s.damaged-%d", sp, time.Now().UnixNano())
+			logger.Error("state database is damaged; moving it aside (the next start rebuilds it from the latest snapshot)", "err", err, "moved_to", aside)
+			if err := os.Rename(sp, aside); err != nil {
+				return res, err
+			}
+		} else {
+			if state, err = storage.OpenState(sp, storage.DefaultStateOptions()); err != nil {
+				return res, err
+			}
+			if res.Applied, res.AppliedTerm, err = state.AppliedIndex(); err != nil {
+				return res, err
+			}
+		}
 	}
 
 	// Keep the damaged bytes: copy the last segment aside before the open
