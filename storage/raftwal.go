@@ -79,10 +79,11 @@ import (
 // fdatasync never returned: it is truncated away (ftruncate + fdatasync) together
 // with everything after it, and Truncation reports what was cut. That is decided
 // by evidence, not by the bytes: the caller passes an index it knows committed
-// (the state database's applied index, the latest snapshot's), and a damaged or
-// missing record at or below it is never dropped: it was committed, so the damage
-// is corruption, and the open fails with ErrWALCommitted, changing nothing. The
-// same damage followed by a valid record, anywhere in
+// (the state database's applied index, the latest snapshot's), and a damaged
+// record at or below it is never dropped: it was committed, so the damage is
+// corruption, and the open fails with ErrWALCommitted, changing nothing (a log
+// that simply ends below that index is the caller's to notice). The same damage
+// followed by a valid record, anywhere in
 // a segment that is not the last, a record with a valid CRC that does not decode or
 // carries the wrong index, or a gap between segments make the open fail with the
 // file and offset. Consequently a crash that persisted pages of a multi-record
