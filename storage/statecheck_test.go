@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/klauspost/compress/zstd"
 	"go.etcd.io/bbolt"
 )
 
@@ -247,4 +249,41 @@ func FuzzCheckStateFile(f *testing.F) {
 			t.Fatalf("the check passed, bbolt's Check fails: %v", err)
 		}
 	})
+}
+
+// TestRestoreFileRefusesDamagedPages: a snapshot stream (checksums intact)
+// carrying a database with a zeroed page is refused before it can replace the
+// live file; bbolt's read-only open, the only check before, does not read it.
+func TestRestoreFileRefusesDamagedPages(t *testing.T) {
+	dir := t.TempDir()
+	path, pristine := stateCheckFixture(t, dir, 4, 40)
+	leaf := statePagesByType(t, path)["leaf"][0]
+	for _, damaged := range []bool{false, true} {
+		b := append([]byte(nil), pristine...)
+		if damaged {
+			clear(b[leaf*4096 : (leaf+1)*4096])
+		}
+		var stream bytes.Buffer
+		stream.Write(append(append([]byte(nil), snapshotMagic...), StateFormatVersion))
+		enc, err := zstd.NewWriter(&stream, zstd.WithEncoderCRC(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		enc.Write(b)
+		enc.Close()
+		tmp, err := RestoreFile(&stream, filepath.Join(dir, "restored.db"))
+		if !damaged {
+			if err != nil {
+				t.Fatalf("undamaged: %v", err)
+			}
+			os.Remove(tmp)
+			continue
+		}
+		if !errors.Is(err, ErrStateDamaged) {
+			t.Fatalf("RestoreFile of a database with zeroed page %d = %q, %v; want ErrStateDamaged", leaf, tmp, err)
+		}
+		if left, _ := filepath.Glob(filepath.Join(dir, "restored.db.restore-*")); len(left) > 0 {
+			t.Errorf("temporary files left: %v", left)
+		}
+	}
 }
