@@ -620,6 +620,23 @@ func TestCrash_DamagedLastWALRecordIsRefusedAndRepaired(t *testing.T) {
 			t.FailNow()
 		}
 	}
+	// A torn write above the applied index (half a record appended) is cut,
+	// with a log line, and the node runs on.
+	n.Term()
+	seg, _, _, index := crWALLastRecord(t, dir)
+	f, err := os.OpenFile(seg, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte{0, 0, 1, 0, 0xde, 0xad, 0xbe, 0xef, 1, 2, 3})
+	f.Close()
+	n.Start()
+	n.WaitReady(c)
+	if l := crGrep(n.Log(), "raft wal: truncated a torn tail"); len(l) != 1 || !strings.Contains(l[0], fmt.Sprintf("index=%d", index+1)) {
+		t.Errorf("a torn tail at index %d: want one log line saying it was truncated, have %q", index+1, l)
+	}
+	crCheckStored(t, c, ss, true, "after a torn tail")
+
 	// On an undamaged node, node repair changes nothing.
 	n.Term()
 	segsBefore, _ := filepath.Glob(filepath.Join(dir, "raft", "wal", "*"))
