@@ -109,14 +109,12 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 	if n.local, err = storage.OpenRaftStore(raftStorePath(cfg.DataDir)); err != nil {
 		return nil, err
 	}
-	if n.logs, err = storage.OpenRaftWAL(raftWALDir(cfg.DataDir)); err != nil {
-		return nil, err
-	}
 	if n.snaps, err = raft.NewFileSnapshotStoreWithLogger(raftDir(cfg.DataDir), 1, hl); err != nil {
 		return nil, err
 	}
 	guardStart := time.Now()
-	restored, err := guardState(statePath(cfg.DataDir), n.snaps, n.logs, n.logger, needsVerify(cfg.DataDir))
+	var restored bool
+	n.logs, restored, err = guardState(cfg.DataDir, n.snaps, n.logger, needsVerify(cfg.DataDir)) // guard.go: opens the WAL too
 	guardDur := time.Since(guardStart)
 	if err != nil {
 		return nil, err
@@ -199,97 +197,6 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 	n.logger.Info("node started", "raft_addr", n.transport.LocalAddr(), "gossip_addr", cfg.GossipAddr,
 		"data_dir", cfg.DataDir, "has_state", hasState, "bootstrap_expect", cfg.bootstrapExpect(), "join", cfg.Join)
 	return n, nil
-}
-
-// guardState is DESIGN.md §1's start-up guard: before Raft starts, when the
-// state file is missing, cannot be opened, or is older than the latest
-// snapshot (a crash during a snapshot install, a restored old file), restore
-// that snapshot into place. A damaged file is kept aside, never deleted.
-//
-// When verify is set (the operating system may have crashed since the file
-// was last synced), the whole file is checked page by page first.
-func guardState(path string, snaps raft.SnapshotStore, logs raft.LogStore, logger *slog.Logger, verify bool) (bool, error) {
-	// A restore killed part-way leaves its temporary copy behind.
-	if stale, _ := filepath.Glob(path + ".restore-*.tmp"); len(stale) > 0 {
-		for _, f := range stale {
-			_ = os.Remove(f)
-		}
-		logger.Info("removed temporary files of an interrupted restore", "files", len(stale))
-	}
-	metas, err := snaps.List()
-	if err != nil {
-		return false, fmt.Errorf("list snapshots: %w", err)
-	}
-	need := false
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		need = len(metas) > 0
-	} else if err != nil {
-		return false, err
-	} else {
-		db, err := storage.OpenState(path, storage.StateOptions{})
-		if err == nil && verify {
-			logger.Info("verifying the state database after an unclean stop of the previous boot")
-			if err = db.Check(); err != nil {
-				db.Close()
-			}
-		}
-		if err != nil {
-			aside := fmt.Sprintf("%s.damaged-%d", path, time.Now().UnixNano())
-			logger.Error("state database cannot be opened; moving it aside and rebuilding", "err", err, "moved_to", aside)
-			if err := os.Rename(path, aside); err != nil {
-				return false, err
-			}
-			need = len(metas) > 0
-		} else {
-			idx, _, err := db.AppliedIndex()
-			db.Close()
-			if err != nil {
-				return false, err
-			}
-			if len(metas) > 0 && idx < metas[0].Index && changesState(logs, idx, metas[0].Index) {
-				logger.Warn("state database is older than the latest snapshot; restoring it", "applied_index", idx, "snapshot_index", metas[0].Index)
-				need = true
-			}
-		}
-	}
-	if !need {
-		return false, nil
-	}
-	_, rc, err := snaps.Open(metas[0].ID)
-	if err != nil {
-		return false, fmt.Errorf("open snapshot %s: %w", metas[0].ID, err)
-	}
-	defer rc.Close()
-	tmp, err := storage.RestoreFile(rc, path)
-	if err != nil {
-		return false, err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return false, err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	return true, nil
-}
-
-// changesState reports whether any entry in (from, to] would change the FSM,
-// or cannot be read. A snapshot taken right after a leadership change is
-// stamped with the index of a no-op or barrier entry, which the FSM never
-// sees; a state database that applied everything before it is current.
-func changesState(logs raft.LogStore, from, to uint64) bool {
-	for i := to; i > from; i-- {
-		var l raft.Log
-		if err := logs.GetLog(i, &l); err != nil {
-			return true
-		}
-		if l.Type == raft.LogCommand || l.Type == raft.LogConfiguration {
-			return true
-		}
-	}
-	return false
 }
 
 // runLeadership mints the cluster id once and confirms each new leadership

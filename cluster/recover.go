@@ -99,15 +99,12 @@ func Recover(cfg Config, servers []raft.Server, logger *slog.Logger, confirm fun
 	if local, err = storage.OpenRaftStore(raftStorePath(cfg.DataDir)); err != nil {
 		return res, inUse(err)
 	}
-	if logs, err = storage.OpenRaftWAL(raftWALDir(cfg.DataDir)); err != nil {
-		return res, inUse(err)
-	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(raftDir(cfg.DataDir), 1, hl)
 	if err != nil {
 		return res, err
 	}
-	if _, err := guardState(statePath(cfg.DataDir), snaps, logs, logger, needsVerify(cfg.DataDir)); err != nil {
-		return res, err
+	if logs, _, err = guardState(cfg.DataDir, snaps, logger, needsVerify(cfg.DataDir)); err != nil {
+		return res, inUse(err)
 	}
 	if err := writeBootMarker(cfg.DataDir, false); err != nil {
 		return res, err

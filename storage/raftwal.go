@@ -77,7 +77,13 @@ import (
 // OpenRaftWAL scans every segment. A record that is short, has an impossible
 // length or fails its CRC at the end of the last segment is a write whose
 // fdatasync never returned: it is truncated away (ftruncate + fdatasync) together
-// with everything after it. The same damage followed by a valid record, anywhere in
+// with everything after it, and Truncation reports what was cut. That is decided
+// by evidence, not by the bytes: the caller passes an index it knows committed
+// (the state database's applied index, the latest snapshot's), and a damaged
+// record at or below it is never dropped: it was committed, so the damage is
+// corruption, and the open fails with ErrWALCommitted, changing nothing (a log
+// that simply ends below that index is the caller's to notice). The same damage
+// followed by a valid record, anywhere in
 // a segment that is not the last, a record with a valid CRC that does not decode or
 // carries the wrong index, or a gap between segments make the open fail with the
 // file and offset. Consequently a crash that persisted pages of a multi-record
@@ -101,9 +107,10 @@ type RaftWAL struct {
 	// fields below mu's. mu guards what readers see; writers hold wmu and take mu
 	// only to publish.
 	wmu       sync.Mutex
-	metaFirst uint64 // wal.meta's first as on disk
-	failed    error  // sticky: the disk state is uncertain, reopen to recover
-	buf       []byte // encoding buffer, reused
+	metaFirst uint64         // wal.meta's first as on disk
+	failed    error          // sticky: the disk state is uncertain, reopen to recover
+	truncated *WALTruncation // the torn tail the open cut off, if any
+	buf       []byte         // encoding buffer, reused
 	pend      []walLoc
 
 	mu     sync.RWMutex
@@ -176,18 +183,41 @@ var (
 	walErrRange = errors.New("raft wal range")
 )
 
+// ErrWALCommitted is returned by OpenRaftWAL when the damaged tail of the log
+// holds an index at or below the committed index it was given: dropping it as a
+// torn write would lose a committed entry.
+var ErrWALCommitted = errors.New("damaged raft wal record at a committed index")
+
+// WALTruncation describes the torn tail an open cut off.
+type WALTruncation struct {
+	Segment string // the segment file
+	Offset  int64  // where the cut was made
+	Bytes   int64  // bytes removed
+	Index   uint64 // the index the first removed record would have had
+	Reason  string // what was wrong with it
+}
+
 // OpenRaftWAL opens the write-ahead log in dir, creating dir (0700) and its files
-// (0600) if needed. It recovers from a torn tail and refuses damage anywhere else
+// (0600) if needed. It recovers from a torn tail above committed (an index the
+// caller knows committed: 0 when it knows none) and refuses damage anywhere else
 // (see RaftWAL). A second open of the same directory fails while the first is open.
-func OpenRaftWAL(dir string) (*RaftWAL, error) {
-	w, err := walOpen(dir)
+func OpenRaftWAL(dir string, committed uint64) (*RaftWAL, error) {
+	w, err := walOpen(dir, committed)
 	if err != nil {
 		return nil, fmt.Errorf("open raft wal %s: %w", dir, err)
 	}
 	return w, nil
 }
 
-func walOpen(dir string) (_ *RaftWAL, err error) {
+// Truncation reports the torn tail this open cut off, if it cut one.
+func (w *RaftWAL) Truncation() (WALTruncation, bool) {
+	if w.truncated == nil {
+		return WALTruncation{}, false
+	}
+	return *w.truncated, true
+}
+
+func walOpen(dir string, committed uint64) (_ *RaftWAL, err error) {
 	switch _, err := os.Stat(dir); {
 	case errors.Is(err, fs.ErrNotExist):
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -235,14 +265,15 @@ func walOpen(dir string) (_ *RaftWAL, err error) {
 	case err != nil:
 		return nil, err
 	}
-	if err := w.walRecover(names); err != nil {
+	if err := w.walRecover(names, committed); err != nil {
 		return nil, err
 	}
 	return w, nil
 }
 
-// walRecover scans the segments named by bases (ascending) into w.
-func (w *RaftWAL) walRecover(bases []uint64) error {
+// walRecover scans the segments named by bases (ascending) into w; a torn
+// tail at or below committed is an error.
+func (w *RaftWAL) walRecover(bases []uint64, committed uint64) error {
 	// Segments wholly below wal.meta's first (the next one starts at or below it)
 	// are leftovers of an interrupted DeleteRange: remove them unread.
 	var remove []string
@@ -271,7 +302,7 @@ func (w *RaftWAL) walRecover(bases []uint64) error {
 		if err != nil {
 			return err
 		}
-		end, torn, err := walScanSegment(f, path, fi.Size(), base, i == len(bases)-1, func(index uint64, off int64, n uint32) {
+		end, torn, err := walScanSegment(f, path, fi.Size(), base, i == len(bases)-1, committed, func(index uint64, off int64, n uint32) {
 			if index >= w.metaFirst {
 				w.locs = append(w.locs, walLoc{seg: seg, off: off, n: n})
 				if w.first == 0 {
@@ -284,7 +315,8 @@ func (w *RaftWAL) walRecover(bases []uint64) error {
 			return err
 		}
 		seg.size = end
-		if torn {
+		if torn != nil {
+			w.truncated = torn
 			if err := f.Truncate(end); err != nil {
 				return err
 			}
@@ -319,9 +351,9 @@ func (w *RaftWAL) walRecover(bases []uint64) error {
 // walScanSegment reads the records of the segment f (size bytes) from the start,
 // calling fn for each valid one; the first must carry index base. It returns the
 // end of the last valid record. Damage at the end of the last segment (last true)
-// ends the scan with torn true; any other damage is an error naming path and
-// offset.
-func walScanSegment(f *os.File, path string, size int64, base uint64, last bool, fn func(index uint64, off int64, n uint32)) (end int64, torn bool, err error) {
+// ends the scan with torn set, unless the damaged record's index is at or below
+// committed; that and any other damage is an error naming path and offset.
+func walScanSegment(f *os.File, path string, size int64, base uint64, last bool, committed uint64, fn func(index uint64, off int64, n uint32)) (end int64, torn *WALTruncation, err error) {
 	r := bufio.NewReaderSize(io.NewSectionReader(f, 0, size), 1<<20)
 	var (
 		off    int64
@@ -336,7 +368,7 @@ func walScanSegment(f *os.File, path string, size int64, base uint64, last bool,
 			break
 		}
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			return 0, false, fmt.Errorf("segment %s offset %d: %w", path, off, err)
+			return 0, nil, fmt.Errorf("segment %s offset %d: %w", path, off, err)
 		}
 		n := binary.BigEndian.Uint32(hdr[0:4])
 		if n < walMinPayload || n > walMaxPayload {
@@ -352,7 +384,7 @@ func walScanSegment(f *os.File, path string, size int64, base uint64, last bool,
 		}
 		buf = buf[:n]
 		if _, err := io.ReadFull(r, buf); err != nil {
-			return 0, false, fmt.Errorf("segment %s offset %d: %w", path, off, err)
+			return 0, nil, fmt.Errorf("segment %s offset %d: %w", path, off, err)
 		}
 		if got, want := walChecksum(hdr[0:4], buf), binary.BigEndian.Uint32(hdr[4:8]); got != want {
 			reason = fmt.Sprintf("checksum %08x, stored %08x", got, want)
@@ -362,30 +394,34 @@ func walScanSegment(f *os.File, path string, size int64, base uint64, last bool,
 		// index is not a torn write: always an error.
 		var l raft.Log
 		if err := walDecodePayload(buf, &l); err != nil {
-			return 0, false, fmt.Errorf("segment %s offset %d: %w", path, off, err)
+			return 0, nil, fmt.Errorf("segment %s offset %d: %w", path, off, err)
 		}
 		if l.Index != next {
-			return 0, false, fmt.Errorf("segment %s offset %d: record has index %d, want %d: %w", path, off, l.Index, next, walErrCorrupt)
+			return 0, nil, fmt.Errorf("segment %s offset %d: record has index %d, want %d: %w", path, off, l.Index, next, walErrCorrupt)
 		}
 		fn(l.Index, off, walHeaderSize+n)
 		next++
 		off += walHeaderSize + int64(n)
 	}
 	if off == size {
-		return off, false, nil
+		return off, nil, nil
 	}
 	if !last {
-		return 0, false, fmt.Errorf("segment %s offset %d (record %d), not the last segment: %s: %w", path, off, next, reason, walErrCorrupt)
+		return 0, nil, fmt.Errorf("segment %s offset %d (record %d), not the last segment: %s: %w", path, off, next, reason, walErrCorrupt)
 	}
 	voff, vindex, err := walFindRecordAfter(f, off, size, next)
 	if err != nil {
-		return 0, false, fmt.Errorf("segment %s: %w", path, err)
+		return 0, nil, fmt.Errorf("segment %s: %w", path, err)
 	}
 	if voff >= 0 {
-		return 0, false, fmt.Errorf("segment %s offset %d (record %d): %s, followed by a valid record (index %d) at offset %d: refusing to drop it: %w",
+		return 0, nil, fmt.Errorf("segment %s offset %d (record %d): %s, followed by a valid record (index %d) at offset %d: refusing to drop it: %w",
 			path, off, next, reason, vindex, voff, walErrCorrupt)
 	}
-	return off, true, nil
+	if next <= committed {
+		return 0, nil, fmt.Errorf("segment %s offset %d (record %d): %s; index %d is at or below the committed index %d (applied or snapshotted), so this is not a torn write: %w (%w)",
+			path, off, next, reason, next, committed, ErrWALCommitted, walErrCorrupt)
+	}
+	return off, &WALTruncation{Segment: path, Offset: off, Bytes: size - off, Index: next, Reason: reason}, nil
 }
 
 // walFindRecordAfter looks for a valid record starting anywhere in (from, size)

@@ -74,7 +74,7 @@ func checkRaftLogEqual(tb testing.TB, got, want *raft.Log) {
 // walOpenTest opens a RaftWAL in dir and closes it when the test ends.
 func walOpenTest(tb testing.TB, dir string) *RaftWAL {
 	tb.Helper()
-	w, err := OpenRaftWAL(dir)
+	w, err := OpenRaftWAL(dir, 0)
 	if err != nil {
 		tb.Fatalf("OpenRaftWAL(%s): %v", dir, err)
 	}
@@ -698,6 +698,90 @@ func TestRaftWAL_TornTail(t *testing.T) {
 	})
 }
 
+// The torn-tail rule is decided by evidence: a damaged last record at or below
+// the committed index the caller passes (state.db's applied index, the latest
+// snapshot's) is never dropped: the open fails with ErrWALCommitted and leaves
+// the files as they were. Above it, the tail is cut and Truncation says what.
+func TestRaftWAL_DamageAtACommittedIndex(t *testing.T) {
+	flipData := func(b []byte, off, n int64) []byte { b[off+n-3] ^= 0x01; return b }
+	flipCRC := func(b []byte, off, n int64) []byte { b[off+5] ^= 0x01; return b }
+	cutHalf := func(b []byte, off, n int64) []byte { return b[:off+n/2] }
+	garbage := func(b []byte, off, n int64) []byte { return append(b, 0, 0, 1, 0, 9, 9) }
+	tests := []struct {
+		name      string
+		damage    func(b []byte, off, n int64) []byte
+		committed uint64
+		wantErr   bool   // ErrWALCommitted, nothing changed
+		wantLast  uint64 // otherwise: the last index after the cut
+		wantIndex uint64 // and the index Truncation reports
+	}{
+		{"one bit of the last record's data, record applied", flipData, 30, true, 0, 0},
+		{"one bit of the last record's checksum, record applied", flipCRC, 30, true, 0, 0},
+		{"last record cut, record applied", cutHalf, 30, true, 0, 0},
+		{"last record flipped, applied index beyond it", flipData, 35, true, 0, 0},
+		{"one bit of the last record's data, not applied", flipData, 29, false, 29, 30},
+		{"last record cut, nothing known committed", cutHalf, 0, false, 29, 30},
+		{"garbage after the applied last record", garbage, 30, false, 30, 31},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			w := walOpenTest(t, dir)
+			walStoreTest(t, w, 1, 20, 1)
+			walStoreTest(t, w, 21, 30, 10)
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			path := walLastSegment(t, dir)
+			offs, lens := walRecordSpans(t, path)
+			last := len(offs) - 1
+			walEditFile(t, path, func(b []byte) []byte { return tt.damage(b, offs[last], lens[last]) })
+			damaged, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			w, err = OpenRaftWAL(dir, tt.committed)
+			if tt.wantErr {
+				if !errors.Is(err, ErrWALCommitted) {
+					t.Fatalf("OpenRaftWAL(committed %d) = %v, want ErrWALCommitted", tt.committed, err)
+				}
+				if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "record 30") {
+					t.Errorf("error %q does not name the segment and the record", err)
+				}
+				if after, _ := os.ReadFile(path); !bytes.Equal(after, damaged) {
+					t.Errorf("the refused open changed the segment")
+				}
+				// The lock was released: the directory can be opened again.
+				w, err := OpenRaftWAL(dir, 0)
+				if err != nil {
+					t.Fatalf("open without evidence: %v", err)
+				}
+				w.Close()
+				return
+			}
+			if err != nil {
+				t.Fatalf("OpenRaftWAL(committed %d): %v", tt.committed, err)
+			}
+			t.Cleanup(func() { w.Close() })
+			walCheckBounds(t, w, 1, tt.wantLast)
+			tr, ok := w.Truncation()
+			if !ok || tr.Index != tt.wantIndex || tr.Segment != path || tr.Bytes != int64(len(damaged))-tr.Offset || tr.Reason == "" {
+				t.Errorf("Truncation() = %+v, %v; want index %d in %s, %d bytes from the offset", tr, ok, tt.wantIndex, path, int64(len(damaged))-tr.Offset)
+			}
+		})
+	}
+	t.Run("no damage: no truncation", func(t *testing.T) {
+		dir := t.TempDir()
+		w := walOpenTest(t, dir)
+		walStoreTest(t, w, 1, 3, 3)
+		w = walReopenTest(t, w)
+		if tr, ok := w.Truncation(); ok {
+			t.Errorf("Truncation() = %+v after a clean reopen", tr)
+		}
+	})
+}
+
 // Damage that a torn write cannot explain refuses the open, names the file and
 // offset, and leaves the files as they were.
 func TestRaftWAL_Corrupt(t *testing.T) {
@@ -791,7 +875,7 @@ func TestRaftWAL_Corrupt(t *testing.T) {
 			}
 			file, off := tt.damage(t, dir)
 			before := walSnapshotDir(t, dir)
-			w2, err := OpenRaftWAL(dir)
+			w2, err := OpenRaftWAL(dir, 0)
 			if err == nil {
 				w2.Close()
 				t.Fatal("OpenRaftWAL of a damaged log succeeded")
@@ -834,7 +918,7 @@ func walSnapshotDir(t *testing.T, dir string) map[string]string {
 func TestRaftWAL_Lock(t *testing.T) {
 	dir := t.TempDir()
 	w := walOpenTest(t, dir)
-	if w2, err := OpenRaftWAL(dir); err == nil {
+	if w2, err := OpenRaftWAL(dir, 0); err == nil {
 		w2.Close()
 		t.Fatal("second OpenRaftWAL of an open directory succeeded")
 	}
@@ -1119,7 +1203,22 @@ func FuzzWALOpen(f *testing.F) {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		w, err := OpenRaftWAL(dir)
+		// With evidence (index 3 committed): a cut never reaches index 3, and a
+		// refusal changes nothing.
+		if w, err := OpenRaftWAL(dir, 3); err == nil {
+			if tr, ok := w.Truncation(); ok && tr.Index <= 3 {
+				t.Fatalf("committed 3, but the open cut from index %d", tr.Index)
+			}
+			w.Close()
+			if err := os.WriteFile(path, data, 0o600); err != nil { // undo the cut for the open below
+				t.Fatal(err)
+			}
+		} else if errors.Is(err, ErrWALCommitted) {
+			if kept, _ := os.ReadFile(path); !bytes.Equal(kept, data) {
+				t.Fatalf("a refused open changed the segment")
+			}
+		}
+		w, err := OpenRaftWAL(dir, 0)
 		if err != nil {
 			if !errors.Is(err, walErrCorrupt) && !errors.Is(err, walErrVersion) {
 				t.Fatalf("OpenRaftWAL error %v is neither walErrCorrupt nor walErrVersion", err)
@@ -1151,7 +1250,7 @@ func FuzzWALOpen(f *testing.F) {
 			t.Fatalf("StoreLog(%d) after recovery: %v", last+1, err)
 		}
 		w.Close()
-		w2, err := OpenRaftWAL(dir)
+		w2, err := OpenRaftWAL(dir, 0)
 		if err != nil {
 			t.Fatalf("reopen after recovery: %v", err)
 		}

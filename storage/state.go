@@ -294,6 +294,11 @@ func RestoreFile(r io.Reader, path string) (string, error) {
 		return "", fmt.Errorf("restore: snapshot does not hold a database: %w", err)
 	}
 	db.Close()
+	// Nor one whose pages would crash bbolt's read-write Open (which walks them).
+	if err := CheckStateFile(tmp); err != nil {
+		os.Remove(tmp)
+		return "", fmt.Errorf("restore: snapshot holds a damaged database: %w", err)
+	}
 	return tmp, nil
 }
 

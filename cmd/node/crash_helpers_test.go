@@ -8,6 +8,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/bbolt"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/status"
@@ -898,4 +900,78 @@ func (s *crSession) recordAck(evs []string, sends int, dup bool) {
 	case sends > 1:
 		s.stats.ResolvedFresh++
 	}
+}
+
+// crStatePages lists the pages of a state database in use (not free) by
+// type ("branch", "leaf", "meta"), read from a scratch copy.
+func crStatePages(t *testing.T, path string) map[string][]int {
+	t.Helper()
+	tmp := filepath.Join(t.TempDir(), "pages.db")
+	crCopyFile(t, path, tmp)
+	db, err := bbolt.Open(tmp, 0o600, &bbolt.Options{ReadOnly: true, PreLoadFreelist: true})
+	if err != nil {
+		t.Fatalf("open a copy of %s: %v", path, err)
+	}
+	defer db.Close()
+	out := map[string][]int{}
+	err = db.View(func(tx *bbolt.Tx) error {
+		for id := 2; ; id++ {
+			info, err := tx.Page(id)
+			if err != nil || info == nil {
+				return err
+			}
+			out[info.Type] = append(out[info.Type], id)
+			id += info.OverflowCount
+		}
+	})
+	if err != nil {
+		t.Fatalf("pages of %s: %v", path, err)
+	}
+	return out
+}
+
+// crDamageFile applies damage to the bytes of the file at path, in place.
+func crDamageFile(t *testing.T, path string, damage func(b []byte)) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	damage(b)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// crWALLastRecord finds the final record of a stopped node's Raft log (the
+// last segment of raft/wal, records of u32 length, u32 CRC, payload whose
+// second byte starts the index uvarint): its segment, offset, length and index.
+func crWALLastRecord(t *testing.T, dataDir string) (path string, off, n int64, index uint64) {
+	t.Helper()
+	segs, _ := filepath.Glob(filepath.Join(dataDir, "raft", "wal", "*.wal"))
+	if len(segs) == 0 {
+		t.Fatalf("no WAL segment in %s", dataDir)
+	}
+	path = segs[len(segs)-1]
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off = -1
+	for p := int64(0); p+8 <= int64(len(b)); {
+		l := int64(binary.BigEndian.Uint32(b[p:]))
+		if p+8+l > int64(len(b)) {
+			t.Fatalf("%s: record at %d runs past the end", path, p)
+		}
+		off, n = p, 8+l
+		p += 8 + l
+	}
+	if off < 0 {
+		t.Fatalf("%s holds no record", path)
+	}
+	index, k := binary.Uvarint(b[off+9:])
+	if k <= 0 {
+		t.Fatalf("%s: the last record's index does not decode", path)
+	}
+	return path, off, n, index
 }

@@ -6,11 +6,14 @@ package main
 // crash_helpers_test.go.
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -400,6 +403,253 @@ func TestCrash_IdleSnapshotDoesNotForceARestoreAtEveryStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	crCheckStored(t, c, ss, true, "after the restarts")
+	crCheckArtifacts(t, c, dir, ss)
+	n.Term()
+}
+
+// TestCrash_DamagedStatePagesAreMovedAsideAndRebuilt flips real bytes in the
+// state database of a stopped node: a zeroed leaf page (bbolt.Open panicked in
+// its own goroutine with "Page expected to be: N, but self identifies as 0", a
+// crash loop), a branch page's child pointer sent past the end of the file (a
+// fault in bbolt's walk), both meta pages. Each time the node starts, moves the
+// file aside (bytes kept), rebuilds it from the latest snapshot and the Raft
+// log, and serves every acknowledged event.
+func TestCrash_DamagedStatePagesAreMovedAsideAndRebuilt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash test: builds, runs and kills the real binary")
+	}
+	bin := crBinary(t)
+	dir := t.TempDir()
+	statePath := filepath.Join(dir, "state.db")
+	n := crNewNode(t, bin, dir, "--snapshot-threshold", "200", "--snapshot-interval", "1s", "--trailing-logs", "100")
+	n.Start()
+	c := crDial(t, n.GRPCAddr)
+	n.WaitReady(c)
+	ss := crMakeSessions("pages", 8, "/w/pages")
+	crCreateAll(t, c, ss)
+	seed := crSeed(t)
+	crWriteLoad(t, c, ss, 80, seed) // ~25 KiB per session: events on several leaf pages under a branch page
+	snap := crWaitSnapshot(t, dir, 0, func() {
+		if err := ss[0].AppendBatch(c, 1); err != nil {
+			t.Fatalf("poke: %v", err)
+		}
+	})
+	t.Logf("snapshot %s at index %d", snap.ID, snap.Index)
+	ps := os.Getpagesize()
+	const movedMsg = "state database is damaged or cannot be opened; moving it aside"
+
+	cases := []struct {
+		name   string
+		damage func(t *testing.T, b []byte, pages map[string][]int)
+	}{
+		{"a leaf page zeroed", func(t *testing.T, b []byte, pages map[string][]int) {
+			leaf := pages["leaf"][len(pages["leaf"])/2]
+			clear(b[leaf*ps : (leaf+1)*ps])
+			t.Logf("zeroed leaf page %d", leaf)
+		}},
+		{"a branch page's first child pointer past the end of the file", func(t *testing.T, b []byte, pages map[string][]int) {
+			br := pages["branch"][0]
+			b[br*ps+16+8+3] ^= 0x10 // child page id + 2^28
+			t.Logf("flipped a bit of branch page %d's first child id", br)
+		}},
+		{"both meta pages flipped", func(t *testing.T, b []byte, pages map[string][]int) {
+			b[16+48] ^= 0x01 // txid
+			b[ps+16+48] ^= 0x01
+		}},
+	}
+	for i, tc := range cases {
+		// More acknowledged writes after the snapshot, so the rebuild needs
+		// the log too.
+		crWriteLoad(t, c, ss, 10, seed+uint64(i)+1)
+		n.Term()
+		pages := crStatePages(t, statePath)
+		if len(pages["branch"]) == 0 || len(pages["leaf"]) == 0 {
+			t.Fatalf("%s: the state database has no branch or no leaf page: %v", tc.name, pages)
+		}
+		before := map[string]bool{}
+		for _, f := range crStateFiles(dir) {
+			before[f] = true
+		}
+		var damaged []byte
+		crDamageFile(t, statePath, func(b []byte) {
+			tc.damage(t, b, pages)
+			damaged = append([]byte(nil), b...)
+		})
+		n.Start()
+		ready := n.WaitReady(c) // fails the test if the node exits (the crash loop)
+		if l := crGrep(n.Log(), movedMsg); len(l) != 1 {
+			t.Errorf("%s: want one log line %q, have %q", tc.name, movedMsg, l)
+		} else {
+			t.Logf("%s: %s", tc.name, l[0])
+		}
+		var aside []string
+		for _, f := range crStateFiles(dir) {
+			if strings.HasPrefix(f, "state.db.damaged-") && !before[f] {
+				aside = append(aside, f)
+			}
+		}
+		if len(aside) != 1 {
+			t.Errorf("%s: want one new state.db.damaged-* file, have %v", tc.name, crStateFiles(dir))
+		} else if b, err := os.ReadFile(filepath.Join(dir, aside[0])); err != nil || !bytes.Equal(b, damaged) {
+			t.Errorf("%s: %s does not hold the damaged file's bytes (err %v)", tc.name, aside[0], err)
+		}
+		total := crCheckStored(t, c, ss, true, tc.name)
+		if _, events := crSumStats(ss); total != events {
+			t.Errorf("%s: %d events stored, %d acknowledged", tc.name, total, events)
+		}
+		if t.Failed() {
+			t.FailNow()
+		}
+		t.Logf("%s: moved aside, rebuilt, ready in %v, all %d acknowledged events served", tc.name, ready.Round(time.Millisecond), total)
+	}
+	crWriteLoad(t, c, ss, 5, seed+100)
+	crCheckStored(t, c, ss, true, "final")
+	crCheckArtifacts(t, c, dir, ss)
+	n.Term()
+}
+
+// TestCrash_DamagedLastWALRecordIsRefusedAndRepaired flips one bit in the final
+// record of a stopped node's Raft log, a record the state database had already
+// applied. The node used to drop it as a torn write without a word and run with
+// its applied index above the log's last index (new entries at that index were
+// then skipped by the state machine, and a node joining later replayed a log
+// without the entry). Now the start is refused with a message naming the
+// record and the repair command, changing nothing; `node repair` rebuilds the
+// log's end from the state, and the node serves every acknowledged event and
+// applies new writes. The same holds for a log whose final record is gone
+// (cut at the record boundary, as 2f2e872 left a log after such a flip).
+func TestCrash_DamagedLastWALRecordIsRefusedAndRepaired(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash test: builds, runs and kills the real binary")
+	}
+	bin := crBinary(t)
+	dir := t.TempDir()
+	n := crNewNode(t, bin, dir)
+	n.Start()
+	c := crDial(t, n.GRPCAddr)
+	n.WaitReady(c)
+	ss := crMakeSessions("wal", 4, "/w/wal")
+	crCreateAll(t, c, ss)
+	seed := crSeed(t)
+	cases := []struct {
+		name   string
+		damage func(b []byte, off, size int64) []byte
+		want   string // in the refused start's output
+	}{
+		{"one bit flipped in the final record", func(b []byte, off, size int64) []byte { b[off+size-2] ^= 0x04; return b }, "record %d"},
+		{"the final record cut off at its boundary", func(b []byte, off, size int64) []byte { return b[:off] }, "but the Raft log ends at %d"},
+	}
+	for ci, tc := range cases {
+		crWriteLoad(t, c, ss, 30, seed+uint64(ci))
+		if err := ss[0].AppendBatch(c, 2); err != nil { // the last acknowledged write
+			t.Fatal(err)
+		}
+		n.Term()
+
+		seg, off, size, index := crWALLastRecord(t, dir)
+		applied := crAppliedIndex(t, filepath.Join(dir, "state.db"))
+		if applied < index {
+			t.Fatalf("%s: precondition: the last WAL record (index %d) is not applied (state.db applied index %d)", tc.name, index, applied)
+		}
+		b, err := os.ReadFile(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		damaged := tc.damage(b, off, size)
+		if err := os.WriteFile(seg, damaged, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: final record index %d, %d bytes at offset %d of %s; state.db applied index %d",
+			tc.name, index, size, off, filepath.Base(seg), applied)
+		want := fmt.Sprintf(tc.want, index)
+		if ci == 1 {
+			want = fmt.Sprintf(tc.want, index-1)
+		}
+
+		// The start is refused, loudly, and nothing is changed.
+		n.Start()
+		select {
+		case <-n.cur.exited:
+		case <-time.After(crReadyTimeout):
+			n.Kill()
+			t.Fatalf("%s: the node did not refuse to start (still running after %v)", tc.name, crReadyTimeout)
+		}
+		r := n.cur
+		n.cur = nil
+		if r.err == nil {
+			t.Errorf("%s: the refused start exited with status 0", tc.name)
+		}
+		for _, w := range []string{"refusing to start", want, "node repair --data-dir " + dir} {
+			if !strings.Contains(n.Log(), w) {
+				t.Errorf("%s: the refused start's output does not say %q:\n%s", tc.name, w, n.Log())
+			}
+		}
+		if after, _ := os.ReadFile(seg); !bytes.Equal(after, damaged) {
+			t.Errorf("%s: the refused start changed the WAL segment", tc.name)
+		}
+		if t.Failed() {
+			t.FailNow()
+		}
+
+		// node repair, then the node serves everything and takes new writes.
+		out, err := exec.Command(bin, "repair", "--data-dir", dir).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: node repair: %v\n%s", tc.name, err, out)
+		}
+		t.Logf("%s: node repair:\n%s", tc.name, out)
+		if aside, _ := filepath.Glob(seg + ".damaged-*"); ci == 0 && len(aside) != 1 {
+			t.Errorf("%s: node repair kept no copy of the damaged segment: %v", tc.name, aside)
+		}
+		n.Start()
+		n.WaitReady(c)
+		crCheckStored(t, c, ss, true, tc.name+", after node repair")
+		crWriteLoad(t, c, ss, 10, seed+100+uint64(ci))
+		total := crCheckStored(t, c, ss, true, tc.name+", after node repair and new writes")
+		if _, events := crSumStats(ss); total != events {
+			t.Errorf("%s: after the repair: %d events stored, %d acknowledged", tc.name, total, events)
+		}
+		// And it stays consistent across a restart.
+		n.Term()
+		if a := crAppliedIndex(t, filepath.Join(dir, "state.db")); a <= applied {
+			t.Errorf("%s: state.db applied index %d after new writes, want above %d", tc.name, a, applied)
+		}
+		n.Start()
+		n.WaitReady(c)
+		crCheckStored(t, c, ss, true, tc.name+", after a restart")
+		if t.Failed() {
+			t.FailNow()
+		}
+	}
+	// A torn write above the applied index (half a record appended) is cut,
+	// with a log line, and the node runs on.
+	n.Term()
+	seg, _, _, index := crWALLastRecord(t, dir)
+	f, err := os.OpenFile(seg, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte{0, 0, 1, 0, 0xde, 0xad, 0xbe, 0xef, 1, 2, 3})
+	f.Close()
+	n.Start()
+	n.WaitReady(c)
+	if l := crGrep(n.Log(), "raft wal: truncated a torn tail"); len(l) != 1 || !strings.Contains(l[0], fmt.Sprintf("index=%d", index+1)) {
+		t.Errorf("a torn tail at index %d: want one log line saying it was truncated, have %q", index+1, l)
+	}
+	crCheckStored(t, c, ss, true, "after a torn tail")
+
+	// On an undamaged node, node repair changes nothing.
+	n.Term()
+	segsBefore, _ := filepath.Glob(filepath.Join(dir, "raft", "wal", "*"))
+	out, err := exec.Command(bin, "repair", "--data-dir", dir).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "nothing to repair") {
+		t.Errorf("node repair on an undamaged node: %v\n%s", err, out)
+	}
+	if segsAfter, _ := filepath.Glob(filepath.Join(dir, "raft", "wal", "*")); !slices.Equal(segsBefore, segsAfter) {
+		t.Errorf("node repair on an undamaged node changed raft/wal: %v -> %v", segsBefore, segsAfter)
+	}
+	n.Start()
+	n.WaitReady(c)
+	crCheckStored(t, c, ss, true, "final")
 	crCheckArtifacts(t, c, dir, ss)
 	n.Term()
 }

@@ -23,6 +23,7 @@ Usage:
   node certs [flags]       write a CA, node and client certificates and a gossip key (TLS)
   node recover [flags]     OFFLINE: rewrite a stopped node's Raft configuration after quorum loss
   node compact [flags]     OFFLINE: compact a stopped node's bbolt files (state.db, raft/raft.db)
+  node repair [flags]      OFFLINE: rebuild a stopped node's Raft log end that lost committed entries
   node retention [flags]   list (or, with --apply, delete) the sessions the retention policies expire
 
 Run 'node <subcommand> --help' for the flags of each.
@@ -58,6 +59,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = recoverCmd(ctx, args, stdout, stderr)
 	case "compact":
 		err = compactCmd(ctx, args, stdout, stderr)
+	case "repair":
+		err = repairCmd(ctx, args, stdout, stderr)
 	case "retention":
 		err = retentionCmd(ctx, args, stdout, stderr)
 	case "help":
