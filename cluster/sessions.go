@@ -463,6 +463,7 @@ func (n *Node) Watch(ctx context.Context, id string, from int64, progress time.D
 	tick := time.NewTicker(progress)
 	defer tick.Stop()
 	var leaderless time.Time
+	var incarnation uint64 // of the first read; Create's Raft index, never 0
 	for {
 		changed := n.fsm.Changed()
 		applied := n.fsm.AppliedIndex()
@@ -471,7 +472,17 @@ func (n *Node) Watch(ctx context.Context, id string, from int64, progress time.D
 			return storageErr(err)
 		}
 		if s.rec == nil {
+			if incarnation != 0 {
+				return incarnationEnded(id, false)
+			}
 			return sessionstore.NotFound(id)
+		}
+		// The stream follows one incarnation: events of a re-created session
+		// are a different log, and its seqs restart at 0.
+		if incarnation == 0 {
+			incarnation = s.rec.Incarnation
+		} else if s.rec.Incarnation != incarnation {
+			return incarnationEnded(id, true)
 		}
 		if len(s.events) > 0 {
 			if err := send(sessionstore.WatchEvent{Events: s.events, Revision: s.revision, AppliedIndex: applied}); err != nil {
@@ -501,4 +512,15 @@ func (n *Node) Watch(ctx context.Context, id string, from int64, progress time.D
 			}
 		}
 	}
+}
+
+// incarnationEnded is how a Watch ends when the session it follows is deleted
+// (or deleted and re-created) under it.
+func incarnationEnded(id string, recreated bool) error {
+	what := "was deleted"
+	if recreated {
+		what = "was deleted and re-created"
+	}
+	return sessionstore.Errorf(sessionstore.ReasonNotFound,
+		"session %s %s while being watched; the watched log has ended (watch again from seq 0 to follow the new one)", sessionstore.Quote(id), what)
 }
