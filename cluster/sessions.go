@@ -464,8 +464,12 @@ func (n *Node) Watch(ctx context.Context, id string, from int64, progress time.D
 	defer tick.Stop()
 	var leaderless time.Time
 	var incarnation uint64 // of the first read; Create's Raft index, never 0
+	// Only commits that touch this session wake the stream: a node with many
+	// idle watchers must not re-read every watched session on every write.
+	w := n.fsm.WatchSession(id)
+	defer w.Close()
 	for {
-		changed := n.fsm.Changed()
+		changed := w.Changed()
 		applied := n.fsm.AppliedIndex()
 		s, err := n.read(id, cursor, true)
 		if err != nil {
@@ -497,6 +501,7 @@ func (n *Node) Watch(ctx context.Context, id string, from int64, progress time.D
 		case <-n.ctx.Done():
 			return sessionstore.ErrShuttingDown
 		case <-changed:
+			n.metrics.WatchWakeups.Inc()
 		case <-tick.C:
 			if addr, _ := n.raft.LeaderWithID(); addr == "" {
 				if leaderless.IsZero() {
