@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -28,6 +29,16 @@ type stored struct {
 // read returns a session's record and its events with seq >= from, in one
 // read transaction. A session that does not exist gives rec == nil.
 func (n *Node) read(id string, from int64, withEvents bool) (stored, error) {
+	limit := 0
+	if withEvents {
+		limit = -1
+	}
+	return n.readUpTo(id, from, limit)
+}
+
+// readUpTo is read with at most limit bytes of events (at least one event
+// when there is one; 0: none, -1: all).
+func (n *Node) readUpTo(id string, from int64, limit int) (stored, error) {
 	var s stored
 	err := n.state.View(func(tx *storage.Tx) error {
 		rec, err := fsm.DecodeRecord(tx.Record(id))
@@ -38,8 +49,18 @@ func (n *Node) read(id string, from int64, withEvents bool) (stored, error) {
 		s.header = fsm.HeaderFromPB(rec.Header)
 		s.clusterID = tx.ClusterID()
 		s.revision = fsm.Revision(s.clusterID, rec)
-		if withEvents {
+		if limit < 0 {
 			s.events, err = tx.Events(id, from, rec.NextSeq)
+		} else if limit > 0 {
+			total := 0
+			err = tx.ForEachEvent(id, from, rec.NextSeq, func(_ int64, ev []byte) error {
+				if total > 0 && total+len(ev) > limit {
+					return storage.ErrStop
+				}
+				total += len(ev)
+				s.events = append(s.events, bytes.Clone(ev))
+				return nil
+			})
 		}
 		return err
 	})
@@ -351,32 +372,40 @@ func (n *Node) ReadFrom(ctx context.Context, id string, from int64, c sessionsto
 
 // RawText is the decoded text of a session's artifact: the header line and one
 // line per stored event, each ending in "\n". It is rendered from the state
-// database, which the artifact mirrors byte for byte once written.
-//
-// ReadRaw reads linearizably (a follower forwards it); the HTTP download passes
-// Stale and serves this node's own applied state (its revision is the ETag).
+// database, which the artifact mirrors byte for byte once written. It holds the
+// whole text in memory: the API streams it with OpenRaw instead.
 func (n *Node) RawText(ctx context.Context, id string, c sessionstore.Consistency) (sessionstore.Header, string, []byte, error) {
-	s, err := n.readMaterialized(ctx, id, c, 0, true)
+	h, rev, r, _, err := n.OpenRaw(ctx, id, c)
 	if err != nil {
 		return sessionstore.Header{}, "", nil, err
 	}
-	var b bytes.Buffer
-	b.Write(sessionlog.HeaderLine(s.header))
-	b.WriteByte('\n')
-	for _, ev := range s.events {
-		b.Write(ev)
-		b.WriteByte('\n')
+	text, err := io.ReadAll(r)
+	if err != nil {
+		return sessionstore.Header{}, "", nil, err
 	}
-	return s.header, s.revision, b.Bytes(), nil
+	return h, rev, text, nil
 }
 
 // Artifact returns what the HTTP download serves for a session: the path of
 // its artifact and the length of the prefix that holds the current revision
-// when that file is current, else the artifact's bytes encoded from the state
-// database (identical, frame for frame).
+// when that file is current, else a reader that encodes the artifact from the
+// state database (identical, frame for frame), one frame per read
+// transaction.
 //
 // It serves this node's own applied state, as the artifact on its disk does.
-func (n *Node) Artifact(ctx context.Context, id string) (revision, path string, size int64, data []byte, err error) {
+func (n *Node) Artifact(ctx context.Context, id string) (revision, path string, size int64, rendered io.Reader, err error) {
+	return n.artifact(id, true)
+}
+
+// RenderedArtifact is Artifact encoded from the state database, whether or
+// not the file is current (for a file that vanished while being opened).
+func (n *Node) RenderedArtifact(ctx context.Context, id string) (revision string, rendered io.Reader, err error) {
+	revision, _, _, rendered, err = n.artifact(id, false)
+	return revision, rendered, err
+}
+
+func (n *Node) artifact(id string, fromFile bool) (revision, path string, size int64, rendered io.Reader, err error) {
+	var fr *frameReader
 	err = n.state.View(func(tx *storage.Tx) error {
 		rec, err := fsm.DecodeRecord(tx.Record(id))
 		if err != nil {
@@ -386,18 +415,59 @@ func (n *Node) Artifact(ctx context.Context, id string) (revision, path string, 
 			return sessionstore.NotFound(id)
 		}
 		revision = fsm.Revision(tx.ClusterID(), rec)
-		if p, sz, ok := n.artifacts.Current(id, rec.LastChangeIndex); ok {
+		if p, sz, ok := n.artifacts.Current(id, rec.LastChangeIndex); ok && fromFile {
 			path, size = p, sz
 			return nil
 		}
-		data = fsm.EncodeHeaderFrame(fsm.HeaderFromPB(rec.Header))
-		frames, err := fsm.EncodeFrames(tx, id, 1, rec.Frames)
-		for _, f := range frames {
-			data = append(data, f...)
-		}
-		return err
+		fr = &frameReader{n: n, id: id, revision: revision, incarnation: rec.Incarnation, frames: rec.Frames,
+			buf: fsm.EncodeHeaderFrame(fsm.HeaderFromPB(rec.Header))}
+		return nil
 	})
-	return revision, path, size, data, err
+	if fr != nil {
+		rendered = fr
+	}
+	return revision, path, size, rendered, err
+}
+
+// frameReader encodes an artifact's frames one at a time.
+type frameReader struct {
+	n           *Node
+	id          string
+	revision    string
+	incarnation uint64
+	frames      uint64 // the last frame of the revision
+	next        uint64 // the next frame to encode (0: the header frame is in buf)
+	buf         []byte
+}
+
+func (f *frameReader) Read(p []byte) (int, error) {
+	for len(f.buf) == 0 {
+		if f.next >= f.frames {
+			return 0, io.EOF
+		}
+		f.next++
+		err := f.n.state.View(func(tx *storage.Tx) error {
+			rec, err := fsm.DecodeRecord(tx.Record(f.id))
+			if err != nil {
+				return err
+			}
+			if rec == nil || rec.Incarnation != f.incarnation {
+				return sessionstore.Errorf(sessionstore.ReasonNotFound,
+					"session %s was deleted while being read (revision %s)", sessionstore.Quote(f.id), f.revision)
+			}
+			frames, err := fsm.EncodeFrames(tx, f.id, f.next, f.next)
+			if len(frames) == 1 {
+				f.buf = frames[0]
+			}
+			return err
+		})
+		if err != nil {
+			return 0, storageErr(err)
+		}
+	}
+	n := copy(p, f.buf)
+	f.buf = f.buf[n:]
+	return n, nil
 }
 
 // List returns materialised sessions in id order, a page at a time.
@@ -471,7 +541,8 @@ func (n *Node) Watch(ctx context.Context, id string, from int64, progress time.D
 	for {
 		changed := w.Changed()
 		applied := n.fsm.AppliedIndex()
-		s, err := n.read(id, cursor, true)
+		// A chunk per read: a watcher far behind holds one chunk, not the log.
+		s, err := n.readUpTo(id, cursor, readChunkBytes)
 		if err != nil {
 			return storageErr(err)
 		}

@@ -4,6 +4,7 @@ package rpc
 
 import (
 	"context"
+	"io"
 	"time"
 
 	"github.com/sessionstore/sessionstore"
@@ -23,7 +24,8 @@ type Backend interface {
 	Release(ctx context.Context, id string, epoch uint64, requestID string) error
 	Delete(ctx context.Context, id, expectedRevision, requestID string) (revision string, err error)
 	ReadFrom(ctx context.Context, id string, from int64, c sessionstore.Consistency) (sessionstore.Suffix, error)
-	RawText(ctx context.Context, id string, c sessionstore.Consistency) (h sessionstore.Header, revision string, text []byte, err error)
+	// OpenRaw opens the artifact text for reading in bounded chunks.
+	OpenRaw(ctx context.Context, id string, c sessionstore.Consistency) (h sessionstore.Header, revision string, text io.ReadSeeker, size int64, err error)
 	List(ctx context.Context, c sessionstore.Consistency, pageSize int, pageToken, cwdPrefix string) ([]sessionstore.Snapshot, string, error)
 	Watch(ctx context.Context, id string, from int64, progress time.Duration, send func(sessionstore.WatchEvent) error) error
 }

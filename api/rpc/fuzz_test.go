@@ -11,6 +11,7 @@ package rpc_test
 // Every name starts with "fz".
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -737,12 +738,12 @@ func (b fzBigBackend) Inspect(context.Context, string, sessionstore.Consistency)
 	return sessionstore.View{Header: b.header(), Events: b.events, Revision: "r1", NextSeq: int64(len(b.events))}, nil
 }
 
-func (b fzBigBackend) RawText(context.Context, string, sessionstore.Consistency) (sessionstore.Header, string, []byte, error) {
+func (b fzBigBackend) OpenRaw(context.Context, string, sessionstore.Consistency) (sessionstore.Header, string, io.ReadSeeker, int64, error) {
 	var text []byte
 	for _, e := range b.events {
 		text = append(append(text, e...), '\n')
 	}
-	return b.header(), "r1", text, nil
+	return b.header(), "r1", bytes.NewReader(text), int64(len(text)), nil
 }
 
 // TestStreamsFitMessageLimit: the stream forms (ReadFrom, InspectStream,

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"io"
 	"time"
 
 	"google.golang.org/grpc"
@@ -36,7 +37,16 @@ type Persistence struct {
 	MaxMessageBytes int
 	// WatchProgress is the interval of empty progress messages on Watch.
 	WatchProgress time.Duration
-	fwd           *Forwarder
+	// StreamWriteTimeout ends a stream one of whose messages the client has
+	// not taken for this long (0: never); Streams counts those ends.
+	StreamWriteTimeout time.Duration
+	Streams            *Streams
+	fwd                *Forwarder
+}
+
+// sender returns the deadline sender of a stream of kind (Close it).
+func (p *Persistence) sender(s grpc.ServerStream, kind StreamKind) *deadlineSender {
+	return newDeadlineSender(s.Context(), p.StreamWriteTimeout, s.SendMsg, func() { p.Streams.Stalled(kind) })
 }
 
 // NewPersistence returns the service over b; calls a follower cannot serve
@@ -162,6 +172,9 @@ func streamView(v sessionstore.View, chunk int, send func(*pb.SessionViewPart) e
 }
 
 func (p *Persistence) LoadStream(r *pb.LoadRequest, s grpc.ServerStreamingServer[pb.SessionViewPart]) error {
+	d := p.sender(s, StreamRead)
+	defer d.Close()
+	send := func(m *pb.SessionViewPart) error { return d.Send(m) }
 	if readOnly(s.Context()) {
 		return p.InspectStream(&pb.InspectRequest{SessionId: r.SessionId}, s)
 	}
@@ -170,37 +183,43 @@ func (p *Persistence) LoadStream(r *pb.LoadRequest, s grpc.ServerStreamingServer
 		if nl := leaderOf(err); nl != nil {
 			return p.fwd.stream(s.Context(), nl, pb.SessionPersistence_LoadStream_FullMethodName, r,
 				func() proto.Message { return new(pb.SessionViewPart) },
-				func(m proto.Message) error { return s.Send(m.(*pb.SessionViewPart)) }, true)
+				func(m proto.Message) error { return send(m.(*pb.SessionViewPart)) }, true)
 		}
 		return toStatus(err)
 	}
-	return streamView(v, p.chunk(), s.Send)
+	return streamView(v, p.chunk(), send)
 }
 
 func (p *Persistence) InspectStream(r *pb.InspectRequest, s grpc.ServerStreamingServer[pb.SessionViewPart]) error {
+	d := p.sender(s, StreamRead)
+	defer d.Close()
+	send := func(m *pb.SessionViewPart) error { return d.Send(m) }
 	v, err := p.b.Inspect(s.Context(), r.SessionId, consistency(r.Consistency))
 	if err != nil {
 		if nl := leaderOf(err); nl != nil {
 			return p.fwd.stream(s.Context(), nl, pb.SessionPersistence_InspectStream_FullMethodName, r,
 				func() proto.Message { return new(pb.SessionViewPart) },
-				func(m proto.Message) error { return s.Send(m.(*pb.SessionViewPart)) }, false)
+				func(m proto.Message) error { return send(m.(*pb.SessionViewPart)) }, false)
 		}
 		return toStatus(err)
 	}
-	return streamView(v, p.chunk(), s.Send)
+	return streamView(v, p.chunk(), send)
 }
 
 func (p *Persistence) PrepareStream(r *pb.PrepareRequest, s grpc.ServerStreamingServer[pb.SessionViewPart]) error {
+	d := p.sender(s, StreamRead)
+	defer d.Close()
+	send := func(m *pb.SessionViewPart) error { return d.Send(m) }
 	v, err := p.b.Prepare(s.Context(), r.SessionId, r.Owner, time.Duration(r.TtlMs)*time.Millisecond, r.RequestId)
 	if err != nil {
 		if nl := leaderOf(err); nl != nil {
 			return p.fwd.stream(s.Context(), nl, pb.SessionPersistence_PrepareStream_FullMethodName, r,
 				func() proto.Message { return new(pb.SessionViewPart) },
-				func(m proto.Message) error { return s.Send(m.(*pb.SessionViewPart)) }, true)
+				func(m proto.Message) error { return send(m.(*pb.SessionViewPart)) }, true)
 		}
 		return toStatus(err)
 	}
-	return streamView(v, p.chunk(), s.Send)
+	return streamView(v, p.chunk(), send)
 }
 
 func (p *Persistence) KeepAlive(ctx context.Context, r *pb.KeepAliveRequest) (*pb.KeepAliveResponse, error) {
@@ -243,12 +262,15 @@ func (p *Persistence) Delete(ctx context.Context, r *pb.DeleteRequest) (*pb.Dele
 }
 
 func (p *Persistence) ReadFrom(r *pb.ReadFromRequest, s grpc.ServerStreamingServer[pb.ReadFromResponse]) error {
+	d := p.sender(s, StreamRead)
+	defer d.Close()
+	send := func(m *pb.ReadFromResponse) error { return d.Send(m) }
 	suf, err := p.b.ReadFrom(s.Context(), r.SessionId, r.FromSeq, consistency(r.Consistency))
 	if err != nil {
 		if nl := leaderOf(err); nl != nil {
 			return p.fwd.stream(s.Context(), nl, pb.SessionPersistence_ReadFrom_FullMethodName, r,
 				func() proto.Message { return new(pb.ReadFromResponse) },
-				func(m proto.Message) error { return s.Send(m.(*pb.ReadFromResponse)) }, false)
+				func(m proto.Message) error { return send(m.(*pb.ReadFromResponse)) }, false)
 		}
 		return toStatus(err)
 	}
@@ -258,41 +280,57 @@ func (p *Persistence) ReadFrom(r *pb.ReadFromRequest, s grpc.ServerStreamingServ
 		first.Events = toStrings(parts[0])
 		parts = parts[1:]
 	}
-	if err := s.Send(first); err != nil {
-		return err
+	if err := send(first); err != nil {
+		return toStatus(err)
 	}
 	for _, c := range parts {
-		if err := s.Send(&pb.ReadFromResponse{Events: toStrings(c)}); err != nil {
-			return err
+		if err := send(&pb.ReadFromResponse{Events: toStrings(c)}); err != nil {
+			return toStatus(err)
 		}
 	}
 	return nil
 }
 
+// ReadRaw streams the text chunk by chunk from storage: the revision in the
+// first message is the one whose text follows (later writes are not mixed
+// in; a deletion under the stream ends it with NOT_FOUND).
 func (p *Persistence) ReadRaw(r *pb.ReadRawRequest, s grpc.ServerStreamingServer[pb.ReadRawResponse]) error {
-	h, revision, text, err := p.b.RawText(s.Context(), r.SessionId, sessionstore.Linearizable)
+	d := p.sender(s, StreamRead)
+	defer d.Close()
+	send := func(m *pb.ReadRawResponse) error { return d.Send(m) }
+	h, revision, text, _, err := p.b.OpenRaw(s.Context(), r.SessionId, sessionstore.Linearizable)
 	if err != nil {
 		if nl := leaderOf(err); nl != nil {
 			return p.fwd.stream(s.Context(), nl, pb.SessionPersistence_ReadRaw_FullMethodName, r,
 				func() proto.Message { return new(pb.ReadRawResponse) },
-				func(m proto.Message) error { return s.Send(m.(*pb.ReadRawResponse)) }, false)
+				func(m proto.Message) error { return send(m.(*pb.ReadRawResponse)) }, false)
 		}
 		return toStatus(err)
 	}
 	first := true
-	for len(text) > 0 || first {
-		n := min(len(text), p.chunk())
-		m := &pb.ReadRawResponse{Content: text[:n]}
+	for {
+		// A fresh buffer per message: a Send given up on may still hold the
+		// previous one.
+		buf := make([]byte, p.chunk())
+		n, err := io.ReadFull(text, buf)
+		if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+			return toStatus(err)
+		}
+		if n == 0 && !first {
+			return nil
+		}
+		m := &pb.ReadRawResponse{Content: buf[:n]}
 		if first {
 			m.Header, m.Filename, m.Revision = headerToPB(h), "session.jsonl", revision
 			first = false
 		}
-		if err := s.Send(m); err != nil {
-			return err
+		if err := send(m); err != nil {
+			return toStatus(err)
 		}
-		text = text[n:]
+		if n < len(buf) {
+			return nil
+		}
 	}
-	return nil
 }
 
 func (p *Persistence) List(ctx context.Context, r *pb.ListRequest) (*pb.ListResponse, error) {
@@ -345,14 +383,16 @@ func (p *Persistence) ListSnapshots(ctx context.Context, r *pb.ListSnapshotsRequ
 }
 
 func (p *Persistence) Watch(r *pb.WatchRequest, s grpc.ServerStreamingServer[pb.WatchResponse]) error {
+	d := p.sender(s, StreamWatch)
+	defer d.Close()
 	err := p.b.Watch(s.Context(), r.SessionId, r.FromSeq, p.WatchProgress, func(ev sessionstore.WatchEvent) error {
 		for _, c := range chunks(ev.Events, p.chunk()) {
-			if err := s.Send(&pb.WatchResponse{Events: toStrings(c), Revision: ev.Revision, AppliedIndex: ev.AppliedIndex}); err != nil {
+			if err := d.Send(&pb.WatchResponse{Events: toStrings(c), Revision: ev.Revision, AppliedIndex: ev.AppliedIndex}); err != nil {
 				return err
 			}
 		}
 		if len(ev.Events) == 0 {
-			return s.Send(&pb.WatchResponse{Revision: ev.Revision, AppliedIndex: ev.AppliedIndex})
+			return d.Send(&pb.WatchResponse{Revision: ev.Revision, AppliedIndex: ev.AppliedIndex})
 		}
 		return nil
 	})

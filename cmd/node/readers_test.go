@@ -1,15 +1,26 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+
 	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/api/rpc"
 	"github.com/sessionstore/sessionstore/api/sessionpb"
+	"github.com/sessionstore/sessionstore/sessionlog"
 )
 
 // TestWatch_EndsWhenIncarnationEnds: a watcher that is behind while its
@@ -145,4 +156,211 @@ func BenchmarkAppend_IdleWatchers(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
+}
+
+// rdFill appends events of the given sizes to a new session id and returns
+// the artifact text they make (header line included).
+func rdFill(t *testing.T, n *testNode, id string, sizes ...int) []byte {
+	t.Helper()
+	ctCreate(t, n, ctMeta(id, ""))
+	pad := benchPadding(slices.Max(sizes))
+	var evs []string
+	for i, sz := range sizes {
+		evs = append(evs, benchEvent(int64(i), int64(1000+i), sz, pad))
+	}
+	for len(evs) > 0 {
+		k, total := 0, 0
+		for k < len(evs) && total+len(evs[k]) <= 3<<20 {
+			total += len(evs[k])
+			k++
+		}
+		if k == 0 {
+			k = 1
+		}
+		ctAppend(t, n, id, evs[:k]...)
+		evs = evs[k:]
+	}
+	_, _, text, err := n.srv.node.RawText(n.ctx(), id, sessionstore.Stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return text
+}
+
+// TestReadRaw_StreamsFromStorageInChunks: the artifact text read in chunks
+// from storage (events larger than a chunk, lines split across chunks) is
+// byte for byte the text of the stored events, over gRPC and over HTTP,
+// whole and in ranges.
+func TestReadRaw_StreamsFromStorageInChunks(t *testing.T) {
+	n := ctSharedNode(t)
+	const id = "raw-chunks"
+	sizes := []int{200, 300 << 10, 1 << 20, 5, 2<<20 - 100, 256<<10 - 1, 256 << 10, 700, 1<<20 + 3}
+	text := rdFill(t, n, id, sizes...)
+	var want bytes.Buffer
+	want.Write(sessionlog.HeaderLine(fsmHeader(t, n, id)))
+	want.WriteByte('\n')
+	pad := benchPadding(slices.Max(sizes))
+	for i, sz := range sizes {
+		want.WriteString(benchEvent(int64(i), int64(1000+i), sz, pad) + "\n")
+	}
+	if !bytes.Equal(text, want.Bytes()) {
+		t.Fatalf("RawText: %d bytes, want %d (the stored events)", len(text), want.Len())
+	}
+	if got := ctReadRaw(t, n, id).GetContent(); !bytes.Equal(got, text) {
+		t.Fatalf("ReadRaw: %d bytes differ from the stored text (%d bytes)", len(got), len(text))
+	}
+	u := "http://" + n.srv.httpAddr + "/v1/sessions/" + id + "/session.jsonl"
+	for _, tc := range []struct{ from, to int }{{0, len(text) - 1}, {10, 300 << 10}, {256<<10 - 7, 256<<10 + 9}, {len(text) - 5, len(text) - 1}, {1 << 20, 3 << 20}} {
+		req, _ := http.NewRequest(http.MethodGet, u, nil)
+		req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", tc.from, tc.to))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusPartialContent {
+			t.Fatalf("GET %s range %d-%d: %d %v", u, tc.from, tc.to, resp.StatusCode, err)
+		}
+		if !bytes.Equal(body, text[tc.from:tc.to+1]) {
+			t.Fatalf("GET %s range %d-%d: %d bytes, not the text's", u, tc.from, tc.to, len(body))
+		}
+	}
+}
+
+// fsmHeader is the stored header of a session.
+func fsmHeader(t *testing.T, n *testNode, id string) sessionstore.Header {
+	t.Helper()
+	h, _, _, _, err := n.srv.node.OpenRaw(n.ctx(), id, sessionstore.Stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// TestReadRaw_DeletedWhileReadingEnds: a streamed read that spans a delete
+// and re-create of its session ends NOT_FOUND; it never goes on with the
+// new incarnation's bytes.
+func TestReadRaw_DeletedWhileReadingEnds(t *testing.T) {
+	n := ctSharedNode(t)
+	const id = "raw-deleted"
+	sizes := []int{600 << 10, 600 << 10, 600 << 10}
+	rdFill(t, n, id, sizes...)
+	_, _, r, size, err := n.srv.node.OpenRaw(n.ctx(), id, sessionstore.Stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(r, make([]byte, 100<<10)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Client.Delete(n.ctx(), &sessionpb.DeleteRequest{SessionId: id}); err != nil {
+		t.Fatal(err)
+	}
+	rdFill(t, n, id, sizes...) // the same sizes: a mixed read would look whole
+	rest, err := io.ReadAll(r)
+	var de *sessionstore.Error
+	if !errors.As(err, &de) || de.Reason != sessionstore.ReasonNotFound {
+		t.Fatalf("read across delete and re-create: %d more bytes of %d, err %v; want NOT_FOUND", len(rest), size, err)
+	}
+}
+
+// rdStalledReadRaw opens a ReadRaw stream of id that never reads, on a
+// connection of its own whose flow-control windows are 64 KiB (no BDP
+// growth), so the node's send blocks once they are full.
+func rdStalledReadRaw(t *testing.T, addr, id string) {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if _, err := sessionpb.NewSessionPersistenceClient(conn).ReadRaw(ctx, &sessionpb.ReadRawRequest{SessionId: id}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rdStalledHTTP requests a download and never reads the response.
+func rdStalledHTTP(t *testing.T, httpAddr, path string) {
+	t.Helper()
+	c, err := net.Dial("tcp", httpAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.(*net.TCPConn).SetReadBuffer(4 << 10)
+	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rdWaitMetric polls /metrics until name{labels} equals want (no timing
+// assertion: the deadline only bounds a hang).
+func rdWaitMetric(t *testing.T, n *testNode, want float64, name string, labels ...string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		v := dfMetric(t, n.srv.httpAddr, name, labels...)
+		if v == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s%v is %v, want %v", name, labels, v, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestStreams_CappedAndEndedWhenClientStopsReading: read streams count
+// against a per-principal (and per-node) cap: one above it is refused with
+// RESOURCE_EXHAUSTED / QUOTA_EXCEEDED over gRPC and 429 over HTTP, and
+// counted; streams whose clients stop reading are ended after the stream
+// write timeout (gRPC and HTTP), which frees their slots.
+func TestStreams_CappedAndEndedWhenClientStopsReading(t *testing.T) {
+	t.Parallel()
+	n := startTestNodeWith(t, "", func(c *serveConfig) {
+		c.Streams.Read = rpc.StreamLimit{Node: 10, PerPrincipal: 2}
+		c.Streams.WriteTimeout = time.Second
+	})
+	n.waitReady(true)
+	const id = "streams-capped"
+	sizes := make([]int, 12)
+	for i := range sizes {
+		sizes[i] = 2<<20 - 1000
+	}
+	rdFill(t, n, id, sizes...) // 24 MiB: more than loopback socket buffers hold
+	open := []string{"sessionstore_streams_open", "kind", "read"}
+
+	rdStalledReadRaw(t, n.srv.grpcAddr, id)
+	rdStalledHTTP(t, n.srv.httpAddr, "/v1/sessions/"+id+"/session.jsonl")
+	rdWaitMetric(t, n, 2, open[0], open[1:]...)
+
+	// A third stream of the (anonymous) principal is refused, over both.
+	s, err := ctRaw(n).ReadRaw(n.ctx(), &sessionpb.ReadRawRequest{SessionId: id})
+	if err == nil {
+		_, err = s.Recv()
+	}
+	if code, se := ctStatus(err); code != codes.ResourceExhausted || se == nil || se.Reason != sessionstore.ReasonQuotaExceeded {
+		t.Fatalf("third ReadRaw: %v, want RESOURCE_EXHAUSTED / QUOTA_EXCEEDED", err)
+	}
+	resp, err := http.Get("http://" + n.srv.httpAddr + "/v1/sessions/" + id + "/session.jsonl.zstd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("third download: %d, want 429", resp.StatusCode)
+	}
+	if v := dfMetric(t, n.srv.httpAddr, "sessionstore_streams_refused_total", "kind", "read", "scope", "principal"); v != 2 {
+		t.Fatalf("refusals counted: %v, want 2", v)
+	}
+
+	// Neither client reads: both streams are ended and their slots freed.
+	rdWaitMetric(t, n, 2, "sessionstore_streams_stalled_total", "kind", "read")
+	rdWaitMetric(t, n, 0, open[0], open[1:]...)
+	if got := ctReadRaw(t, n, id).GetContent(); int64(len(got)) < 24<<20-12*1000 {
+		t.Fatalf("ReadRaw after the stalled streams ended: %d bytes", len(got))
+	}
 }

@@ -42,6 +42,7 @@ type serveConfig struct {
 	Join          string
 	Auth          authConfig
 	TLS           transportConfig
+	Streams       streamConfig
 }
 
 func defaultServeConfig() serveConfig {
@@ -52,6 +53,7 @@ func defaultServeConfig() serveConfig {
 		MaxMessageBytes: 16 << 20,
 		LogFormat:       "text",
 		LogLevel:        "info",
+		Streams:         defaultStreamConfig(),
 	}
 }
 
@@ -80,6 +82,7 @@ func serveFlags(cfg *serveConfig, fs *flag.FlagSet) {
 	authFlags(&cfg.Auth, fs)
 	limitFlags(&cfg.Cluster, fs)
 	transportFlags(&cfg.TLS, fs)
+	streamFlags(&cfg.Streams, fs)
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
@@ -154,6 +157,9 @@ func startServer(cfg serveConfig, logger *slog.Logger, raftLog io.Writer) (*serv
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
+	if err := cfg.Streams.validate(); err != nil {
+		return nil, err
+	}
 	if err := checkMessageLimit(cfg); err != nil {
 		return nil, err
 	}
@@ -197,14 +203,17 @@ func startServer(cfg serveConfig, logger *slog.Logger, raftLog io.Writer) (*serv
 	s := &server{logger: logger, node: node, auth: authn, grpcAddr: gl.Addr().String(), httpAddr: hl.Addr().String(), done: make(chan struct{})}
 	warnIfOpen(logger, authn, gl.Addr())
 	rpcMetrics := rpc.NewMetrics(reg)
-	guard := rpc.NewGuard(authn, rpc.GuardConfig{Rate: cfg.Auth.Rate, Burst: cfg.Auth.Burst}, rpcMetrics, logger)
+	streams := rpc.NewStreams(cfg.Streams.Read, cfg.Streams.Watch, reg)
+	guard := rpc.NewGuard(authn, rpc.GuardConfig{Rate: cfg.Auth.Rate, Burst: cfg.Auth.Burst, Streams: streams}, rpcMetrics, logger)
 	opts := append(rpc.Interceptors(logger, rpcMetrics, guard),
 		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes), grpc.MaxSendMsgSize(cfg.MaxMessageBytes))
 	opts = append(opts, sec.serverOptions()...)
 	s.grpc = grpc.NewServer(opts...)
 	s.fwd = rpc.NewForwarder(cfg.MaxMessageBytes, cluster.LocalDialer(cfg.GRPCAddr), sec.peerCreds())
 	s.fwd.Metrics = rpcMetrics
-	rpc.NewPersistence(node, cfg.MaxMessageBytes, s.fwd).Register(s.grpc)
+	persistence := rpc.NewPersistence(node, cfg.MaxMessageBytes, s.fwd)
+	persistence.Streams, persistence.StreamWriteTimeout = streams, cfg.Streams.WriteTimeout
+	persistence.Register(s.grpc)
 	rpc.NewClusterService(node, s.fwd).Register(s.grpc)
 	rpc.NewPlanMode(node, s.fwd).Register(s.grpc)
 	node.SetRemover(func(ctx context.Context, leaderAPI, nodeID string) error {
@@ -220,7 +229,7 @@ func startServer(cfg serveConfig, logger *slog.Logger, raftLog io.Writer) (*serv
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
 	registerNodeMetrics(reg, node)
-	s.http = &http.Server{Handler: newHTTPHandler(node, reg, authn, logger), ReadHeaderTimeout: 10 * time.Second, TLSConfig: sec.apiTLS(),
+	s.http = &http.Server{Handler: newHTTPHandler(node, reg, authn, logger, streams, cfg.Streams.WriteTimeout), ReadHeaderTimeout: 10 * time.Second, TLSConfig: sec.apiTLS(),
 		ErrorLog: slog.NewLogLogger(logger.With("component", "http").Handler(), slog.LevelWarn)} // e.g. TLS handshake errors
 
 	var ctx context.Context
