@@ -343,31 +343,97 @@ func (n *Node) Release(ctx context.Context, id string, epoch uint64, requestID s
 	return err
 }
 
-// ReadFrom returns the stored events with seq >= from: legacy-normalised and
+// ReadFrom streams the stored events with seq >= from: legacy-normalised and
 // validated (the whole log, as the reference's sequential backends do), with
-// no closers and nothing written.
-func (n *Node) ReadFrom(ctx context.Context, id string, from int64, c sessionstore.Consistency) (sessionstore.Suffix, error) {
+// no closers and nothing written. send gets the header, revision and next seq
+// with the first events, then the rest a chunk at a time.
+//
+// The log is read in chunks, each in its own read transaction, twice: once to
+// validate all of it (an error anywhere fails the read before anything is
+// sent), once to send it. Both passes read the prefix below the next seq read
+// first, which never changes within an incarnation; a deletion or re-creation
+// in between ends the read with NOT_FOUND.
+func (n *Node) ReadFrom(ctx context.Context, id string, from int64, c sessionstore.Consistency, send func(sessionstore.Suffix) error) error {
 	if from < 0 || from > sessionstore.MaxSafeInteger {
-		return sessionstore.Suffix{}, sessionstore.Errorf(sessionstore.ReasonInvalidArgument,
+		return sessionstore.Errorf(sessionstore.ReasonInvalidArgument,
 			"readFrom fromSeq must be a non-negative safe integer, got %d", from)
 	}
-	s, err := n.readMaterialized(ctx, id, c, 0, true)
+	s, err := n.readMaterialized(ctx, id, c, 0, false)
 	if err != nil {
-		return sessionstore.Suffix{}, err
+		return err
 	}
 	path := n.rawLogPath(s.header)
 	if err := sessionlog.CheckReadFromHeader(id, s.header, path); err != nil {
-		return sessionstore.Suffix{}, err
+		return err
 	}
-	norm, err := sessionlog.Normalize(id, s.events, path)
+	end, inc := s.rec.NextSeq, s.rec.Incarnation
+	norm := sessionlog.NewNormalizer(id, path)
+	for seq := int64(0); seq < end; {
+		evs, err := n.chunkAt(ctx, id, inc, seq, end)
+		if err != nil {
+			return err
+		}
+		norm.Check(evs)
+		seq += int64(len(evs))
+	}
+	if err := norm.Err(); err != nil {
+		return err
+	}
+	first := &sessionstore.Suffix{Header: s.header, Revision: s.revision, NextSeq: end}
+	for seq := int64(0); seq < end; {
+		evs, err := n.chunkAt(ctx, id, inc, seq, end)
+		if err != nil {
+			return err
+		}
+		out, err := norm.Next(evs)
+		if err != nil {
+			return err
+		}
+		if skip := from - seq; skip > 0 {
+			out = out[min(skip, int64(len(out))):]
+		}
+		seq += int64(len(evs))
+		if len(out) == 0 {
+			continue
+		}
+		m := sessionstore.Suffix{Events: out}
+		if first != nil {
+			m.Header, m.Revision, m.NextSeq = first.Header, first.Revision, first.NextSeq
+			first = nil
+		}
+		if err := send(m); err != nil {
+			return err
+		}
+	}
+	if first != nil {
+		return send(*first)
+	}
+	return nil
+}
+
+// chunkAt reads the events from seq on, below end, up to readChunkBytes (at
+// least one), in one read transaction, checking that the session is still
+// incarnation inc.
+func (n *Node) chunkAt(ctx context.Context, id string, inc uint64, seq, end int64) ([][]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s, err := n.readUpTo(id, seq, readChunkBytes)
 	if err != nil {
-		return sessionstore.Suffix{}, err
+		return nil, storageErr(err)
 	}
-	out := sessionstore.Suffix{Header: s.header, Revision: s.revision, NextSeq: s.rec.NextSeq}
-	if from < int64(len(norm)) {
-		out.Events = norm[from:]
+	if s.rec == nil || s.rec.Incarnation != inc {
+		return nil, sessionstore.Errorf(sessionstore.ReasonNotFound,
+			"session %s was deleted while being read", sessionstore.Quote(id))
 	}
-	return out, nil
+	if len(s.events) == 0 {
+		return nil, sessionstore.Errorf(sessionstore.ReasonCorruption,
+			"session %s: event %d is missing from the state database", sessionstore.Quote(id), seq)
+	}
+	if over := seq + int64(len(s.events)) - end; over > 0 {
+		s.events = s.events[:int64(len(s.events))-over]
+	}
+	return s.events, nil
 }
 
 // RawText is the decoded text of a session's artifact: the header line and one

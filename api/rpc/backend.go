@@ -23,7 +23,9 @@ type Backend interface {
 	KeepAlive(ctx context.Context, l sessionstore.Lease, requestID string) (sessionstore.Lease, error)
 	Release(ctx context.Context, id string, epoch uint64, requestID string) error
 	Delete(ctx context.Context, id, expectedRevision, requestID string) (revision string, err error)
-	ReadFrom(ctx context.Context, id string, from int64, c sessionstore.Consistency) (sessionstore.Suffix, error)
+	// ReadFrom sends the suffix in parts: header, revision and next seq in the
+	// first, then events only.
+	ReadFrom(ctx context.Context, id string, from int64, c sessionstore.Consistency, send func(sessionstore.Suffix) error) error
 	// OpenRaw opens the artifact text for reading in bounded chunks.
 	OpenRaw(ctx context.Context, id string, c sessionstore.Consistency) (h sessionstore.Header, revision string, text io.ReadSeeker, size int64, err error)
 	List(ctx context.Context, c sessionstore.Consistency, pageSize int, pageToken, cwdPrefix string) ([]sessionstore.Snapshot, string, error)

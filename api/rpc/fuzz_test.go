@@ -730,8 +730,8 @@ func (b fzBigBackend) header() sessionstore.Header {
 	return sessionstore.Header{ID: "big", CreatedAt: 1}
 }
 
-func (b fzBigBackend) ReadFrom(context.Context, string, int64, sessionstore.Consistency) (sessionstore.Suffix, error) {
-	return sessionstore.Suffix{Header: b.header(), Events: b.events, Revision: "r1", NextSeq: int64(len(b.events))}, nil
+func (b fzBigBackend) ReadFrom(_ context.Context, _ string, _ int64, _ sessionstore.Consistency, send func(sessionstore.Suffix) error) error {
+	return send(sessionstore.Suffix{Header: b.header(), Events: b.events, Revision: "r1", NextSeq: int64(len(b.events))})
 }
 
 func (b fzBigBackend) Inspect(context.Context, string, sessionstore.Consistency) (sessionstore.View, error) {

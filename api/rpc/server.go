@@ -265,30 +265,33 @@ func (p *Persistence) ReadFrom(r *pb.ReadFromRequest, s grpc.ServerStreamingServ
 	d := p.sender(s, StreamRead)
 	defer d.Close()
 	send := func(m *pb.ReadFromResponse) error { return d.Send(m) }
-	suf, err := p.b.ReadFrom(s.Context(), r.SessionId, r.FromSeq, consistency(r.Consistency))
-	if err != nil {
+	first := true
+	err := p.b.ReadFrom(s.Context(), r.SessionId, r.FromSeq, consistency(r.Consistency), func(suf sessionstore.Suffix) error {
+		for i, c := range chunks(suf.Events, p.chunk()) {
+			m := &pb.ReadFromResponse{Events: toStrings(c)}
+			if i == 0 && first {
+				m.Header, m.Revision, m.NextSeq = headerToPB(suf.Header), suf.Revision, suf.NextSeq
+			}
+			if err := send(m); err != nil {
+				return err
+			}
+		}
+		if len(suf.Events) == 0 && first {
+			if err := send(&pb.ReadFromResponse{Header: headerToPB(suf.Header), Revision: suf.Revision, NextSeq: suf.NextSeq}); err != nil {
+				return err
+			}
+		}
+		first = false
+		return nil
+	})
+	if err != nil && first {
 		if nl := leaderOf(err); nl != nil {
 			return p.fwd.stream(s.Context(), nl, pb.SessionPersistence_ReadFrom_FullMethodName, r,
 				func() proto.Message { return new(pb.ReadFromResponse) },
 				func(m proto.Message) error { return send(m.(*pb.ReadFromResponse)) }, false)
 		}
-		return toStatus(err)
 	}
-	parts := chunks(suf.Events, p.chunk())
-	first := &pb.ReadFromResponse{Header: headerToPB(suf.Header), Revision: suf.Revision, NextSeq: suf.NextSeq}
-	if len(parts) > 0 {
-		first.Events = toStrings(parts[0])
-		parts = parts[1:]
-	}
-	if err := send(first); err != nil {
-		return toStatus(err)
-	}
-	for _, c := range parts {
-		if err := send(&pb.ReadFromResponse{Events: toStrings(c)}); err != nil {
-			return toStatus(err)
-		}
-	}
-	return nil
+	return toStatus(err)
 }
 
 // ReadRaw streams the text chunk by chunk from storage: the revision in the

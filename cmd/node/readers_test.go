@@ -190,16 +190,16 @@ func rdFill(t *testing.T, n *testNode, id string, sizes ...int) []byte {
 // TestReadRaw_StreamsFromStorageInChunks: the artifact text read in chunks
 // from storage (events larger than a chunk, lines split across chunks) is
 // byte for byte the text of the stored events, over gRPC and over HTTP,
-// whole and in ranges.
+// whole and in ranges; ReadFrom's chunked passes return the stored events.
 func TestReadRaw_StreamsFromStorageInChunks(t *testing.T) {
 	n := ctSharedNode(t)
 	const id = "raw-chunks"
 	sizes := []int{200, 300 << 10, 1 << 20, 5, 2<<20 - 100, 256<<10 - 1, 256 << 10, 700, 1<<20 + 3}
 	text := rdFill(t, n, id, sizes...)
+	pad := benchPadding(slices.Max(sizes))
 	var want bytes.Buffer
 	want.Write(sessionlog.HeaderLine(fsmHeader(t, n, id)))
 	want.WriteByte('\n')
-	pad := benchPadding(slices.Max(sizes))
 	for i, sz := range sizes {
 		want.WriteString(benchEvent(int64(i), int64(1000+i), sz, pad) + "\n")
 	}
@@ -208,6 +208,16 @@ func TestReadRaw_StreamsFromStorageInChunks(t *testing.T) {
 	}
 	if got := ctReadRaw(t, n, id).GetContent(); !bytes.Equal(got, text) {
 		t.Fatalf("ReadRaw: %d bytes differ from the stored text (%d bytes)", len(got), len(text))
+	}
+	for _, from := range []int64{0, 3, 8, 9, 100} {
+		got := ctReadFrom(t, n, id, from).GetEvents()
+		var wantEvs []string
+		for i := from; i < int64(len(sizes)); i++ {
+			wantEvs = append(wantEvs, benchEvent(i, 1000+i, sizes[i], pad))
+		}
+		if !slices.Equal(got, wantEvs) {
+			t.Fatalf("ReadFrom(%d): %d events, want %d", from, len(got), len(wantEvs))
+		}
 	}
 	u := "http://" + n.srv.httpAddr + "/v1/sessions/" + id + "/session.jsonl"
 	for _, tc := range []struct{ from, to int }{{0, len(text) - 1}, {10, 300 << 10}, {256<<10 - 7, 256<<10 + 9}, {len(text) - 5, len(text) - 1}, {1 << 20, 3 << 20}} {
