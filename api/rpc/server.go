@@ -16,6 +16,9 @@ import (
 // ChunkBytes bounds the events of one streamed message (API.md: ≤ 1 MiB).
 const ChunkBytes = 1 << 20
 
+// rawMessageBytes is the content of one ReadRaw message.
+const rawMessageBytes = 256 << 10
+
 // messageMargin is kept free in every message for the header and framing.
 const messageMargin = 64 << 10
 
@@ -313,8 +316,9 @@ func (p *Persistence) ReadRaw(r *pb.ReadRawRequest, s grpc.ServerStreamingServer
 	first := true
 	for {
 		// A fresh buffer per message: a Send given up on may still hold the
-		// previous one.
-		buf := make([]byte, p.chunk())
+		// previous one. Messages of rawMessageBytes: what a stalled stream
+		// pins is about two of them (the message and its encoding).
+		buf := make([]byte, min(p.chunk(), rawMessageBytes))
 		n, err := io.ReadFull(text, buf)
 		if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
 			return toStatus(err)

@@ -40,7 +40,7 @@ func rdRssAnon(t *testing.T, pid int) int64 {
 
 // TestProcReaders_StalledStreamsKeepMemoryBounded (issue 13 item 10): on a
 // node process built without -race, ten ReadRaw streams, five ReadFrom
-// streams and three HTTP downloads of a 100 MiB session whose clients never
+// streams, three Watch streams from seq 0 and three HTTP downloads of a 100 MiB session whose clients never
 // read keep the node's anonymous memory within 256 MiB of idle (each held the
 // whole session, several copies of it, before: 3.1 GB for ten ReadRaw).
 func TestProcReaders_StalledStreamsKeepMemoryBounded(t *testing.T) {
@@ -74,27 +74,43 @@ func TestProcReaders_StalledStreamsKeepMemoryBounded(t *testing.T) {
 	time.Sleep(3 * time.Second) // let the fill's garbage be collected
 	idle := rdRssAnon(t, pid)
 
-	for range 10 {
+	stream := func(open func(sessionpb.SessionPersistenceClient) error) {
 		conn, err := grpc.NewClient(nd.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<20)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer conn.Close()
-		if _, err := sessionpb.NewSessionPersistenceClient(conn).ReadRaw(ctx, &sessionpb.ReadRawRequest{SessionId: id}); err != nil {
+		t.Cleanup(func() { conn.Close() })
+		if err := open(sessionpb.NewSessionPersistenceClient(conn)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for range 5 {
-		conn, err := grpc.NewClient(nd.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<20)))
-		if err != nil {
-			t.Fatal(err)
+	// peakFor watches the node for 5 s while nobody reads (the stream write
+	// timeout, 30 s by default, ends none of the streams meanwhile).
+	peakFor := func(what string, read, watch string) {
+		t.Helper()
+		peak := idle
+		for range 25 {
+			time.Sleep(200 * time.Millisecond)
+			peak = max(peak, rdRssAnon(t, pid))
 		}
-		defer conn.Close()
-		if _, err := sessionpb.NewSessionPersistenceClient(conn).ReadFrom(ctx, &sessionpb.ReadFromRequest{SessionId: id}); err != nil {
-			t.Fatal(err)
+		open := crMetric(t, nd, "sessionstore_streams_open{kind=\"read\"}")
+		watches := crMetric(t, nd, "sessionstore_streams_open{kind=\"watch\"}")
+		t.Logf("RssAnon idle %d MiB, peak with %s: %d MiB (+%d MiB); open read streams %s, watches %s",
+			idle>>20, what, peak>>20, (peak-idle)>>20, open, watches)
+		if open != read || watches != watch {
+			t.Errorf("open streams: read %s, watch %s; want %s and %s", open, watches, read, watch)
 		}
+		if peak-idle > 256<<20 {
+			t.Fatalf("RssAnon grew by %d MiB with %s, want under 256 MiB", (peak-idle)>>20, what)
+		}
+	}
+
+	for range 10 {
+		stream(func(c sessionpb.SessionPersistenceClient) error {
+			_, err := c.ReadRaw(ctx, &sessionpb.ReadRawRequest{SessionId: id})
+			return err
+		})
 	}
 	for _, suffix := range []string{"session.jsonl", "session.jsonl", "session.jsonl.zstd"} {
 		hc, err := net.Dial("tcp", nd.HTTPAddr)
@@ -104,20 +120,21 @@ func TestProcReaders_StalledStreamsKeepMemoryBounded(t *testing.T) {
 		defer hc.Close()
 		fmt.Fprintf(hc, "GET /v1/sessions/%s/%s HTTP/1.1\r\nHost: x\r\n\r\n", id, suffix)
 	}
-	// Watch the node for 10 s while nobody reads (the stream write timeout,
-	// 30 s by default, has not ended the streams yet).
-	peak := idle
-	for range 50 {
-		time.Sleep(200 * time.Millisecond)
-		peak = max(peak, rdRssAnon(t, pid))
+	peakFor("10 ReadRaw and 3 downloads that never read", "13", "0")
+
+	// The other streamed reads: five ReadFrom (each validates the whole
+	// log first) and three Watch from seq 0.
+	for range 5 {
+		stream(func(c sessionpb.SessionPersistenceClient) error {
+			_, err := c.ReadFrom(ctx, &sessionpb.ReadFromRequest{SessionId: id})
+			return err
+		})
 	}
-	open := crMetric(t, nd, "sessionstore_streams_open{kind=\"read\"}")
-	t.Logf("RssAnon idle %d MiB, peak with 10 stalled ReadRaw, 5 ReadFrom and 3 downloads %d MiB (+%d MiB); open read streams %s",
-		idle>>20, peak>>20, (peak-idle)>>20, open)
-	if open != "18" {
-		t.Errorf("open read streams: %s, want 18 (10 ReadRaw, 5 ReadFrom, 3 downloads)", open)
+	for range 3 {
+		stream(func(c sessionpb.SessionPersistenceClient) error {
+			_, err := c.Watch(ctx, &sessionpb.WatchRequest{SessionId: id})
+			return err
+		})
 	}
-	if peak-idle > 256<<20 {
-		t.Fatalf("RssAnon grew by %d MiB with 18 stalled readers, want under 256 MiB", (peak-idle)>>20)
-	}
+	peakFor("10 ReadRaw, 5 ReadFrom, 3 Watch and 3 downloads that never read", "18", "3")
 }
