@@ -232,17 +232,103 @@ func leaseFromPB(id string, l *fsmpb.Lease) *sessionstore.Lease {
 // added in memory, except for a session under a live lease, which is
 // returned as stored (its owner holds the open turn).
 func (n *Node) Inspect(ctx context.Context, id string, c sessionstore.Consistency) (sessionstore.View, error) {
-	s, norm, closers, err := n.checkedView(ctx, id, c)
+	v, _, closers, err := n.inspect(ctx, id, c, true)
 	if err != nil {
 		return sessionstore.View{}, err
 	}
-	v := sessionstore.View{Header: s.header, Events: norm, Revision: s.revision, NextSeq: s.rec.NextSeq,
-		Lease: leaseFromPB(id, s.rec.Lease)}
-	owned := s.rec.Lease != nil && s.rec.Lease.ExpiresAtUnixMs > time.Now().UnixMilli()
-	if !owned && len(closers) > 0 {
-		v.Events = append(append(make([][]byte, 0, len(norm)+len(closers)), norm...), closers...)
+	if len(closers) > 0 {
+		v.Events = append(append(make([][]byte, 0, len(v.Events)+len(closers)), v.Events...), closers...)
 	}
 	return v, nil
+}
+
+// inspect validates the balanced view and returns it with the closers to
+// add (none for a session under a live lease) and the incarnation read;
+// without events it keeps none of the log once validated.
+func (n *Node) inspect(ctx context.Context, id string, c sessionstore.Consistency, events bool) (sessionstore.View, uint64, [][]byte, error) {
+	s, norm, closers, err := n.checkedView(ctx, id, c)
+	if err != nil {
+		return sessionstore.View{}, 0, nil, err
+	}
+	v := sessionstore.View{Header: s.header, Revision: s.revision, NextSeq: s.rec.NextSeq,
+		Lease: leaseFromPB(id, s.rec.Lease)}
+	if events {
+		v.Events = norm
+	}
+	if s.rec.Lease != nil && s.rec.Lease.ExpiresAtUnixMs > time.Now().UnixMilli() {
+		closers = nil // the owner holds the open turn
+	}
+	return v, s.rec.Incarnation, closers, nil
+}
+
+// InspectStream is Inspect for a view of any size: it validates the whole
+// log (which reads all of it once), then sends the view with its metadata
+// first and the events read again from storage a chunk at a time, so a
+// client that reads slowly holds a chunk, not the session.
+func (n *Node) InspectStream(ctx context.Context, id string, c sessionstore.Consistency, send func(sessionstore.View) error) error {
+	v, inc, closers, err := n.inspect(ctx, id, c, false)
+	if err != nil {
+		return err
+	}
+	return n.sendView(ctx, id, inc, v, closers, send)
+}
+
+// LoadStream is Load for a view of any size (see InspectStream).
+func (n *Node) LoadStream(ctx context.Context, id, requestID string, send func(sessionstore.View) error) error {
+	v, inc, err := n.repairMeta(ctx, id, requestID, fsmpb.Repair_LOAD, "", 0)
+	if err != nil {
+		return err
+	}
+	return n.sendView(ctx, id, inc, v, nil, send)
+}
+
+// PrepareStream is Prepare for a view of any size (see InspectStream).
+func (n *Node) PrepareStream(ctx context.Context, id, owner string, ttl time.Duration, requestID string, send func(sessionstore.View) error) error {
+	if err := checkPrepare(owner, ttl); err != nil {
+		return err
+	}
+	v, inc, err := n.repairMeta(ctx, id, requestID, fsmpb.Repair_PREPARE, owner, ttl.Milliseconds())
+	if err != nil {
+		return err
+	}
+	return n.sendView(ctx, id, inc, v, nil, send)
+}
+
+// sendView sends v's metadata with the first events, then the normalised
+// events [0, v.NextSeq) of incarnation inc read from storage a chunk at a
+// time, then closers. The log was validated up to there and a log only grows
+// within an incarnation, so these are the events of v's revision.
+func (n *Node) sendView(ctx context.Context, id string, inc uint64, v sessionstore.View, closers [][]byte, send func(sessionstore.View) error) error {
+	v.Events = nil
+	first := &v
+	norm := sessionlog.NewNormalizer(id, n.rawLogPath(v.Header))
+	emit := func(evs [][]byte) error {
+		m := sessionstore.View{Events: evs}
+		if first != nil {
+			m = *first
+			m.Events = evs
+			first = nil
+		}
+		return send(m)
+	}
+	for seq := int64(0); seq < v.NextSeq; {
+		evs, err := n.chunkAt(ctx, id, inc, seq, v.NextSeq)
+		if err != nil {
+			return err
+		}
+		out, err := norm.Next(evs)
+		if err != nil {
+			return sessionlog.WrapCorruption(id, err)
+		}
+		seq += int64(len(evs))
+		if err := emit(out); err != nil {
+			return err
+		}
+	}
+	if len(closers) > 0 || first != nil {
+		return emit(closers)
+	}
+	return nil
 }
 
 // Load returns the balanced view, committing the crash repair of a cold
@@ -254,51 +340,77 @@ func (n *Node) Load(ctx context.Context, id, requestID string) (sessionstore.Vie
 // Prepare takes ownership: it commits the repair like Load, bumps the epoch and
 // grants a lease (DESIGN.md "Ownership").
 func (n *Node) Prepare(ctx context.Context, id, owner string, ttl time.Duration, requestID string) (sessionstore.View, error) {
-	if owner == "" {
-		return sessionstore.View{}, sessionstore.Errorf(sessionstore.ReasonInvalidArgument, "prepare needs a non-empty owner")
-	}
-	if ttl < 100*time.Millisecond || ttl > 24*time.Hour {
-		return sessionstore.View{}, sessionstore.Errorf(sessionstore.ReasonInvalidArgument,
-			"lease ttl must be between 100ms and 24h, got %v", ttl)
+	if err := checkPrepare(owner, ttl); err != nil {
+		return sessionstore.View{}, err
 	}
 	return n.repair(ctx, id, requestID, fsmpb.Repair_PREPARE, owner, ttl.Milliseconds())
 }
 
+func checkPrepare(owner string, ttl time.Duration) error {
+	if owner == "" {
+		return sessionstore.Errorf(sessionstore.ReasonInvalidArgument, "prepare needs a non-empty owner")
+	}
+	if ttl < 100*time.Millisecond || ttl > 24*time.Hour {
+		return sessionstore.Errorf(sessionstore.ReasonInvalidArgument,
+			"lease ttl must be between 100ms and 24h, got %v", ttl)
+	}
+	return nil
+}
+
 func (n *Node) repair(ctx context.Context, id, requestID string, mode fsmpb.Repair_Mode, owner string, ttlMs int64) (sessionstore.View, error) {
+	v, _, err := n.repairView(ctx, id, requestID, mode, owner, ttlMs, true)
+	return v, err
+}
+
+// repairMeta is repair without the events (the stream forms read them
+// afterwards); it also returns the incarnation the view belongs to.
+func (n *Node) repairMeta(ctx context.Context, id, requestID string, mode fsmpb.Repair_Mode, owner string, ttlMs int64) (sessionstore.View, uint64, error) {
+	return n.repairView(ctx, id, requestID, mode, owner, ttlMs, false)
+}
+
+func (n *Node) repairView(ctx context.Context, id, requestID string, mode fsmpb.Repair_Mode, owner string, ttlMs int64, events bool) (sessionstore.View, uint64, error) {
 	if err := sessionlog.ValidateSessionID(id); err != nil {
-		return sessionstore.View{}, err
+		return sessionstore.View{}, 0, err
 	}
 	for attempt := 0; ; attempt++ {
 		s, norm, closers, err := n.checkedView(ctx, id, sessionstore.Linearizable)
 		if err != nil {
-			return sessionstore.View{}, err
+			return sessionstore.View{}, 0, err
 		}
+		inc := s.rec.Incarnation
 		if mode == fsmpb.Repair_LOAD && len(closers) == 0 {
-			return sessionstore.View{Header: s.header, Events: norm, Revision: s.revision,
-				NextSeq: s.rec.NextSeq, Lease: leaseFromPB(id, s.rec.Lease)}, nil
+			v := sessionstore.View{Header: s.header, Revision: s.revision,
+				NextSeq: s.rec.NextSeq, Lease: leaseFromPB(id, s.rec.Lease)}
+			if events {
+				v.Events = norm
+			}
+			return v, inc, nil
 		}
+		norm, s.events = nil, nil // not kept while the repair commits
 		res, err := n.propose(ctx, &fsmpb.Command{Cmd: &fsmpb.Command_Repair{Repair: &fsmpb.Repair{
 			SessionId: id, RequestId: requestID, Mode: mode, Owner: owner, TtlMs: ttlMs, ExpectedRevision: s.revision}}})
 		if err != nil {
-			return sessionstore.View{}, err
+			return sessionstore.View{}, 0, err
 		}
 		if res.Stale {
 			// Another writer changed the log between our read and the commit:
 			// read and validate again (reference §5.4 step 3).
 			if attempt > 100 {
-				return sessionstore.View{}, sessionstore.ErrOutcomeUnknown
+				return sessionstore.View{}, 0, sessionstore.ErrOutcomeUnknown
 			}
 			continue
 		}
 		// The log below res.NextSeq never changes again, so reading that prefix
 		// gives exactly the state at the returned revision.
-		v, err := n.viewAt(id, res.NextSeq)
-		if err != nil {
-			return sessionstore.View{}, err
+		v := sessionstore.View{Header: s.header}
+		if events {
+			if v, err = n.viewAt(id, res.NextSeq); err != nil {
+				return sessionstore.View{}, 0, err
+			}
 		}
 		v.Revision, v.NextSeq, v.Repaired = res.Revision, res.NextSeq, res.Repaired
 		v.Lease = leaseFromPB(id, res.Lease)
-		return v, nil
+		return v, inc, nil
 	}
 }
 

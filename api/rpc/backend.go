@@ -20,6 +20,11 @@ type Backend interface {
 	Load(ctx context.Context, id, requestID string) (sessionstore.View, error)
 	Inspect(ctx context.Context, id string, c sessionstore.Consistency) (sessionstore.View, error)
 	Prepare(ctx context.Context, id, owner string, ttl time.Duration, requestID string) (sessionstore.View, error)
+	// The stream forms send the view in parts: the metadata with the first
+	// events, then events only.
+	LoadStream(ctx context.Context, id, requestID string, send func(sessionstore.View) error) error
+	InspectStream(ctx context.Context, id string, c sessionstore.Consistency, send func(sessionstore.View) error) error
+	PrepareStream(ctx context.Context, id, owner string, ttl time.Duration, requestID string, send func(sessionstore.View) error) error
 	KeepAlive(ctx context.Context, l sessionstore.Lease, requestID string) (sessionstore.Lease, error)
 	Release(ctx context.Context, id string, epoch uint64, requestID string) error
 	Delete(ctx context.Context, id, expectedRevision, requestID string) (revision string, err error)

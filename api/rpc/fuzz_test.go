@@ -738,6 +738,11 @@ func (b fzBigBackend) Inspect(context.Context, string, sessionstore.Consistency)
 	return sessionstore.View{Header: b.header(), Events: b.events, Revision: "r1", NextSeq: int64(len(b.events))}, nil
 }
 
+func (b fzBigBackend) InspectStream(ctx context.Context, id string, c sessionstore.Consistency, send func(sessionstore.View) error) error {
+	v, _ := b.Inspect(ctx, id, c)
+	return send(v)
+}
+
 func (b fzBigBackend) OpenRaw(context.Context, string, sessionstore.Consistency) (sessionstore.Header, string, io.ReadSeeker, int64, error) {
 	var text []byte
 	for _, e := range b.events {

@@ -153,76 +153,77 @@ func (p *Persistence) Prepare(ctx context.Context, r *pb.PrepareRequest) (*pb.Pr
 	return &pb.PrepareResponse{View: out, Lease: leaseToPB(v.Lease)}, nil
 }
 
-// streamView sends a view: metadata (and the first events) in the first
-// message, the rest in chunks of at most chunk bytes.
-func streamView(v sessionstore.View, chunk int, send func(*pb.SessionViewPart) error) error {
-	first := &pb.SessionViewPart{ViewPart: &pb.SessionView{Header: headerToPB(v.Header), Revision: v.Revision,
-		Repaired: v.Repaired, NextSeq: v.NextSeq}, Lease: leaseToPB(v.Lease)}
-	parts := chunks(v.Events, chunk)
-	if len(parts) > 0 {
-		first.ViewPart.Events = toStrings(parts[0])
-		parts = parts[1:]
-	}
-	if err := send(first); err != nil {
-		return err
-	}
-	for _, c := range parts {
-		if err := send(&pb.SessionViewPart{ViewPart: &pb.SessionView{Events: toStrings(c)}}); err != nil {
-			return err
+// viewSender returns the send function of a view stream: the metadata (and
+// the first events) in the first message, events in chunks of at most chunk
+// bytes, as the backend hands over the view's parts.
+func viewSender(chunk int, send func(*pb.SessionViewPart) error) (func(sessionstore.View) error, *bool) {
+	first := true
+	return func(v sessionstore.View) error {
+		parts := chunks(v.Events, chunk)
+		if first {
+			m := &pb.SessionViewPart{ViewPart: &pb.SessionView{Header: headerToPB(v.Header), Revision: v.Revision,
+				Repaired: v.Repaired, NextSeq: v.NextSeq}, Lease: leaseToPB(v.Lease)}
+			if len(parts) > 0 {
+				m.ViewPart.Events = toStrings(parts[0])
+				parts = parts[1:]
+			}
+			first = false
+			if err := send(m); err != nil {
+				return err
+			}
 		}
-	}
-	return nil
+		for _, c := range parts {
+			if err := send(&pb.SessionViewPart{ViewPart: &pb.SessionView{Events: toStrings(c)}}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, &first
 }
 
 func (p *Persistence) LoadStream(r *pb.LoadRequest, s grpc.ServerStreamingServer[pb.SessionViewPart]) error {
-	d := p.sender(s, StreamRead)
-	defer d.Close()
-	send := func(m *pb.SessionViewPart) error { return d.Send(m) }
 	if readOnly(s.Context()) {
 		return p.InspectStream(&pb.InspectRequest{SessionId: r.SessionId}, s)
 	}
-	v, err := p.b.Load(s.Context(), r.SessionId, r.RequestId)
-	if err != nil {
-		if nl := leaderOf(err); nl != nil {
-			return p.fwd.stream(s.Context(), nl, pb.SessionPersistence_LoadStream_FullMethodName, r,
-				func() proto.Message { return new(pb.SessionViewPart) },
-				func(m proto.Message) error { return send(m.(*pb.SessionViewPart)) }, true)
-		}
-		return toStatus(err)
+	d := p.sender(s, StreamRead)
+	defer d.Close()
+	send := func(m *pb.SessionViewPart) error { return d.Send(m) }
+	view, notSent := viewSender(p.chunk(), send)
+	err := p.b.LoadStream(s.Context(), r.SessionId, r.RequestId, view)
+	if nl := leaderOf(err); nl != nil && *notSent {
+		return p.fwd.stream(s.Context(), nl, pb.SessionPersistence_LoadStream_FullMethodName, r,
+			func() proto.Message { return new(pb.SessionViewPart) },
+			func(m proto.Message) error { return send(m.(*pb.SessionViewPart)) }, true)
 	}
-	return streamView(v, p.chunk(), send)
+	return toStatus(err)
 }
 
 func (p *Persistence) InspectStream(r *pb.InspectRequest, s grpc.ServerStreamingServer[pb.SessionViewPart]) error {
 	d := p.sender(s, StreamRead)
 	defer d.Close()
 	send := func(m *pb.SessionViewPart) error { return d.Send(m) }
-	v, err := p.b.Inspect(s.Context(), r.SessionId, consistency(r.Consistency))
-	if err != nil {
-		if nl := leaderOf(err); nl != nil {
-			return p.fwd.stream(s.Context(), nl, pb.SessionPersistence_InspectStream_FullMethodName, r,
-				func() proto.Message { return new(pb.SessionViewPart) },
-				func(m proto.Message) error { return send(m.(*pb.SessionViewPart)) }, false)
-		}
-		return toStatus(err)
+	view, notSent := viewSender(p.chunk(), send)
+	err := p.b.InspectStream(s.Context(), r.SessionId, consistency(r.Consistency), view)
+	if nl := leaderOf(err); nl != nil && *notSent {
+		return p.fwd.stream(s.Context(), nl, pb.SessionPersistence_InspectStream_FullMethodName, r,
+			func() proto.Message { return new(pb.SessionViewPart) },
+			func(m proto.Message) error { return send(m.(*pb.SessionViewPart)) }, false)
 	}
-	return streamView(v, p.chunk(), send)
+	return toStatus(err)
 }
 
 func (p *Persistence) PrepareStream(r *pb.PrepareRequest, s grpc.ServerStreamingServer[pb.SessionViewPart]) error {
 	d := p.sender(s, StreamRead)
 	defer d.Close()
 	send := func(m *pb.SessionViewPart) error { return d.Send(m) }
-	v, err := p.b.Prepare(s.Context(), r.SessionId, r.Owner, time.Duration(r.TtlMs)*time.Millisecond, r.RequestId)
-	if err != nil {
-		if nl := leaderOf(err); nl != nil {
-			return p.fwd.stream(s.Context(), nl, pb.SessionPersistence_PrepareStream_FullMethodName, r,
-				func() proto.Message { return new(pb.SessionViewPart) },
-				func(m proto.Message) error { return send(m.(*pb.SessionViewPart)) }, true)
-		}
-		return toStatus(err)
+	view, notSent := viewSender(p.chunk(), send)
+	err := p.b.PrepareStream(s.Context(), r.SessionId, r.Owner, time.Duration(r.TtlMs)*time.Millisecond, r.RequestId, view)
+	if nl := leaderOf(err); nl != nil && *notSent {
+		return p.fwd.stream(s.Context(), nl, pb.SessionPersistence_PrepareStream_FullMethodName, r,
+			func() proto.Message { return new(pb.SessionViewPart) },
+			func(m proto.Message) error { return send(m.(*pb.SessionViewPart)) }, true)
 	}
-	return streamView(v, p.chunk(), send)
+	return toStatus(err)
 }
 
 func (p *Persistence) KeepAlive(ctx context.Context, r *pb.KeepAliveRequest) (*pb.KeepAliveResponse, error) {

@@ -374,3 +374,75 @@ func TestStreams_CappedAndEndedWhenClientStopsReading(t *testing.T) {
 		t.Fatalf("ReadRaw after the stalled streams ended: %d bytes", len(got))
 	}
 }
+
+// rdViewStream assembles a SessionViewPart stream.
+func rdViewStream(t *testing.T, s grpc.ServerStreamingClient[sessionpb.SessionViewPart], err error) *sessionpb.SessionView {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v *sessionpb.SessionView
+	for {
+		m, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			return v
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v == nil {
+			v = m.GetViewPart()
+			continue
+		}
+		v.Events = append(v.Events, m.GetViewPart().GetEvents()...)
+	}
+}
+
+// TestViewStreams_ReadFromStorageMatchUnary: the stream views, whose events
+// are read again from storage in chunks after the whole log was validated,
+// equal the unary views: an open turn's closers (Inspect), the committed
+// repair (Load), the lease and no closers (Prepare), across chunk borders.
+func TestViewStreams_ReadFromStorageMatchUnary(t *testing.T) {
+	n := ctSharedNode(t)
+	const id = "view-streams"
+	ctCreate(t, n, ctMeta(id, ""))
+	pad := benchPadding(700 << 10)
+	evs := []string{ctEv("turn/start", 0, 1, `{"turn":1}`), ctEv("step/start", 1, 2, `{"turn":1,"step":1}`)}
+	for seq := int64(2); seq < 8; seq++ {
+		evs = append(evs, benchEvent(seq, seq+1, int(100<<10*seq), pad))
+	}
+	for _, e := range evs {
+		ctAppend(t, n, id, e)
+	}
+	rpc := ctRaw(n)
+	same := func(what string, got, want *sessionpb.SessionView) {
+		t.Helper()
+		if got.GetRevision() != want.GetRevision() || got.GetNextSeq() != want.GetNextSeq() || got.GetHeader().GetId() != id {
+			t.Fatalf("%s: revision %q next %d, want %q %d", what, got.GetRevision(), got.GetNextSeq(), want.GetRevision(), want.GetNextSeq())
+		}
+		if !slices.Equal(got.GetEvents(), want.GetEvents()) {
+			t.Fatalf("%s: %d events, want %d (or different bytes)", what, len(got.GetEvents()), len(want.GetEvents()))
+		}
+	}
+	insp := ctInspect(t, n, id)
+	if len(insp.GetEvents()) != len(evs)+2 {
+		t.Fatalf("Inspect: %d events, want %d with the step/end and turn/end closers", len(insp.GetEvents()), len(evs)+2)
+	}
+	s, err := rpc.InspectStream(n.ctx(), &sessionpb.InspectRequest{SessionId: id})
+	same("InspectStream", rdViewStream(t, s, err), insp)
+
+	ls, err := rpc.LoadStream(n.ctx(), &sessionpb.LoadRequest{SessionId: id, RequestId: "load-1"})
+	load := rdViewStream(t, ls, err)
+	if !load.GetRepaired() {
+		t.Fatal("LoadStream did not report the repair it committed")
+	}
+	same("LoadStream", load, ctLoad(t, n, id))
+
+	ps, err := rpc.PrepareStream(n.ctx(), &sessionpb.PrepareRequest{SessionId: id, Owner: "o", TtlMs: 60000, RequestId: "prep-1"})
+	prep := rdViewStream(t, ps, err)
+	after := ctInspect(t, n, id)
+	same("PrepareStream", prep, after)
+	if len(prep.GetEvents()) != len(evs)+2 {
+		t.Fatalf("PrepareStream: %d events, want the %d of the repaired log", len(prep.GetEvents()), len(evs)+2)
+	}
+}
