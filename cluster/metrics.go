@@ -22,6 +22,9 @@ type Metrics struct {
 	// RetentionDeleted counts sessions retention sweeps deleted (proposed by
 	// this node as leader).
 	RetentionDeleted prometheus.Counter
+	// WatchWakeups counts Watch streams woken by a commit to re-read their
+	// session (a commit wakes only the watchers of the sessions it touched).
+	WatchWakeups prometheus.Counter
 }
 
 // NewMetrics registers the cluster instruments on reg (nil: unregistered).
@@ -29,6 +32,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		RetentionDeleted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sessionstore_retention_deleted_total", Help: "Sessions deleted by retention sweeps this node proposed as leader."}),
+		WatchWakeups: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sessionstore_watch_wakeups_total", Help: "Watch streams woken by a commit to re-read their session."}),
 		Proposals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sessionstore_cluster_proposals_total", Help: "Commands proposed, by outcome (ok, rejected, no_leader, unknown, error)."},
 			[]string{"outcome"}),
@@ -43,7 +48,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18)}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Proposals, m.GroupSize, m.CommitSeconds, m.QueueSeconds, m.RetentionDeleted)
+		reg.MustRegister(m.Proposals, m.GroupSize, m.CommitSeconds, m.QueueSeconds, m.RetentionDeleted, m.WatchWakeups)
 	}
 	return m
 }

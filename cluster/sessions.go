@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -28,6 +29,16 @@ type stored struct {
 // read returns a session's record and its events with seq >= from, in one
 // read transaction. A session that does not exist gives rec == nil.
 func (n *Node) read(id string, from int64, withEvents bool) (stored, error) {
+	limit := 0
+	if withEvents {
+		limit = -1
+	}
+	return n.readUpTo(id, from, limit)
+}
+
+// readUpTo is read with at most limit bytes of events (at least one event
+// when there is one; 0: none, -1: all).
+func (n *Node) readUpTo(id string, from int64, limit int) (stored, error) {
 	var s stored
 	err := n.state.View(func(tx *storage.Tx) error {
 		rec, err := fsm.DecodeRecord(tx.Record(id))
@@ -38,8 +49,18 @@ func (n *Node) read(id string, from int64, withEvents bool) (stored, error) {
 		s.header = fsm.HeaderFromPB(rec.Header)
 		s.clusterID = tx.ClusterID()
 		s.revision = fsm.Revision(s.clusterID, rec)
-		if withEvents {
+		if limit < 0 {
 			s.events, err = tx.Events(id, from, rec.NextSeq)
+		} else if limit > 0 {
+			total := 0
+			err = tx.ForEachEvent(id, from, rec.NextSeq, func(_ int64, ev []byte) error {
+				if total > 0 && total+len(ev) > limit {
+					return storage.ErrStop
+				}
+				total += len(ev)
+				s.events = append(s.events, bytes.Clone(ev))
+				return nil
+			})
 		}
 		return err
 	})
@@ -211,17 +232,103 @@ func leaseFromPB(id string, l *fsmpb.Lease) *sessionstore.Lease {
 // added in memory, except for a session under a live lease, which is
 // returned as stored (its owner holds the open turn).
 func (n *Node) Inspect(ctx context.Context, id string, c sessionstore.Consistency) (sessionstore.View, error) {
-	s, norm, closers, err := n.checkedView(ctx, id, c)
+	v, _, closers, err := n.inspect(ctx, id, c, true)
 	if err != nil {
 		return sessionstore.View{}, err
 	}
-	v := sessionstore.View{Header: s.header, Events: norm, Revision: s.revision, NextSeq: s.rec.NextSeq,
-		Lease: leaseFromPB(id, s.rec.Lease)}
-	owned := s.rec.Lease != nil && s.rec.Lease.ExpiresAtUnixMs > time.Now().UnixMilli()
-	if !owned && len(closers) > 0 {
-		v.Events = append(append(make([][]byte, 0, len(norm)+len(closers)), norm...), closers...)
+	if len(closers) > 0 {
+		v.Events = append(append(make([][]byte, 0, len(v.Events)+len(closers)), v.Events...), closers...)
 	}
 	return v, nil
+}
+
+// inspect validates the balanced view and returns it with the closers to
+// add (none for a session under a live lease) and the incarnation read;
+// without events it keeps none of the log once validated.
+func (n *Node) inspect(ctx context.Context, id string, c sessionstore.Consistency, events bool) (sessionstore.View, uint64, [][]byte, error) {
+	s, norm, closers, err := n.checkedView(ctx, id, c)
+	if err != nil {
+		return sessionstore.View{}, 0, nil, err
+	}
+	v := sessionstore.View{Header: s.header, Revision: s.revision, NextSeq: s.rec.NextSeq,
+		Lease: leaseFromPB(id, s.rec.Lease)}
+	if events {
+		v.Events = norm
+	}
+	if s.rec.Lease != nil && s.rec.Lease.ExpiresAtUnixMs > time.Now().UnixMilli() {
+		closers = nil // the owner holds the open turn
+	}
+	return v, s.rec.Incarnation, closers, nil
+}
+
+// InspectStream is Inspect for a view of any size: it validates the whole
+// log (which reads all of it once), then sends the view with its metadata
+// first and the events read again from storage a chunk at a time, so a
+// client that reads slowly holds a chunk, not the session.
+func (n *Node) InspectStream(ctx context.Context, id string, c sessionstore.Consistency, send func(sessionstore.View) error) error {
+	v, inc, closers, err := n.inspect(ctx, id, c, false)
+	if err != nil {
+		return err
+	}
+	return n.sendView(ctx, id, inc, v, closers, send)
+}
+
+// LoadStream is Load for a view of any size (see InspectStream).
+func (n *Node) LoadStream(ctx context.Context, id, requestID string, send func(sessionstore.View) error) error {
+	v, inc, err := n.repairMeta(ctx, id, requestID, fsmpb.Repair_LOAD, "", 0)
+	if err != nil {
+		return err
+	}
+	return n.sendView(ctx, id, inc, v, nil, send)
+}
+
+// PrepareStream is Prepare for a view of any size (see InspectStream).
+func (n *Node) PrepareStream(ctx context.Context, id, owner string, ttl time.Duration, requestID string, send func(sessionstore.View) error) error {
+	if err := checkPrepare(owner, ttl); err != nil {
+		return err
+	}
+	v, inc, err := n.repairMeta(ctx, id, requestID, fsmpb.Repair_PREPARE, owner, ttl.Milliseconds())
+	if err != nil {
+		return err
+	}
+	return n.sendView(ctx, id, inc, v, nil, send)
+}
+
+// sendView sends v's metadata with the first events, then the normalised
+// events [0, v.NextSeq) of incarnation inc read from storage a chunk at a
+// time, then closers. The log was validated up to there and a log only grows
+// within an incarnation, so these are the events of v's revision.
+func (n *Node) sendView(ctx context.Context, id string, inc uint64, v sessionstore.View, closers [][]byte, send func(sessionstore.View) error) error {
+	v.Events = nil
+	first := &v
+	norm := sessionlog.NewNormalizer(id, n.rawLogPath(v.Header))
+	emit := func(evs [][]byte) error {
+		m := sessionstore.View{Events: evs}
+		if first != nil {
+			m = *first
+			m.Events = evs
+			first = nil
+		}
+		return send(m)
+	}
+	for seq := int64(0); seq < v.NextSeq; {
+		evs, err := n.chunkAt(ctx, id, inc, seq, v.NextSeq)
+		if err != nil {
+			return err
+		}
+		out, err := norm.Next(evs)
+		if err != nil {
+			return sessionlog.WrapCorruption(id, err)
+		}
+		seq += int64(len(evs))
+		if err := emit(out); err != nil {
+			return err
+		}
+	}
+	if len(closers) > 0 || first != nil {
+		return emit(closers)
+	}
+	return nil
 }
 
 // Load returns the balanced view, committing the crash repair of a cold
@@ -233,51 +340,77 @@ func (n *Node) Load(ctx context.Context, id, requestID string) (sessionstore.Vie
 // Prepare takes ownership: it commits the repair like Load, bumps the epoch and
 // grants a lease (DESIGN.md "Ownership").
 func (n *Node) Prepare(ctx context.Context, id, owner string, ttl time.Duration, requestID string) (sessionstore.View, error) {
-	if owner == "" {
-		return sessionstore.View{}, sessionstore.Errorf(sessionstore.ReasonInvalidArgument, "prepare needs a non-empty owner")
-	}
-	if ttl < 100*time.Millisecond || ttl > 24*time.Hour {
-		return sessionstore.View{}, sessionstore.Errorf(sessionstore.ReasonInvalidArgument,
-			"lease ttl must be between 100ms and 24h, got %v", ttl)
+	if err := checkPrepare(owner, ttl); err != nil {
+		return sessionstore.View{}, err
 	}
 	return n.repair(ctx, id, requestID, fsmpb.Repair_PREPARE, owner, ttl.Milliseconds())
 }
 
+func checkPrepare(owner string, ttl time.Duration) error {
+	if owner == "" {
+		return sessionstore.Errorf(sessionstore.ReasonInvalidArgument, "prepare needs a non-empty owner")
+	}
+	if ttl < 100*time.Millisecond || ttl > 24*time.Hour {
+		return sessionstore.Errorf(sessionstore.ReasonInvalidArgument,
+			"lease ttl must be between 100ms and 24h, got %v", ttl)
+	}
+	return nil
+}
+
 func (n *Node) repair(ctx context.Context, id, requestID string, mode fsmpb.Repair_Mode, owner string, ttlMs int64) (sessionstore.View, error) {
+	v, _, err := n.repairView(ctx, id, requestID, mode, owner, ttlMs, true)
+	return v, err
+}
+
+// repairMeta is repair without the events (the stream forms read them
+// afterwards); it also returns the incarnation the view belongs to.
+func (n *Node) repairMeta(ctx context.Context, id, requestID string, mode fsmpb.Repair_Mode, owner string, ttlMs int64) (sessionstore.View, uint64, error) {
+	return n.repairView(ctx, id, requestID, mode, owner, ttlMs, false)
+}
+
+func (n *Node) repairView(ctx context.Context, id, requestID string, mode fsmpb.Repair_Mode, owner string, ttlMs int64, events bool) (sessionstore.View, uint64, error) {
 	if err := sessionlog.ValidateSessionID(id); err != nil {
-		return sessionstore.View{}, err
+		return sessionstore.View{}, 0, err
 	}
 	for attempt := 0; ; attempt++ {
 		s, norm, closers, err := n.checkedView(ctx, id, sessionstore.Linearizable)
 		if err != nil {
-			return sessionstore.View{}, err
+			return sessionstore.View{}, 0, err
 		}
+		inc := s.rec.Incarnation
 		if mode == fsmpb.Repair_LOAD && len(closers) == 0 {
-			return sessionstore.View{Header: s.header, Events: norm, Revision: s.revision,
-				NextSeq: s.rec.NextSeq, Lease: leaseFromPB(id, s.rec.Lease)}, nil
+			v := sessionstore.View{Header: s.header, Revision: s.revision,
+				NextSeq: s.rec.NextSeq, Lease: leaseFromPB(id, s.rec.Lease)}
+			if events {
+				v.Events = norm
+			}
+			return v, inc, nil
 		}
+		norm, s.events = nil, nil // not kept while the repair commits
 		res, err := n.propose(ctx, &fsmpb.Command{Cmd: &fsmpb.Command_Repair{Repair: &fsmpb.Repair{
 			SessionId: id, RequestId: requestID, Mode: mode, Owner: owner, TtlMs: ttlMs, ExpectedRevision: s.revision}}})
 		if err != nil {
-			return sessionstore.View{}, err
+			return sessionstore.View{}, 0, err
 		}
 		if res.Stale {
 			// Another writer changed the log between our read and the commit:
 			// read and validate again (reference §5.4 step 3).
 			if attempt > 100 {
-				return sessionstore.View{}, sessionstore.ErrOutcomeUnknown
+				return sessionstore.View{}, 0, sessionstore.ErrOutcomeUnknown
 			}
 			continue
 		}
 		// The log below res.NextSeq never changes again, so reading that prefix
 		// gives exactly the state at the returned revision.
-		v, err := n.viewAt(id, res.NextSeq)
-		if err != nil {
-			return sessionstore.View{}, err
+		v := sessionstore.View{Header: s.header}
+		if events {
+			if v, err = n.viewAt(id, res.NextSeq); err != nil {
+				return sessionstore.View{}, 0, err
+			}
 		}
 		v.Revision, v.NextSeq, v.Repaired = res.Revision, res.NextSeq, res.Repaired
 		v.Lease = leaseFromPB(id, res.Lease)
-		return v, nil
+		return v, inc, nil
 	}
 }
 
@@ -322,61 +455,135 @@ func (n *Node) Release(ctx context.Context, id string, epoch uint64, requestID s
 	return err
 }
 
-// ReadFrom returns the stored events with seq >= from: legacy-normalised and
+// ReadFrom streams the stored events with seq >= from: legacy-normalised and
 // validated (the whole log, as the reference's sequential backends do), with
-// no closers and nothing written.
-func (n *Node) ReadFrom(ctx context.Context, id string, from int64, c sessionstore.Consistency) (sessionstore.Suffix, error) {
+// no closers and nothing written. send gets the header, revision and next seq
+// with the first events, then the rest a chunk at a time.
+//
+// The log is read in chunks, each in its own read transaction, twice: once to
+// validate all of it (an error anywhere fails the read before anything is
+// sent), once to send it. Both passes read the prefix below the next seq read
+// first, which never changes within an incarnation; a deletion or re-creation
+// in between ends the read with NOT_FOUND.
+func (n *Node) ReadFrom(ctx context.Context, id string, from int64, c sessionstore.Consistency, send func(sessionstore.Suffix) error) error {
 	if from < 0 || from > sessionstore.MaxSafeInteger {
-		return sessionstore.Suffix{}, sessionstore.Errorf(sessionstore.ReasonInvalidArgument,
+		return sessionstore.Errorf(sessionstore.ReasonInvalidArgument,
 			"readFrom fromSeq must be a non-negative safe integer, got %d", from)
 	}
-	s, err := n.readMaterialized(ctx, id, c, 0, true)
+	s, err := n.readMaterialized(ctx, id, c, 0, false)
 	if err != nil {
-		return sessionstore.Suffix{}, err
+		return err
 	}
 	path := n.rawLogPath(s.header)
 	if err := sessionlog.CheckReadFromHeader(id, s.header, path); err != nil {
-		return sessionstore.Suffix{}, err
+		return err
 	}
-	norm, err := sessionlog.Normalize(id, s.events, path)
+	end, inc := s.rec.NextSeq, s.rec.Incarnation
+	norm := sessionlog.NewNormalizer(id, path)
+	for seq := int64(0); seq < end; {
+		evs, err := n.chunkAt(ctx, id, inc, seq, end)
+		if err != nil {
+			return err
+		}
+		norm.Check(evs)
+		seq += int64(len(evs))
+	}
+	if err := norm.Err(); err != nil {
+		return err
+	}
+	first := &sessionstore.Suffix{Header: s.header, Revision: s.revision, NextSeq: end}
+	for seq := int64(0); seq < end; {
+		evs, err := n.chunkAt(ctx, id, inc, seq, end)
+		if err != nil {
+			return err
+		}
+		out, err := norm.Next(evs)
+		if err != nil {
+			return err
+		}
+		if skip := from - seq; skip > 0 {
+			out = out[min(skip, int64(len(out))):]
+		}
+		seq += int64(len(evs))
+		if len(out) == 0 {
+			continue
+		}
+		m := sessionstore.Suffix{Events: out}
+		if first != nil {
+			m.Header, m.Revision, m.NextSeq = first.Header, first.Revision, first.NextSeq
+			first = nil
+		}
+		if err := send(m); err != nil {
+			return err
+		}
+	}
+	if first != nil {
+		return send(*first)
+	}
+	return nil
+}
+
+// chunkAt reads the events from seq on, below end, up to readChunkBytes (at
+// least one), in one read transaction, checking that the session is still
+// incarnation inc.
+func (n *Node) chunkAt(ctx context.Context, id string, inc uint64, seq, end int64) ([][]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s, err := n.readUpTo(id, seq, readChunkBytes)
 	if err != nil {
-		return sessionstore.Suffix{}, err
+		return nil, storageErr(err)
 	}
-	out := sessionstore.Suffix{Header: s.header, Revision: s.revision, NextSeq: s.rec.NextSeq}
-	if from < int64(len(norm)) {
-		out.Events = norm[from:]
+	if s.rec == nil || s.rec.Incarnation != inc {
+		return nil, sessionstore.Errorf(sessionstore.ReasonNotFound,
+			"session %s was deleted while being read", sessionstore.Quote(id))
 	}
-	return out, nil
+	if len(s.events) == 0 {
+		return nil, sessionstore.Errorf(sessionstore.ReasonCorruption,
+			"session %s: event %d is missing from the state database", sessionstore.Quote(id), seq)
+	}
+	if over := seq + int64(len(s.events)) - end; over > 0 {
+		s.events = s.events[:int64(len(s.events))-over]
+	}
+	return s.events, nil
 }
 
 // RawText is the decoded text of a session's artifact: the header line and one
 // line per stored event, each ending in "\n". It is rendered from the state
-// database, which the artifact mirrors byte for byte once written.
-//
-// ReadRaw reads linearizably (a follower forwards it); the HTTP download passes
-// Stale and serves this node's own applied state (its revision is the ETag).
+// database, which the artifact mirrors byte for byte once written. It holds the
+// whole text in memory: the API streams it with OpenRaw instead.
 func (n *Node) RawText(ctx context.Context, id string, c sessionstore.Consistency) (sessionstore.Header, string, []byte, error) {
-	s, err := n.readMaterialized(ctx, id, c, 0, true)
+	h, rev, r, _, err := n.OpenRaw(ctx, id, c)
 	if err != nil {
 		return sessionstore.Header{}, "", nil, err
 	}
-	var b bytes.Buffer
-	b.Write(sessionlog.HeaderLine(s.header))
-	b.WriteByte('\n')
-	for _, ev := range s.events {
-		b.Write(ev)
-		b.WriteByte('\n')
+	text, err := io.ReadAll(r)
+	if err != nil {
+		return sessionstore.Header{}, "", nil, err
 	}
-	return s.header, s.revision, b.Bytes(), nil
+	return h, rev, text, nil
 }
 
 // Artifact returns what the HTTP download serves for a session: the path of
 // its artifact and the length of the prefix that holds the current revision
-// when that file is current, else the artifact's bytes encoded from the state
-// database (identical, frame for frame).
+// when that file is current, else a reader that encodes the artifact from the
+// state database (identical, frame for frame), one frame per read
+// transaction.
 //
 // It serves this node's own applied state, as the artifact on its disk does.
-func (n *Node) Artifact(ctx context.Context, id string) (revision, path string, size int64, data []byte, err error) {
+func (n *Node) Artifact(ctx context.Context, id string) (revision, path string, size int64, rendered io.Reader, err error) {
+	return n.artifact(id, true)
+}
+
+// RenderedArtifact is Artifact encoded from the state database, whether or
+// not the file is current (for a file that vanished while being opened).
+func (n *Node) RenderedArtifact(ctx context.Context, id string) (revision string, rendered io.Reader, err error) {
+	revision, _, _, rendered, err = n.artifact(id, false)
+	return revision, rendered, err
+}
+
+func (n *Node) artifact(id string, fromFile bool) (revision, path string, size int64, rendered io.Reader, err error) {
+	var fr *frameReader
 	err = n.state.View(func(tx *storage.Tx) error {
 		rec, err := fsm.DecodeRecord(tx.Record(id))
 		if err != nil {
@@ -386,18 +593,59 @@ func (n *Node) Artifact(ctx context.Context, id string) (revision, path string, 
 			return sessionstore.NotFound(id)
 		}
 		revision = fsm.Revision(tx.ClusterID(), rec)
-		if p, sz, ok := n.artifacts.Current(id, rec.LastChangeIndex); ok {
+		if p, sz, ok := n.artifacts.Current(id, rec.LastChangeIndex); ok && fromFile {
 			path, size = p, sz
 			return nil
 		}
-		data = fsm.EncodeHeaderFrame(fsm.HeaderFromPB(rec.Header))
-		frames, err := fsm.EncodeFrames(tx, id, 1, rec.Frames)
-		for _, f := range frames {
-			data = append(data, f...)
-		}
-		return err
+		fr = &frameReader{n: n, id: id, revision: revision, incarnation: rec.Incarnation, frames: rec.Frames,
+			buf: fsm.EncodeHeaderFrame(fsm.HeaderFromPB(rec.Header))}
+		return nil
 	})
-	return revision, path, size, data, err
+	if fr != nil {
+		rendered = fr
+	}
+	return revision, path, size, rendered, err
+}
+
+// frameReader encodes an artifact's frames one at a time.
+type frameReader struct {
+	n           *Node
+	id          string
+	revision    string
+	incarnation uint64
+	frames      uint64 // the last frame of the revision
+	next        uint64 // the next frame to encode (0: the header frame is in buf)
+	buf         []byte
+}
+
+func (f *frameReader) Read(p []byte) (int, error) {
+	for len(f.buf) == 0 {
+		if f.next >= f.frames {
+			return 0, io.EOF
+		}
+		f.next++
+		err := f.n.state.View(func(tx *storage.Tx) error {
+			rec, err := fsm.DecodeRecord(tx.Record(f.id))
+			if err != nil {
+				return err
+			}
+			if rec == nil || rec.Incarnation != f.incarnation {
+				return sessionstore.Errorf(sessionstore.ReasonNotFound,
+					"session %s was deleted while being read (revision %s)", sessionstore.Quote(f.id), f.revision)
+			}
+			frames, err := fsm.EncodeFrames(tx, f.id, f.next, f.next)
+			if len(frames) == 1 {
+				f.buf = frames[0]
+			}
+			return err
+		})
+		if err != nil {
+			return 0, storageErr(err)
+		}
+	}
+	n := copy(p, f.buf)
+	f.buf = f.buf[n:]
+	return n, nil
 }
 
 // List returns materialised sessions in id order, a page at a time.
@@ -463,15 +711,31 @@ func (n *Node) Watch(ctx context.Context, id string, from int64, progress time.D
 	tick := time.NewTicker(progress)
 	defer tick.Stop()
 	var leaderless time.Time
+	var incarnation uint64 // of the first read; Create's Raft index, never 0
+	// Only commits that touch this session wake the stream: a node with many
+	// idle watchers must not re-read every watched session on every write.
+	w := n.fsm.WatchSession(id)
+	defer w.Close()
 	for {
-		changed := n.fsm.Changed()
+		changed := w.Changed()
 		applied := n.fsm.AppliedIndex()
-		s, err := n.read(id, cursor, true)
+		// A chunk per read: a watcher far behind holds one chunk, not the log.
+		s, err := n.readUpTo(id, cursor, readChunkBytes)
 		if err != nil {
 			return storageErr(err)
 		}
 		if s.rec == nil {
+			if incarnation != 0 {
+				return incarnationEnded(id, false)
+			}
 			return sessionstore.NotFound(id)
+		}
+		// The stream follows one incarnation: events of a re-created session
+		// are a different log, and its seqs restart at 0.
+		if incarnation == 0 {
+			incarnation = s.rec.Incarnation
+		} else if s.rec.Incarnation != incarnation {
+			return incarnationEnded(id, true)
 		}
 		if len(s.events) > 0 {
 			if err := send(sessionstore.WatchEvent{Events: s.events, Revision: s.revision, AppliedIndex: applied}); err != nil {
@@ -486,6 +750,7 @@ func (n *Node) Watch(ctx context.Context, id string, from int64, progress time.D
 		case <-n.ctx.Done():
 			return sessionstore.ErrShuttingDown
 		case <-changed:
+			n.metrics.WatchWakeups.Inc()
 		case <-tick.C:
 			if addr, _ := n.raft.LeaderWithID(); addr == "" {
 				if leaderless.IsZero() {
@@ -501,4 +766,15 @@ func (n *Node) Watch(ctx context.Context, id string, from int64, progress time.D
 			}
 		}
 	}
+}
+
+// incarnationEnded is how a Watch ends when the session it follows is deleted
+// (or deleted and re-created) under it.
+func incarnationEnded(id string, recreated bool) error {
+	what := "was deleted"
+	if recreated {
+		what = "was deleted and re-created"
+	}
+	return sessionstore.Errorf(sessionstore.ReasonNotFound,
+		"session %s %s while being watched; the watched log has ended (watch again from seq 0 to follow the new one)", sessionstore.Quote(id), what)
 }

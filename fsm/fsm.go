@@ -51,6 +51,9 @@ type FSM struct {
 	restores uint64
 	applied  uint64
 	changed  chan struct{} // closed and replaced after every commit
+	// sessions holds the per-session signals of SessionWatch: a commit wakes
+	// only the watchers of the sessions it touched.
+	sessions map[string]*sessionSignal
 	observer func(Applied)
 	// maxVersion, when set, is the newest command version applied: tests
 	// stand in for an older build with it.
@@ -72,7 +75,7 @@ func New(db *storage.StateDB, logger *slog.Logger, metrics *Metrics, observer fu
 		metrics = NewMetrics(nil)
 	}
 	return &FSM{db: db, logger: logger.With("component", "fsm"), metrics: metrics,
-		applied: idx, changed: make(chan struct{}), observer: observer}, nil
+		applied: idx, changed: make(chan struct{}), sessions: map[string]*sessionSignal{}, observer: observer}, nil
 }
 
 // AppliedIndex is the last Raft index whose effects are committed in bbolt.
@@ -89,11 +92,64 @@ func (f *FSM) Restores() uint64 {
 	return f.restores
 }
 
-// Changed returns a channel closed at the next commit.
+// Changed returns a channel closed at the next commit (any session's: for
+// waits on the applied index; a watcher of one session uses WatchSession).
 func (f *FSM) Changed() <-chan struct{} {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.changed
+}
+
+type sessionSignal struct {
+	ch   chan struct{} // closed and replaced at each commit touching the session
+	refs int
+}
+
+func (s *sessionSignal) fire() {
+	close(s.ch)
+	s.ch = make(chan struct{})
+}
+
+// SessionWatch follows the commits that touch one session (its log, record
+// or deletion) or replace the whole state. Close it when done.
+type SessionWatch struct {
+	f   *FSM
+	id  string
+	sig *sessionSignal
+}
+
+// WatchSession returns a SessionWatch for session id.
+func (f *FSM) WatchSession(id string) *SessionWatch {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sig := f.sessions[id]
+	if sig == nil {
+		sig = &sessionSignal{ch: make(chan struct{})}
+		f.sessions[id] = sig
+	}
+	sig.refs++
+	return &SessionWatch{f: f, id: id, sig: sig}
+}
+
+// Changed returns a channel closed at the next commit that touches the
+// session. Take it before reading the state, as with FSM.Changed.
+func (w *SessionWatch) Changed() <-chan struct{} {
+	w.f.mu.Lock()
+	defer w.f.mu.Unlock()
+	return w.sig.ch
+}
+
+// Close releases the watch.
+func (w *SessionWatch) Close() {
+	w.f.mu.Lock()
+	defer w.f.mu.Unlock()
+	if w.sig == nil {
+		return
+	}
+	if w.sig.refs--; w.sig.refs == 0 {
+		delete(w.f.sessions, w.id)
+	}
+	w.sig = nil
 }
 
 func (f *FSM) published(a Applied) {
@@ -103,6 +159,17 @@ func (f *FSM) published(a Applied) {
 	}
 	close(f.changed)
 	f.changed = make(chan struct{})
+	if a.Restored {
+		for _, sig := range f.sessions {
+			sig.fire()
+		}
+	} else {
+		for _, id := range a.Sessions {
+			if sig := f.sessions[id]; sig != nil {
+				sig.fire()
+			}
+		}
+	}
 	f.mu.Unlock()
 	if f.observer != nil {
 		f.observer(a)

@@ -47,50 +47,66 @@ func Normalize(sessionID string, events [][]byte, rawLogPath string) ([][]byte, 
 	// id of the result it replaces.
 	messageIDs := map[float64]string{}
 	for i, e := range evs {
-		w := &working{e: e, typ: e.get("type"), data: e.get("data")}
-		if err := migrateTurnStart(sessionID, w); err != nil {
+		var err error
+		out[i], types[i], err = normalizeEvent(sessionID, e, messageIDs)
+		if err != nil {
 			return nil, err
 		}
-		if err := migrateTurnEnd(sessionID, w); err != nil {
-			return nil, err
-		}
-		if err := migrateSteering(sessionID, w); err != nil {
-			return nil, err
-		}
-		migrateMessage(sessionID, w, messageIDs)
-		if w.typ.isString() {
-			if msg := messageShapeProblem(w.typ.s, w.data, "session event at seq "+seqText(e)); msg != "" {
-				return nil, storedErr("%s", msg)
-			}
-		}
-		if seq := e.get("seq"); seq != nil && seq.k == kNumber {
-			if id := eventMessageID(w); id != nil {
-				messageIDs[seq.n] = id.s
-			}
-		}
-		types[i] = w.typ
-		if !w.typeChanged && !w.dataChanged {
-			out[i] = events[i]
-			continue
-		}
-		repl := map[string]*value{}
-		if w.typeChanged {
-			repl["type"] = w.typ
-		}
-		if w.dataChanged {
-			repl["data"] = w.data
-		}
-		out[i] = appendJSON(nil, e.toValue(repl))
 	}
 	for i, e := range evs {
-		if ig := e.get("ignorable"); (types[i].isString() && KnownEventTypes[types[i].s]) || (ig != nil && ig.k == kTrue) {
-			continue
+		if err := unknownType(sessionID, e, types[i], rawLogPath); err != nil {
+			return nil, err
 		}
-		return nil, sessionstore.Errorf(sessionstore.ReasonFormatUnsupported,
-			"session %s contains event type %s (seq %s) unknown to this harness and not marked ignorable; refusing to interpret the log \u2014 it was likely written by a newer harness%s",
-			sessionstore.Quote(sessionID), sessionstore.Quote(jsString(types[i])), seqText(e), rawLogSuffix(rawLogPath))
 	}
 	return out, nil
+}
+
+// normalizeEvent runs the migrations and shape checks of one event, given the
+// message ids of the events before it (which it extends). It returns the
+// event to serve (the stored bytes when nothing changed) and its type.
+func normalizeEvent(sessionID string, e *storedEvent, messageIDs map[float64]string) ([]byte, *value, error) {
+	w := &working{e: e, typ: e.get("type"), data: e.get("data")}
+	if err := migrateTurnStart(sessionID, w); err != nil {
+		return nil, nil, err
+	}
+	if err := migrateTurnEnd(sessionID, w); err != nil {
+		return nil, nil, err
+	}
+	if err := migrateSteering(sessionID, w); err != nil {
+		return nil, nil, err
+	}
+	migrateMessage(sessionID, w, messageIDs)
+	if w.typ.isString() {
+		if msg := messageShapeProblem(w.typ.s, w.data, "session event at seq "+seqText(e)); msg != "" {
+			return nil, nil, storedErr("%s", msg)
+		}
+	}
+	if seq := e.get("seq"); seq != nil && seq.k == kNumber {
+		if id := eventMessageID(w); id != nil {
+			messageIDs[seq.n] = id.s
+		}
+	}
+	if !w.typeChanged && !w.dataChanged {
+		return e.raw, w.typ, nil
+	}
+	repl := map[string]*value{}
+	if w.typeChanged {
+		repl["type"] = w.typ
+	}
+	if w.dataChanged {
+		repl["data"] = w.data
+	}
+	return appendJSON(nil, e.toValue(repl)), w.typ, nil
+}
+
+// unknownType is the unknown-type rule of §7.3 for one normalised event.
+func unknownType(sessionID string, e *storedEvent, typ *value, rawLogPath string) error {
+	if ig := e.get("ignorable"); (typ.isString() && KnownEventTypes[typ.s]) || (ig != nil && ig.k == kTrue) {
+		return nil
+	}
+	return sessionstore.Errorf(sessionstore.ReasonFormatUnsupported,
+		"session %s contains event type %s (seq %s) unknown to this harness and not marked ignorable; refusing to interpret the log \u2014 it was likely written by a newer harness%s",
+		sessionstore.Quote(sessionID), sessionstore.Quote(jsString(typ)), seqText(e), rawLogSuffix(rawLogPath))
 }
 
 // assertSupportedEvents refuses the retired vocabulary of §3.6. As in the

@@ -4,6 +4,7 @@ package rpc
 
 import (
 	"context"
+	"io"
 	"time"
 
 	"github.com/sessionstore/sessionstore"
@@ -19,11 +20,19 @@ type Backend interface {
 	Load(ctx context.Context, id, requestID string) (sessionstore.View, error)
 	Inspect(ctx context.Context, id string, c sessionstore.Consistency) (sessionstore.View, error)
 	Prepare(ctx context.Context, id, owner string, ttl time.Duration, requestID string) (sessionstore.View, error)
+	// The stream forms send the view in parts: the metadata with the first
+	// events, then events only.
+	LoadStream(ctx context.Context, id, requestID string, send func(sessionstore.View) error) error
+	InspectStream(ctx context.Context, id string, c sessionstore.Consistency, send func(sessionstore.View) error) error
+	PrepareStream(ctx context.Context, id, owner string, ttl time.Duration, requestID string, send func(sessionstore.View) error) error
 	KeepAlive(ctx context.Context, l sessionstore.Lease, requestID string) (sessionstore.Lease, error)
 	Release(ctx context.Context, id string, epoch uint64, requestID string) error
 	Delete(ctx context.Context, id, expectedRevision, requestID string) (revision string, err error)
-	ReadFrom(ctx context.Context, id string, from int64, c sessionstore.Consistency) (sessionstore.Suffix, error)
-	RawText(ctx context.Context, id string, c sessionstore.Consistency) (h sessionstore.Header, revision string, text []byte, err error)
+	// ReadFrom sends the suffix in parts: header, revision and next seq in the
+	// first, then events only.
+	ReadFrom(ctx context.Context, id string, from int64, c sessionstore.Consistency, send func(sessionstore.Suffix) error) error
+	// OpenRaw opens the artifact text for reading in bounded chunks.
+	OpenRaw(ctx context.Context, id string, c sessionstore.Consistency) (h sessionstore.Header, revision string, text io.ReadSeeker, size int64, err error)
 	List(ctx context.Context, c sessionstore.Consistency, pageSize int, pageToken, cwdPrefix string) ([]sessionstore.Snapshot, string, error)
 	Watch(ctx context.Context, id string, from int64, progress time.Duration, send func(sessionstore.WatchEvent) error) error
 }

@@ -11,6 +11,7 @@ package rpc_test
 // Every name starts with "fz".
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -737,20 +738,25 @@ func (b fzBigBackend) header() sessionstore.Header {
 	return sessionstore.Header{ID: "big", CreatedAt: 1}
 }
 
-func (b fzBigBackend) ReadFrom(context.Context, string, int64, sessionstore.Consistency) (sessionstore.Suffix, error) {
-	return sessionstore.Suffix{Header: b.header(), Events: b.events, Revision: "r1", NextSeq: int64(len(b.events))}, nil
+func (b fzBigBackend) ReadFrom(_ context.Context, _ string, _ int64, _ sessionstore.Consistency, send func(sessionstore.Suffix) error) error {
+	return send(sessionstore.Suffix{Header: b.header(), Events: b.events, Revision: "r1", NextSeq: int64(len(b.events))})
 }
 
 func (b fzBigBackend) Inspect(context.Context, string, sessionstore.Consistency) (sessionstore.View, error) {
 	return sessionstore.View{Header: b.header(), Events: b.events, Revision: "r1", NextSeq: int64(len(b.events))}, nil
 }
 
-func (b fzBigBackend) RawText(context.Context, string, sessionstore.Consistency) (sessionstore.Header, string, []byte, error) {
+func (b fzBigBackend) InspectStream(ctx context.Context, id string, c sessionstore.Consistency, send func(sessionstore.View) error) error {
+	v, _ := b.Inspect(ctx, id, c)
+	return send(v)
+}
+
+func (b fzBigBackend) OpenRaw(context.Context, string, sessionstore.Consistency) (sessionstore.Header, string, io.ReadSeeker, int64, error) {
 	var text []byte
 	for _, e := range b.events {
 		text = append(append(text, e...), '\n')
 	}
-	return b.header(), "r1", text, nil
+	return b.header(), "r1", bytes.NewReader(text), int64(len(text)), nil
 }
 
 // TestStreamsFitMessageLimit: the stream forms (ReadFrom, InspectStream,

@@ -84,6 +84,9 @@ type GuardConfig struct {
 	// Burst is how many requests above the rate a principal may send at once
 	// (0: max(1, Rate)).
 	Burst int
+	// Streams caps the concurrent streams of each principal and of the node
+	// (nil: no caps).
+	Streams *Streams
 }
 
 // Guard authenticates every call, checks its permission and session prefix,
@@ -175,6 +178,14 @@ func (g *Guard) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInf
 	ctx, p, err := g.admit(ss.Context(), info.FullMethod)
 	if err != nil {
 		return err
+	}
+	if kind, ok := streamKindOf[info.FullMethod]; ok {
+		release, err := g.cfg.Streams.Acquire(kind, p.Name)
+		if err != nil {
+			g.logger.Warn("stream refused", "method", info.FullMethod, "principal", p.Name, "err", err, "request_id", requestIDFrom(ctx))
+			return toStatus(err)
+		}
+		defer release()
 	}
 	return h(srv, &guardedStream{ServerStream: ss, ctx: ctx, check: func(m any) error { return g.check(ctx, info.FullMethod, p, m) }})
 }

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"io"
 	"time"
 
 	"google.golang.org/grpc"
@@ -14,6 +15,9 @@ import (
 
 // ChunkBytes bounds the events of one streamed message (API.md: ≤ 1 MiB).
 const ChunkBytes = 1 << 20
+
+// rawMessageBytes is the content of one ReadRaw message.
+const rawMessageBytes = 256 << 10
 
 // messageMargin is kept free in every message for the header and framing.
 const messageMargin = 64 << 10
@@ -36,7 +40,16 @@ type Persistence struct {
 	MaxMessageBytes int
 	// WatchProgress is the interval of empty progress messages on Watch.
 	WatchProgress time.Duration
-	fwd           *Forwarder
+	// StreamWriteTimeout ends a stream one of whose messages the client has
+	// not taken for this long (0: never); Streams counts those ends.
+	StreamWriteTimeout time.Duration
+	Streams            *Streams
+	fwd                *Forwarder
+}
+
+// sender returns the deadline sender of a stream of kind (Close it).
+func (p *Persistence) sender(s grpc.ServerStream, kind StreamKind) *deadlineSender {
+	return newDeadlineSender(s.Context(), p.StreamWriteTimeout, s.SendMsg, func() { p.Streams.Stalled(kind) })
 }
 
 // NewPersistence returns the service over b; calls a follower cannot serve
@@ -140,67 +153,77 @@ func (p *Persistence) Prepare(ctx context.Context, r *pb.PrepareRequest) (*pb.Pr
 	return &pb.PrepareResponse{View: out, Lease: leaseToPB(v.Lease)}, nil
 }
 
-// streamView sends a view: metadata (and the first events) in the first
-// message, the rest in chunks of at most chunk bytes.
-func streamView(v sessionstore.View, chunk int, send func(*pb.SessionViewPart) error) error {
-	first := &pb.SessionViewPart{ViewPart: &pb.SessionView{Header: headerToPB(v.Header), Revision: v.Revision,
-		Repaired: v.Repaired, NextSeq: v.NextSeq}, Lease: leaseToPB(v.Lease)}
-	parts := chunks(v.Events, chunk)
-	if len(parts) > 0 {
-		first.ViewPart.Events = toStrings(parts[0])
-		parts = parts[1:]
-	}
-	if err := send(first); err != nil {
-		return err
-	}
-	for _, c := range parts {
-		if err := send(&pb.SessionViewPart{ViewPart: &pb.SessionView{Events: toStrings(c)}}); err != nil {
-			return err
+// viewSender returns the send function of a view stream: the metadata (and
+// the first events) in the first message, events in chunks of at most chunk
+// bytes, as the backend hands over the view's parts.
+func viewSender(chunk int, send func(*pb.SessionViewPart) error) (func(sessionstore.View) error, *bool) {
+	first := true
+	return func(v sessionstore.View) error {
+		parts := chunks(v.Events, chunk)
+		if first {
+			m := &pb.SessionViewPart{ViewPart: &pb.SessionView{Header: headerToPB(v.Header), Revision: v.Revision,
+				Repaired: v.Repaired, NextSeq: v.NextSeq}, Lease: leaseToPB(v.Lease)}
+			if len(parts) > 0 {
+				m.ViewPart.Events = toStrings(parts[0])
+				parts = parts[1:]
+			}
+			first = false
+			if err := send(m); err != nil {
+				return err
+			}
 		}
-	}
-	return nil
+		for _, c := range parts {
+			if err := send(&pb.SessionViewPart{ViewPart: &pb.SessionView{Events: toStrings(c)}}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, &first
 }
 
 func (p *Persistence) LoadStream(r *pb.LoadRequest, s grpc.ServerStreamingServer[pb.SessionViewPart]) error {
 	if readOnly(s.Context()) {
 		return p.InspectStream(&pb.InspectRequest{SessionId: r.SessionId}, s)
 	}
-	v, err := p.b.Load(s.Context(), r.SessionId, r.RequestId)
-	if err != nil {
-		if nl := leaderOf(err); nl != nil {
-			return p.fwd.stream(s.Context(), nl, pb.SessionPersistence_LoadStream_FullMethodName, r,
-				func() proto.Message { return new(pb.SessionViewPart) },
-				func(m proto.Message) error { return s.Send(m.(*pb.SessionViewPart)) }, true)
-		}
-		return toStatus(err)
+	d := p.sender(s, StreamRead)
+	defer d.Close()
+	send := func(m *pb.SessionViewPart) error { return d.Send(m) }
+	view, notSent := viewSender(p.chunk(), send)
+	err := p.b.LoadStream(s.Context(), r.SessionId, r.RequestId, view)
+	if nl := leaderOf(err); nl != nil && *notSent {
+		return p.fwd.stream(s.Context(), nl, pb.SessionPersistence_LoadStream_FullMethodName, r,
+			func() proto.Message { return new(pb.SessionViewPart) },
+			func(m proto.Message) error { return send(m.(*pb.SessionViewPart)) }, true)
 	}
-	return streamView(v, p.chunk(), s.Send)
+	return toStatus(err)
 }
 
 func (p *Persistence) InspectStream(r *pb.InspectRequest, s grpc.ServerStreamingServer[pb.SessionViewPart]) error {
-	v, err := p.b.Inspect(s.Context(), r.SessionId, consistency(r.Consistency))
-	if err != nil {
-		if nl := leaderOf(err); nl != nil {
-			return p.fwd.stream(s.Context(), nl, pb.SessionPersistence_InspectStream_FullMethodName, r,
-				func() proto.Message { return new(pb.SessionViewPart) },
-				func(m proto.Message) error { return s.Send(m.(*pb.SessionViewPart)) }, false)
-		}
-		return toStatus(err)
+	d := p.sender(s, StreamRead)
+	defer d.Close()
+	send := func(m *pb.SessionViewPart) error { return d.Send(m) }
+	view, notSent := viewSender(p.chunk(), send)
+	err := p.b.InspectStream(s.Context(), r.SessionId, consistency(r.Consistency), view)
+	if nl := leaderOf(err); nl != nil && *notSent {
+		return p.fwd.stream(s.Context(), nl, pb.SessionPersistence_InspectStream_FullMethodName, r,
+			func() proto.Message { return new(pb.SessionViewPart) },
+			func(m proto.Message) error { return send(m.(*pb.SessionViewPart)) }, false)
 	}
-	return streamView(v, p.chunk(), s.Send)
+	return toStatus(err)
 }
 
 func (p *Persistence) PrepareStream(r *pb.PrepareRequest, s grpc.ServerStreamingServer[pb.SessionViewPart]) error {
-	v, err := p.b.Prepare(s.Context(), r.SessionId, r.Owner, time.Duration(r.TtlMs)*time.Millisecond, r.RequestId)
-	if err != nil {
-		if nl := leaderOf(err); nl != nil {
-			return p.fwd.stream(s.Context(), nl, pb.SessionPersistence_PrepareStream_FullMethodName, r,
-				func() proto.Message { return new(pb.SessionViewPart) },
-				func(m proto.Message) error { return s.Send(m.(*pb.SessionViewPart)) }, true)
-		}
-		return toStatus(err)
+	d := p.sender(s, StreamRead)
+	defer d.Close()
+	send := func(m *pb.SessionViewPart) error { return d.Send(m) }
+	view, notSent := viewSender(p.chunk(), send)
+	err := p.b.PrepareStream(s.Context(), r.SessionId, r.Owner, time.Duration(r.TtlMs)*time.Millisecond, r.RequestId, view)
+	if nl := leaderOf(err); nl != nil && *notSent {
+		return p.fwd.stream(s.Context(), nl, pb.SessionPersistence_PrepareStream_FullMethodName, r,
+			func() proto.Message { return new(pb.SessionViewPart) },
+			func(m proto.Message) error { return send(m.(*pb.SessionViewPart)) }, true)
 	}
-	return streamView(v, p.chunk(), s.Send)
+	return toStatus(err)
 }
 
 func (p *Persistence) KeepAlive(ctx context.Context, r *pb.KeepAliveRequest) (*pb.KeepAliveResponse, error) {
@@ -243,56 +266,79 @@ func (p *Persistence) Delete(ctx context.Context, r *pb.DeleteRequest) (*pb.Dele
 }
 
 func (p *Persistence) ReadFrom(r *pb.ReadFromRequest, s grpc.ServerStreamingServer[pb.ReadFromResponse]) error {
-	suf, err := p.b.ReadFrom(s.Context(), r.SessionId, r.FromSeq, consistency(r.Consistency))
-	if err != nil {
+	d := p.sender(s, StreamRead)
+	defer d.Close()
+	send := func(m *pb.ReadFromResponse) error { return d.Send(m) }
+	first := true
+	err := p.b.ReadFrom(s.Context(), r.SessionId, r.FromSeq, consistency(r.Consistency), func(suf sessionstore.Suffix) error {
+		for i, c := range chunks(suf.Events, p.chunk()) {
+			m := &pb.ReadFromResponse{Events: toStrings(c)}
+			if i == 0 && first {
+				m.Header, m.Revision, m.NextSeq = headerToPB(suf.Header), suf.Revision, suf.NextSeq
+			}
+			if err := send(m); err != nil {
+				return err
+			}
+		}
+		if len(suf.Events) == 0 && first {
+			if err := send(&pb.ReadFromResponse{Header: headerToPB(suf.Header), Revision: suf.Revision, NextSeq: suf.NextSeq}); err != nil {
+				return err
+			}
+		}
+		first = false
+		return nil
+	})
+	if err != nil && first {
 		if nl := leaderOf(err); nl != nil {
 			return p.fwd.stream(s.Context(), nl, pb.SessionPersistence_ReadFrom_FullMethodName, r,
 				func() proto.Message { return new(pb.ReadFromResponse) },
-				func(m proto.Message) error { return s.Send(m.(*pb.ReadFromResponse)) }, false)
-		}
-		return toStatus(err)
-	}
-	parts := chunks(suf.Events, p.chunk())
-	first := &pb.ReadFromResponse{Header: headerToPB(suf.Header), Revision: suf.Revision, NextSeq: suf.NextSeq}
-	if len(parts) > 0 {
-		first.Events = toStrings(parts[0])
-		parts = parts[1:]
-	}
-	if err := s.Send(first); err != nil {
-		return err
-	}
-	for _, c := range parts {
-		if err := s.Send(&pb.ReadFromResponse{Events: toStrings(c)}); err != nil {
-			return err
+				func(m proto.Message) error { return send(m.(*pb.ReadFromResponse)) }, false)
 		}
 	}
-	return nil
+	return toStatus(err)
 }
 
+// ReadRaw streams the text chunk by chunk from storage: the revision in the
+// first message is the one whose text follows (later writes are not mixed
+// in; a deletion under the stream ends it with NOT_FOUND).
 func (p *Persistence) ReadRaw(r *pb.ReadRawRequest, s grpc.ServerStreamingServer[pb.ReadRawResponse]) error {
-	h, revision, text, err := p.b.RawText(s.Context(), r.SessionId, sessionstore.Linearizable)
+	d := p.sender(s, StreamRead)
+	defer d.Close()
+	send := func(m *pb.ReadRawResponse) error { return d.Send(m) }
+	h, revision, text, _, err := p.b.OpenRaw(s.Context(), r.SessionId, sessionstore.Linearizable)
 	if err != nil {
 		if nl := leaderOf(err); nl != nil {
 			return p.fwd.stream(s.Context(), nl, pb.SessionPersistence_ReadRaw_FullMethodName, r,
 				func() proto.Message { return new(pb.ReadRawResponse) },
-				func(m proto.Message) error { return s.Send(m.(*pb.ReadRawResponse)) }, false)
+				func(m proto.Message) error { return send(m.(*pb.ReadRawResponse)) }, false)
 		}
 		return toStatus(err)
 	}
 	first := true
-	for len(text) > 0 || first {
-		n := min(len(text), p.chunk())
-		m := &pb.ReadRawResponse{Content: text[:n]}
+	for {
+		// A fresh buffer per message: a Send given up on may still hold the
+		// previous one. Messages of rawMessageBytes: what a stalled stream
+		// pins is about two of them (the message and its encoding).
+		buf := make([]byte, min(p.chunk(), rawMessageBytes))
+		n, err := io.ReadFull(text, buf)
+		if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+			return toStatus(err)
+		}
+		if n == 0 && !first {
+			return nil
+		}
+		m := &pb.ReadRawResponse{Content: buf[:n]}
 		if first {
 			m.Header, m.Filename, m.Revision = headerToPB(h), "session.jsonl", revision
 			first = false
 		}
-		if err := s.Send(m); err != nil {
-			return err
+		if err := send(m); err != nil {
+			return toStatus(err)
 		}
-		text = text[n:]
+		if n < len(buf) {
+			return nil
+		}
 	}
-	return nil
 }
 
 func (p *Persistence) List(ctx context.Context, r *pb.ListRequest) (*pb.ListResponse, error) {
@@ -345,14 +391,16 @@ func (p *Persistence) ListSnapshots(ctx context.Context, r *pb.ListSnapshotsRequ
 }
 
 func (p *Persistence) Watch(r *pb.WatchRequest, s grpc.ServerStreamingServer[pb.WatchResponse]) error {
+	d := p.sender(s, StreamWatch)
+	defer d.Close()
 	err := p.b.Watch(s.Context(), r.SessionId, r.FromSeq, p.WatchProgress, func(ev sessionstore.WatchEvent) error {
 		for _, c := range chunks(ev.Events, p.chunk()) {
-			if err := s.Send(&pb.WatchResponse{Events: toStrings(c), Revision: ev.Revision, AppliedIndex: ev.AppliedIndex}); err != nil {
+			if err := d.Send(&pb.WatchResponse{Events: toStrings(c), Revision: ev.Revision, AppliedIndex: ev.AppliedIndex}); err != nil {
 				return err
 			}
 		}
 		if len(ev.Events) == 0 {
-			return s.Send(&pb.WatchResponse{Revision: ev.Revision, AppliedIndex: ev.AppliedIndex})
+			return d.Send(&pb.WatchResponse{Revision: ev.Revision, AppliedIndex: ev.AppliedIndex})
 		}
 		return nil
 	})

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,13 +17,20 @@ import (
 
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/api/auth"
+	"github.com/sessionstore/sessionstore/api/rpc"
 	"github.com/sessionstore/sessionstore/cluster"
 )
 
 // newHTTPHandler serves the node's HTTP port (API.md "HTTP").
 // With authentication on, downloads need read permission on the session and
 // profiles need admin; health and metrics stay open (probes and scrapers).
-func newHTTPHandler(node *cluster.Node, reg *prometheus.Registry, authn *auth.Authenticator, logger *slog.Logger) http.Handler {
+//
+// Downloads stream from the state database or the artifact file in bounded
+// chunks and count against the read-stream caps of streams; like every HTTP
+// response they end when the client has not taken a write for
+// --http-write-timeout.
+func newHTTPHandler(node *cluster.Node, reg *prometheus.Registry, authn *auth.Authenticator, logger *slog.Logger,
+	streams *rpc.Streams) http.Handler {
 	mux := http.NewServeMux()
 	guard := func(need auth.Perm, h http.HandlerFunc) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
@@ -44,8 +50,26 @@ func newHTTPHandler(node *cluster.Node, reg *prometheus.Registry, authn *auth.Au
 				http.Error(w, fmt.Sprintf("principal %q may not access session %s", p.Name, sessionstore.Quote(id)), http.StatusForbidden)
 				return
 			}
-			h(w, r)
+			h(w, r.WithContext(auth.NewContext(r.Context(), p)))
 		}
+	}
+	download := func(h http.HandlerFunc) http.HandlerFunc {
+		return guard(auth.Read, func(w http.ResponseWriter, r *http.Request) {
+			p := auth.FromContext(r.Context())
+			release, err := streams.Acquire(rpc.StreamRead, p.Name)
+			if err != nil {
+				logger.Warn("http download refused", "path", r.URL.Path, "principal", p.Name, "err", err)
+				httpError(w, err)
+				return
+			}
+			defer release()
+			// The server gives every write its deadline (httpwrite.go); a
+			// download that misses one is counted as a stalled stream.
+			if dw, ok := w.(*deadlineWriter); ok {
+				dw.stalled = func() { streams.Stalled(rpc.StreamRead) }
+			}
+			h(w, r)
+		})
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")
@@ -63,22 +87,24 @@ func newHTTPHandler(node *cluster.Node, reg *prometheus.Registry, authn *auth.Au
 	mux.HandleFunc("/debug/pprof/profile", guard(auth.Admin, pprof.Profile))
 	mux.HandleFunc("/debug/pprof/trace", guard(auth.Admin, pprof.Trace))
 	mux.HandleFunc("/debug/pprof/symbol", guard(auth.Admin, pprof.Symbol))
-	mux.HandleFunc("GET /v1/sessions/{id}/session.jsonl", guard(auth.Read, func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET /v1/sessions/{id}/session.jsonl", download(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
 		defer cancel()
-		_, rev, text, err := node.RawText(ctx, r.PathValue("id"), sessionstore.Stale)
+		_, rev, text, _, err := node.OpenRaw(ctx, r.PathValue("id"), sessionstore.Stale)
 		if err != nil {
 			httpError(w, err)
 			return
 		}
 		w.Header().Set("Content-Type", "application/x-ndjson; charset=utf-8")
 		w.Header().Set("ETag", `"`+rev+`"`)
-		http.ServeContent(w, r, "session.jsonl", time.Time{}, bytes.NewReader(text))
+		// A read error mid-body (the session deleted under it) leaves the body
+		// short of its Content-Length: the client sees a failed download.
+		http.ServeContent(w, r, "session.jsonl", time.Time{}, text)
 	}))
-	mux.HandleFunc("GET /v1/sessions/{id}/session.jsonl.zstd", guard(auth.Read, func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET /v1/sessions/{id}/session.jsonl.zstd", download(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
 		defer cancel()
-		rev, path, size, data, err := node.Artifact(ctx, r.PathValue("id"))
+		rev, path, size, rendered, err := node.Artifact(ctx, r.PathValue("id"))
 		if err != nil {
 			httpError(w, err)
 			return
@@ -95,13 +121,23 @@ func newHTTPHandler(node *cluster.Node, reg *prometheus.Registry, authn *auth.Au
 				return
 			}
 			logger.Warn("artifact vanished while serving; rendering from state", "err", err)
-			_, _, _, data, err = node.Artifact(ctx, r.PathValue("id"))
+			rev, rendered, err = node.RenderedArtifact(ctx, r.PathValue("id"))
 			if err != nil {
 				httpError(w, err)
 				return
 			}
+			w.Header().Set("ETag", `"`+rev+`"`)
 		}
-		http.ServeContent(w, r, "session.jsonl.zstd", time.Time{}, bytes.NewReader(data))
+		// Encoded frame by frame from the state database: the length is
+		// unknown until the end (chunked encoding).
+		if inm := r.Header.Get("If-None-Match"); inm != "" && inm == w.Header().Get("ETag") {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		if _, err := io.Copy(w, rendered); err != nil {
+			logger.Warn("artifact download ended early", "session", r.PathValue("id"), "err", err)
+			panic(http.ErrAbortHandler) // a chunked body must not end cleanly
+		}
 	}))
 	return mux
 }
@@ -113,6 +149,8 @@ func httpError(w http.ResponseWriter, err error) {
 		switch de.Reason {
 		case sessionstore.ReasonNotFound:
 			code = http.StatusNotFound
+		case sessionstore.ReasonQuotaExceeded:
+			code = http.StatusTooManyRequests
 		case sessionstore.ReasonNoLeader, sessionstore.ReasonShuttingDown, sessionstore.ReasonOutcomeUnknown:
 			code = http.StatusServiceUnavailable
 		}

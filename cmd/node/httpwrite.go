@@ -1,7 +1,10 @@
 package main
 
 import (
+	"errors"
+	"net"
 	"net/http"
+	"os"
 	"time"
 )
 
@@ -35,6 +38,10 @@ type deadlineWriter struct {
 	http.ResponseWriter
 	rc *http.ResponseController
 	d  time.Duration
+	// stalled, when set (downloads), is called once when a write misses
+	// its deadline.
+	stalled     func()
+	stallCalled bool
 }
 
 func newDeadlineWriter(w http.ResponseWriter, d time.Duration) *deadlineWriter {
@@ -56,6 +63,11 @@ func (w *deadlineWriter) Write(p []byte) (int, error) {
 		m, err := w.ResponseWriter.Write(p[:c])
 		n += m
 		if err != nil {
+			var ne net.Error
+			if w.stalled != nil && !w.stallCalled && (errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()) {
+				w.stallCalled = true
+				w.stalled()
+			}
 			return n, err
 		}
 		p = p[c:]

@@ -43,6 +43,7 @@ type serveConfig struct {
 	Auth          authConfig
 	TLS           transportConfig
 	HTTP          httpConfig
+	Streams       streamConfig
 }
 
 func defaultServeConfig() serveConfig {
@@ -54,6 +55,7 @@ func defaultServeConfig() serveConfig {
 		LogFormat:       "text",
 		LogLevel:        "info",
 		HTTP:            defaultHTTPConfig(),
+		Streams:         defaultStreamConfig(),
 	}
 }
 
@@ -83,6 +85,7 @@ func serveFlags(cfg *serveConfig, fs *flag.FlagSet) {
 	limitFlags(&cfg.Cluster, fs)
 	transportFlags(&cfg.TLS, fs)
 	httpFlags(&cfg.HTTP, fs)
+	streamFlags(&cfg.Streams, fs)
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
@@ -157,6 +160,9 @@ func startServer(cfg serveConfig, logger *slog.Logger, raftLog io.Writer) (*serv
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
+	if err := cfg.Streams.validate(); err != nil {
+		return nil, err
+	}
 	if err := checkMessageLimit(cfg); err != nil {
 		return nil, err
 	}
@@ -200,14 +206,17 @@ func startServer(cfg serveConfig, logger *slog.Logger, raftLog io.Writer) (*serv
 	s := &server{logger: logger, node: node, auth: authn, grpcAddr: gl.Addr().String(), httpAddr: hl.Addr().String(), done: make(chan struct{})}
 	warnIfOpen(logger, authn, gl.Addr())
 	rpcMetrics := rpc.NewMetrics(reg)
-	guard := rpc.NewGuard(authn, rpc.GuardConfig{Rate: cfg.Auth.Rate, Burst: cfg.Auth.Burst}, rpcMetrics, logger)
+	streams := rpc.NewStreams(cfg.Streams.Read, cfg.Streams.Watch, reg)
+	guard := rpc.NewGuard(authn, rpc.GuardConfig{Rate: cfg.Auth.Rate, Burst: cfg.Auth.Burst, Streams: streams}, rpcMetrics, logger)
 	opts := append(rpc.Interceptors(logger, rpcMetrics, guard),
 		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes), grpc.MaxSendMsgSize(cfg.MaxMessageBytes))
 	opts = append(opts, sec.serverOptions()...)
 	s.grpc = grpc.NewServer(opts...)
 	s.fwd = rpc.NewForwarder(cfg.MaxMessageBytes, cluster.LocalDialer(cfg.GRPCAddr), sec.peerCreds())
 	s.fwd.Metrics = rpcMetrics
-	rpc.NewPersistence(node, cfg.MaxMessageBytes, s.fwd).Register(s.grpc)
+	persistence := rpc.NewPersistence(node, cfg.MaxMessageBytes, s.fwd)
+	persistence.Streams, persistence.StreamWriteTimeout = streams, cfg.Streams.WriteTimeout
+	persistence.Register(s.grpc)
 	rpc.NewClusterService(node, s.fwd).Register(s.grpc)
 	rpc.NewPlanMode(node, s.fwd).Register(s.grpc)
 	node.SetRemover(func(ctx context.Context, leaderAPI, nodeID string) error {
@@ -223,7 +232,7 @@ func startServer(cfg serveConfig, logger *slog.Logger, raftLog io.Writer) (*serv
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
 	registerNodeMetrics(reg, node)
-	s.http = newHTTPServer(cfg.HTTP, newHTTPHandler(node, reg, authn, logger), sec.apiTLS(),
+	s.http = newHTTPServer(cfg.HTTP, newHTTPHandler(node, reg, authn, logger, streams), sec.apiTLS(),
 		slog.NewLogLogger(logger.With("component", "http").Handler(), slog.LevelWarn)) // e.g. TLS handshake errors
 	hl = limitConns(hl, cfg.HTTP.MaxConns)
 

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sessionstore/sessionstore/api/sessionpb"
+)
+
+// rdRssAnon is a process's anonymous resident memory (RssAnon in
+// /proc/<pid>/status): heap and stacks, without the state database's mmap
+// that VmRSS counts.
+func rdRssAnon(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "RssAnon:" && f[2] == "kB" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("no RssAnon in /proc/%d/status", pid)
+	return 0
+}
+
+// TestProcReaders_StalledStreamsKeepMemoryBounded (issue 13 item 10): on a
+// node process built without -race, ten ReadRaw streams, five ReadFrom
+// streams, three Watch streams from seq 0 and three HTTP downloads of a 100 MiB session whose clients never
+// read keep the node's anonymous memory within 256 MiB of idle (each held the
+// whole session, several copies of it, before: 3.1 GB for ten ReadRaw).
+func TestProcReaders_StalledStreamsKeepMemoryBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a node process with a 100 MiB session")
+	}
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skip("needs /proc")
+	}
+	nd := crNewNode(t, crBinary(t), t.TempDir())
+	nd.Start()
+	c := crDial(t, nd.GRPCAddr)
+	nd.WaitReady(c)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	const id = "big"
+	if err := c.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta(id, "")}); err != nil {
+		t.Fatal(err)
+	}
+	const size, count = 2<<20 - 1000, 50 // 100 MiB
+	pad := benchPadding(size)
+	for seq := int64(0); seq < count; seq += 2 {
+		evs := []string{benchEvent(seq, 1000+seq, size, pad), benchEvent(seq+1, 1001+seq, size, pad)}
+		if _, err := c.Append(ctx, &sessionpb.AppendRequest{SessionId: id, Events: evs}); err != nil {
+			t.Fatalf("append at %d: %v", seq, err)
+		}
+	}
+	nd.WaitReady(c) // artifacts written
+	pid := nd.cur.cmd.Process.Pid
+	time.Sleep(3 * time.Second) // let the fill's garbage be collected
+	idle := rdRssAnon(t, pid)
+
+	stream := func(open func(sessionpb.SessionPersistenceClient) error) {
+		conn, err := grpc.NewClient(nd.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<20)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		if err := open(sessionpb.NewSessionPersistenceClient(conn)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// peakFor watches the node for 5 s while nobody reads (the stream write
+	// timeout, 30 s by default, ends none of the streams meanwhile).
+	peakFor := func(what string, read, watch string) {
+		t.Helper()
+		peak := idle
+		for range 25 {
+			time.Sleep(200 * time.Millisecond)
+			peak = max(peak, rdRssAnon(t, pid))
+		}
+		open := crMetric(t, nd, "sessionstore_streams_open{kind=\"read\"}")
+		watches := crMetric(t, nd, "sessionstore_streams_open{kind=\"watch\"}")
+		t.Logf("RssAnon idle %d MiB, peak with %s: %d MiB (+%d MiB); open read streams %s, watches %s",
+			idle>>20, what, peak>>20, (peak-idle)>>20, open, watches)
+		if open != read || watches != watch {
+			t.Errorf("open streams: read %s, watch %s; want %s and %s", open, watches, read, watch)
+		}
+		if peak-idle > 256<<20 {
+			t.Fatalf("RssAnon grew by %d MiB with %s, want under 256 MiB", (peak-idle)>>20, what)
+		}
+	}
+
+	for range 10 {
+		stream(func(c sessionpb.SessionPersistenceClient) error {
+			_, err := c.ReadRaw(ctx, &sessionpb.ReadRawRequest{SessionId: id})
+			return err
+		})
+	}
+	for _, suffix := range []string{"session.jsonl", "session.jsonl", "session.jsonl.zstd"} {
+		hc, err := net.Dial("tcp", nd.HTTPAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer hc.Close()
+		fmt.Fprintf(hc, "GET /v1/sessions/%s/%s HTTP/1.1\r\nHost: x\r\n\r\n", id, suffix)
+	}
+	peakFor("10 ReadRaw and 3 downloads that never read", "13", "0")
+
+	// The other streamed reads: five ReadFrom (each validates the whole
+	// log first) and three Watch from seq 0.
+	for range 5 {
+		stream(func(c sessionpb.SessionPersistenceClient) error {
+			_, err := c.ReadFrom(ctx, &sessionpb.ReadFromRequest{SessionId: id})
+			return err
+		})
+	}
+	for range 3 {
+		stream(func(c sessionpb.SessionPersistenceClient) error {
+			_, err := c.Watch(ctx, &sessionpb.WatchRequest{SessionId: id})
+			return err
+		})
+	}
+	peakFor("10 ReadRaw, 5 ReadFrom, 3 Watch and 3 downloads that never read", "18", "3")
+}
