@@ -106,6 +106,10 @@ type Config struct {
 	// GossipKey, when set, encrypts and authenticates gossip (memberlist's
 	// SecretKey, AES-GCM; 16, 24 or 32 bytes) and refuses unencrypted gossip.
 	GossipKey []byte
+	// ClusterKey, when set, is the secret every Raft connection proves
+	// knowledge of in its handshake (HMAC-SHA256 challenge-response, both
+	// ways): a peer without it gets no RPC through. At least 16 bytes.
+	ClusterKey []byte
 }
 
 // TLSPair is the server and client side of a mutual TLS link between nodes.
@@ -195,6 +199,9 @@ func (c Config) Validate() error {
 			len(t.Client.Certificates) == 0 && t.Client.GetClientCertificate == nil:
 			errs = append(errs, errors.New("raft TLS needs the node's certificate on both sides"))
 		}
+	}
+	if c.ClusterKey != nil && len(c.ClusterKey) < 16 {
+		errs = append(errs, fmt.Errorf("cluster key: %d bytes, want at least 16 random bytes", len(c.ClusterKey)))
 	}
 	if c.GossipKey != nil {
 		if err := memberlist.ValidateKey(c.GossipKey); err != nil {
