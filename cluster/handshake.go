@@ -184,6 +184,7 @@ func admitCluster(local, peer string, peerDialled bool) error {
 type handshaker struct {
 	nodeID    string
 	key       []byte        // cluster key; nil: none
+	optional  bool          // a peer without a key is admitted (turning the key on)
 	clusterID func() string // the id this node states and checks now
 	logger    *slog.Logger
 	// During a rolling upgrade from a build without the handshake (2f2e872),
@@ -215,14 +216,18 @@ func (h *handshaker) mac(label string, first, second [hsNonceLen]byte, clusterID
 	return m.Sum(nil)
 }
 
-// checkMAC verifies a peer's proof, or its absence when this node has no key.
+// checkMAC verifies a peer's proof. A node without a key authenticates no
+// one and ignores a proof (a peer that already has the key while the cluster
+// turns it on); a node with one requires it unless optional.
 func (h *handshaker) checkMAC(got, want []byte) error {
 	switch {
-	case h.key == nil && len(got) > 0:
-		return fmt.Errorf("%w: the peer uses a cluster key and this node has none (--cluster-key-file)", errHandshake)
-	case h.key != nil && len(got) == 0:
+	case h.key == nil:
+		return nil
+	case len(got) == 0 && h.optional:
+		return nil
+	case len(got) == 0:
 		return fmt.Errorf("%w: the peer has no cluster key (--cluster-key-file)", errHandshake)
-	case h.key != nil && !hmac.Equal(got, want):
+	case !hmac.Equal(got, want):
 		return fmt.Errorf("%w: the peer's cluster key is not this node's", errHandshake)
 	}
 	return nil

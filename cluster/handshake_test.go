@@ -47,22 +47,28 @@ func TestHandshake(t *testing.T) {
 		dialCID, acceptCID   string
 		dialKey, acceptKey   []byte
 		wantDial, wantAccept string // substring of the error; "" means success
+		dialOpt, acceptOpt   bool   // the cluster key is optional (turning it on)
 	}{
-		{"same cluster, no key", "c1", "c1", nil, nil, "", ""},
-		{"same cluster, same key", "c1", "c1", key, key, "", ""},
-		{"bootstrap: no ids yet", "", "", key, key, "", ""},
-		{"new node accepts a leader", "c1", "", key, key, "", ""},
-		{"other cluster", "c2", "c1", key, key, "refused by the peer: node \"acc\"", "belongs to cluster c2, this node to cluster c1"},
-		{"idless dialler", "", "c1", nil, nil, "refused by the peer", "no cluster id yet"},
-		{"other key", "c1", "c1", other, key, "cluster key is not this node's", "reading the proof"},
-		{"dialler without key", "c1", "c1", nil, key, "this node has none", "reading the proof"},
-		{"acceptor without key", "c1", "c1", key, nil, "the peer has no cluster key", "reading the proof"},
+		{"same cluster, no key", "c1", "c1", nil, nil, "", "", false, false},
+		{"same cluster, same key", "c1", "c1", key, key, "", "", false, false},
+		{"bootstrap: no ids yet", "", "", key, key, "", "", false, false},
+		{"new node accepts a leader", "c1", "", key, key, "", "", false, false},
+		{"other cluster", "c2", "c1", key, key, "refused by the peer: node \"acc\"", "belongs to cluster c2, this node to cluster c1", false, false},
+		{"idless dialler", "", "c1", nil, nil, "refused by the peer", "no cluster id yet", false, false},
+		{"other key", "c1", "c1", other, key, "cluster key is not this node's", "reading the proof", false, false},
+		{"dialler without key", "c1", "c1", nil, key, "", "the peer has no cluster key", false, false},
+		{"acceptor without key", "c1", "c1", key, nil, "the peer has no cluster key", "reading the proof", false, false},
+		{"optional key, dialler without", "c1", "c1", nil, key, "", "", false, true},
+		{"optional key, acceptor without", "c1", "c1", key, nil, "", "", true, false},
+		{"optional keys, both have it", "c1", "c1", key, key, "", "", true, true},
+		{"optional keys, another key", "c1", "c1", other, key, "cluster key is not this node's", "reading the proof", true, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			log := slog.New(slog.NewTextHandler(io.Discard, nil))
 			dh := newHandshaker("dia", tc.dialKey, func() string { return tc.dialCID }, log)
 			ah := newHandshaker("acc", tc.acceptKey, func() string { return tc.acceptCID }, log)
+			dh.optional, ah.optional = tc.dialOpt, tc.acceptOpt
 			dc, ac := net.Pipe()
 			defer dc.Close()
 			defer ac.Close()
@@ -77,12 +83,11 @@ func TestHandshake(t *testing.T) {
 				ac.Close()
 			}()
 			err := dh.dial(dc, "acc:1")
-			if err == nil {
-				_, err = dc.Write([]byte("raft!"))
-			} else {
-				dc.Close()
-			}
 			checkErr(t, "dial", err, tc.wantDial)
+			if err == nil {
+				_, _ = dc.Write([]byte("raft!")) // fails when the acceptor refused
+			}
+			dc.Close()
 			aerr := <-acceptErr
 			checkErr(t, "accept", aerr, tc.wantAccept)
 			if b := <-got; aerr == nil && !bytes.Equal(b, []byte("raft!")) {

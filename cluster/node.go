@@ -50,6 +50,7 @@ type Node struct {
 	pending      int64                // bytes of proposals not yet answered
 	pendingFreed chan struct{}        // closed and replaced whenever pending shrinks
 	warnOnce     sync.Once            // quotas not enforced yet (a voter on an older build)
+	closedOnce   sync.Once            // ClosedMembership refused a server (logged once)
 	removed      map[string]time.Time // servers this node removed as leader, when (under mu)
 
 	ctx    context.Context
@@ -152,7 +153,7 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 	n.fsm.LimitVersion(cfg.CommandVersion) // before Raft can apply anything
 
 	hs := newHandshaker(cfg.NodeID, cfg.ClusterKey, n.raftClusterID, n.logger)
-	hs.legacyPeer, hs.legacyAccept = n.legacyPeer, n.legacyAccept
+	hs.legacyPeer, hs.legacyAccept, hs.optional = n.legacyPeer, n.legacyAccept, cfg.ClusterKeyOptional
 	var stream *streamLayer
 	if n.transport, stream, err = newTransport(n.dialCtx, cfg.RaftAddr, cfg.RaftAdvertise, cfg.RaftTLS, hs, hl); err != nil {
 		return nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
