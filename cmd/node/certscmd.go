@@ -25,6 +25,7 @@ type certsConfig struct {
 	force          bool
 	keep           bool // keep existing node and client files (a deployment's start-up)
 	keysOnly       bool // only gossip.key and cluster.key
+	nodeDirs       bool // also <out>/<node>/ with only that node's files
 }
 
 // certsCmd is `node certs`: a private CA, node and client certificates and a
@@ -50,6 +51,7 @@ func parseCertsFlags(args []string, stderr io.Writer) (certsConfig, error) {
 	fs.IntVar(&cfg.caDays, "ca-days", 3650, "validity of a new CA, in days")
 	fs.BoolVar(&cfg.force, "force", false, "overwrite existing node and client files (an existing CA, gossip key and cluster key are always kept)")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep existing node and client files and issue only the missing ones (for a deployment that runs this on every start)")
+	fs.BoolVar(&cfg.nodeDirs, "node-dirs", false, "also copy into <out>/<node>/ what that node needs and nothing else: node.pem, node-key.pem, ca.pem, gossip.key, cluster.key (one directory to mount per node)")
 	fs.BoolVar(&cfg.keysOnly, "keys-only", false, "write only gossip.key and cluster.key (node-to-node authentication without TLS); no CA, no certificates")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: node certs --out DIR --nodes node1,node2,node3 [--hosts H1,H2] [--clients admin,alice] [flags]
@@ -92,7 +94,7 @@ Flags:
 	switch {
 	case cfg.out == "":
 		return usage("--out is required")
-	case cfg.keysOnly && (len(cfg.nodes) > 0 || len(cfg.clients) > 0):
+	case cfg.keysOnly && (len(cfg.nodes) > 0 || len(cfg.clients) > 0 || cfg.nodeDirs):
 		return usage("--keys-only writes no certificates: drop --nodes and --clients")
 	case cfg.force && cfg.keep:
 		return usage("give --force or --keep, not both")
@@ -299,6 +301,35 @@ func writeKeys(cfg certsConfig, path func(string) string, exists func(string) (b
 			return err
 		}
 		fmt.Fprintf(stdout, "wrote  %-*s  %04o  %s\n", width, path(f.name), f.mode, f.what)
+	}
+	if cfg.nodeDirs {
+		return writeNodeDirs(cfg, path, stdout)
+	}
+	return nil
+}
+
+// writeNodeDirs copies what each node needs, and nothing else (no CA key, no
+// other node's key), into <out>/<node>/ under fixed names, so that a
+// deployment mounts one directory per node.
+func writeNodeDirs(cfg certsConfig, path func(string) string, stdout io.Writer) error {
+	for _, n := range cfg.nodes {
+		if err := os.MkdirAll(path(n), 0o700); err != nil {
+			return err
+		}
+		for _, c := range []struct {
+			from, to string
+			mode     fs.FileMode
+		}{{n + ".pem", "node.pem", 0o644}, {n + "-key.pem", "node-key.pem", 0o600}, {"ca.pem", "ca.pem", 0o644},
+			{"gossip.key", "gossip.key", 0o600}, {"cluster.key", "cluster.key", 0o600}} {
+			b, err := os.ReadFile(path(c.from))
+			if err != nil {
+				return err
+			}
+			if err := writeFileAtomic(filepath.Join(path(n), c.to), b, c.mode); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(stdout, "copied %s: node.pem, node-key.pem, ca.pem, gossip.key, cluster.key of node %s\n", path(n), n)
 	}
 	return nil
 }
