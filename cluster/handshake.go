@@ -13,6 +13,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Every Raft connection starts with a handshake before raft's own bytes, in
@@ -195,6 +197,7 @@ type handshaker struct {
 	// never.
 	legacyPeer   func(addr string) bool
 	legacyAccept func() bool
+	refusals     *prometheus.CounterVec // by direction; nil: not counted
 
 	mu     sync.Mutex
 	logged map[string]time.Time // refusal → when last logged
@@ -313,6 +316,9 @@ func (h *handshaker) acceptHello(r io.Reader, conn net.Conn) error {
 // refused logs a refused connection, once a minute per reason (which names
 // the peer node and clusters; its port changes with every connection).
 func (h *handshaker) refused(dir, peer string, err error) {
+	if h.refusals != nil {
+		h.refusals.WithLabelValues(dir).Inc()
+	}
 	h.mu.Lock()
 	key := dir + " " + err.Error()
 	last, ok := h.logged[key]

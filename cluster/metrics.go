@@ -22,11 +22,17 @@ type Metrics struct {
 	// RetentionDeleted counts sessions retention sweeps deleted (proposed by
 	// this node as leader).
 	RetentionDeleted prometheus.Counter
+	// HandshakeRefusals counts Raft connections the handshake refused
+	// (handshake.go), by direction: another cluster, or no or another key.
+	HandshakeRefusals *prometheus.CounterVec
 }
 
 // NewMetrics registers the cluster instruments on reg (nil: unregistered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
+		HandshakeRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sessionstore_raft_handshake_refusals_total", Help: "Raft connections refused by the handshake (a node of another cluster, or without this cluster's key), by direction (incoming, outgoing)."},
+			[]string{"direction"}),
 		RetentionDeleted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sessionstore_retention_deleted_total", Help: "Sessions deleted by retention sweeps this node proposed as leader."}),
 		Proposals: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -43,7 +49,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18)}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Proposals, m.GroupSize, m.CommitSeconds, m.QueueSeconds, m.RetentionDeleted)
+		reg.MustRegister(m.Proposals, m.GroupSize, m.CommitSeconds, m.QueueSeconds, m.RetentionDeleted, m.HandshakeRefusals)
 	}
 	return m
 }

@@ -154,6 +154,7 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 
 	hs := newHandshaker(cfg.NodeID, cfg.ClusterKey, n.raftClusterID, n.logger)
 	hs.legacyPeer, hs.legacyAccept, hs.optional = n.legacyPeer, n.legacyAccept, cfg.ClusterKeyOptional
+	hs.refusals = n.metrics.HandshakeRefusals
 	var stream *streamLayer
 	if n.transport, stream, err = newTransport(n.dialCtx, cfg.RaftAddr, cfg.RaftAdvertise, cfg.RaftTLS, hs, hl); err != nil {
 		return nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)

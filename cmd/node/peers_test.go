@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -246,6 +247,17 @@ func TestProcCluster_GossipKeyWithoutRaftCredential(t *testing.T) {
 	}
 	if !peExists(t, nodes[li], "pe-secret") {
 		t.Fatal("the cluster lost pe-secret")
+	}
+	for _, nd := range nodes {
+		resp, err := http.Get("http://" + nd.HTTPAddr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), `sessionstore_raft_handshake_refusals_total{direction="incoming"}`) {
+			t.Errorf("%s does not count the refused incoming handshakes", nd.ID)
+		}
 	}
 	intruder.Term()
 	peStop(nodes)
