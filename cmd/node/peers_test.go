@@ -415,3 +415,51 @@ func TestCertsKeysOnlyAndKeep(t *testing.T) {
 		t.Fatalf("node3 issued by --keep: %v", err)
 	}
 }
+
+// TestProcNode_StateOfAnotherClusterRefused is issue 13's item 1 at start: a
+// state.db copied from another cluster into a node's data directory is
+// refused, naming both cluster ids, with the identity file (this build) and
+// without it (a directory of 2f2e872: the Raft log's SetClusterId entry).
+func TestProcNode_StateOfAnotherClusterRefused(t *testing.T) {
+	bin := crBinary(t)
+	for _, withFile := range []bool{true, false} {
+		t.Run(fmt.Sprintf("identity file %v", withFile), func(t *testing.T) {
+			a := crNewNode(t, bin, t.TempDir(), "--node-id", "n1")
+			b := crNewNode(t, bin, t.TempDir(), "--node-id", "n1")
+			ids := map[*crNode]string{}
+			for _, nd := range []*crNode{a, b} {
+				c := crDial(t, nd.GRPCAddr)
+				nd.Start()
+				nd.WaitReady(c)
+				st, err := c.Status(crCtx(t, 10*time.Second))
+				if err != nil || st.GetClusterId() == "" {
+					t.Fatalf("status: %v, %v", st, err)
+				}
+				ids[nd] = st.GetClusterId()
+				nd.Term()
+			}
+			state, err := os.ReadFile(filepath.Join(b.Dir, "state.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(a.Dir, "state.db"), state, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if !withFile {
+				if err := os.Remove(filepath.Join(a.Dir, "identity.json")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			a.Start()
+			select {
+			case <-a.cur.exited:
+			case <-time.After(20 * time.Second):
+				t.Fatalf("node started on a state.db of cluster %s beside its own cluster %s's log", ids[b], ids[a])
+			}
+			a.cur = nil
+			if log := a.Log(); !strings.Contains(log, "cluster "+ids[a]) || !strings.Contains(log, "cluster "+ids[b]) || !strings.Contains(log, "refusing to start") {
+				t.Fatalf("the refusal does not name both clusters %s and %s:\n%s", ids[a], ids[b], log)
+			}
+		})
+	}
+}
