@@ -40,18 +40,19 @@ const identityScan = 64
 // the identity file, state.db, and the SetClusterId entry of the Raft log.
 // A directory written before the identity file existed adopts the node id it
 // is started with.
-func checkIdentity(dir, nodeID string, state *storage.StateDB, logs raft.LogStore, logger *slog.Logger) (string, error) {
+func checkIdentity(dir, nodeID string, state *storage.StateDB, logs raft.LogStore, logger *slog.Logger) (clusterID string, adopted bool, err error) {
 	rec, err := readIdentity(dir)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
+	adopted = rec.NodeID == ""
 	if rec.NodeID != "" && rec.NodeID != nodeID {
-		return "", fmt.Errorf("data directory %s belongs to node %q (recorded in %s), not %q: start it with --node-id %s, or give node %s an empty data directory to join as a new node",
+		return "", false, fmt.Errorf("data directory %s belongs to node %q (recorded in %s), not %q: start it with --node-id %s, or give node %s an empty data directory to join as a new node",
 			dir, rec.NodeID, identityPath(dir), nodeID, rec.NodeID, nodeID)
 	}
 	var stateID string
 	if err := state.View(func(tx *storage.Tx) error { stateID = tx.ClusterID(); return nil }); err != nil {
-		return "", err
+		return "", false, err
 	}
 	logID, logIndex := logClusterID(logs)
 	sources := []struct{ what, id string }{
@@ -69,7 +70,7 @@ func checkIdentity(dir, nodeID string, state *storage.StateDB, logs raft.LogStor
 		}
 		for _, b := range sources[i+1:] {
 			if b.id != "" && b.id != a.id {
-				return "", fmt.Errorf("data directory %s mixes two clusters: %s says cluster %s, %s says cluster %s; refusing to start (restore this node's directory from one cluster, or start it empty to join as a new node)",
+				return "", false, fmt.Errorf("data directory %s mixes two clusters: %s says cluster %s, %s says cluster %s; refusing to start (restore this node's directory from one cluster, or start it empty to join as a new node)",
 					dir, a.what, a.id, b.what, b.id)
 			}
 		}
@@ -79,10 +80,49 @@ func checkIdentity(dir, nodeID string, state *storage.StateDB, logs raft.LogStor
 			logger.Info("recording this data directory's identity", "node_id", nodeID, "cluster_id", known, "file", identityPath(dir))
 		}
 		if err := writeIdentity(dir, identity{NodeID: nodeID, ClusterID: known}); err != nil {
-			return "", err
+			return "", false, err
 		}
 	}
-	return known, nil
+	return known, adopted, nil
+}
+
+// checkAdoptedID: a directory without an identity file (written before it
+// existed) takes the node id it is started with, unless the Raft
+// configuration is evidence against it: it lists this node's Raft address
+// under another id and does not list this id. Then the start is refused and
+// the file just written removed. Raft has read the configuration (from the
+// snapshot and the log) when it started, so this costs nothing.
+func (n *Node) checkAdoptedID(adopted bool) error {
+	if !adopted {
+		return nil
+	}
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return nil
+	}
+	if err := configuredID(f.Configuration(), n.cfg.NodeID, n.transport.LocalAddr(), n.cfg.DataDir); err != nil {
+		_ = n.raft.Shutdown().Error()
+		_ = os.Remove(identityPath(n.cfg.DataDir))
+		return err
+	}
+	return nil
+}
+
+func configuredID(c raft.Configuration, nodeID string, addr raft.ServerAddress, dir string) error {
+	other := ""
+	for _, s := range c.Servers {
+		if string(s.ID) == nodeID {
+			return nil
+		}
+		if s.Address == addr {
+			other = string(s.ID)
+		}
+	}
+	if other == "" {
+		return nil
+	}
+	return fmt.Errorf("data directory %s belongs to node %q (its Raft configuration lists %q at this node's Raft address %s), not %q: start it with --node-id %s, or give node %s an empty data directory to join as a new node",
+		dir, other, other, addr, nodeID, other, nodeID)
 }
 
 // recordClusterID adds a newly learnt cluster id to the identity file.

@@ -67,7 +67,7 @@ func TestCheckIdentity(t *testing.T) {
 			if tc.logID != "" {
 				writeClusterIDLog(t, logs, tc.logID)
 			}
-			got, err := checkIdentity(dir, tc.nodeID, state, logs, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			got, _, err := checkIdentity(dir, tc.nodeID, state, logs, slog.New(slog.NewTextHandler(io.Discard, nil)))
 			if tc.errHas != nil {
 				if err == nil {
 					t.Fatalf("started; want a refusal naming %q", tc.errHas)
@@ -104,5 +104,28 @@ func writeClusterIDLog(t *testing.T, logs raft.LogStore, id string) {
 		{Index: 2, Term: 2, Type: raft.LogCommand, Data: data},
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestConfiguredID: the evidence a directory without identity file gives
+// about its node id.
+func TestConfiguredID(t *testing.T) {
+	conf := raft.Configuration{Servers: []raft.Server{{ID: "n1", Address: "h:1"}, {ID: "n2", Address: "h:2"}}}
+	tests := []struct {
+		nodeID string
+		addr   raft.ServerAddress
+		errHas string
+	}{
+		{"n1", "h:1", ""},          // itself
+		{"n1", "h:9", ""},          // moved to another address
+		{"n3", "h:9", ""},          // nothing known at this address: adopted
+		{"n3", "h:1", `node "n1"`}, // n1's directory started as n3
+		{"n2", "h:1", ""},          // listed under its own id: addresses are swapped, not ours to judge
+	}
+	for _, tc := range tests {
+		err := configuredID(conf, tc.nodeID, tc.addr, "d")
+		if (err == nil) != (tc.errHas == "") || (err != nil && !strings.Contains(err.Error(), tc.errHas)) {
+			t.Errorf("configuredID(%s at %s) = %v, want %q", tc.nodeID, tc.addr, err, tc.errHas)
+		}
 	}
 }

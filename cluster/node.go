@@ -137,7 +137,8 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 	if restored {
 		n.logger.Info("state restored from the latest snapshot before start")
 	}
-	if n.startClusterID, err = checkIdentity(cfg.DataDir, cfg.NodeID, n.state, n.logs, n.logger); err != nil { // identity.go
+	adopted := false
+	if n.startClusterID, adopted, err = checkIdentity(cfg.DataDir, cfg.NodeID, n.state, n.logs, n.logger); err != nil { // identity.go
 		return nil, err
 	}
 	fm := fsm.NewMetrics(reg)
@@ -179,6 +180,9 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 	}
 	if n.raft, err = raft.NewRaft(rc, n.fsm, n.logs, n.local, n.snaps, n.transport); err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)
+	}
+	if err := n.checkAdoptedID(adopted); err != nil { // identity.go
+		return nil, err
 	}
 	version := uint32(fsm.CommandVersion)
 	if cfg.CommandVersion != 0 {
