@@ -10,8 +10,13 @@
 # starts out writable (Docker copies the ownership of the image's directory
 # into an empty named volume). A bind mount must be writable by uid 65532,
 # or run the container with --user 0.
+#
+# /creds (and its node1..node3) likewise, for the credentials that
+# docker-compose's one-shot `credentials` service writes into named volumes
+# there (`node certs`).
 FROM scratch
 COPY --chown=65532:65532 data /data
+COPY --chown=65532:65532 creds /creds
 COPY node /node
 USER 65532:65532
 # The node reads SESSIONSTORE_<FLAG> for any flag not given.

@@ -106,6 +106,23 @@ type Config struct {
 	// GossipKey, when set, encrypts and authenticates gossip (memberlist's
 	// SecretKey, AES-GCM; 16, 24 or 32 bytes) and refuses unencrypted gossip.
 	GossipKey []byte
+	// ClusterKey, when set, is the secret every Raft connection proves
+	// knowledge of in its handshake (HMAC-SHA256 challenge-response, both
+	// ways): a peer without it gets no RPC through. At least 16 bytes.
+	ClusterKey []byte
+	// ClusterKeyOptional admits peers without the key while a running
+	// cluster turns it on (README "Turning on node-to-node authentication");
+	// a peer that does prove a key must prove this one.
+	ClusterKeyOptional bool
+	// GossipPlaintextIn and GossipPlaintextOut relax GossipKey while a
+	// running cluster turns it on: accept unencrypted gossip, send it
+	// unencrypted (memberlist's GossipVerifyIncoming/Outgoing turned off).
+	GossipPlaintextIn  bool
+	GossipPlaintextOut bool
+	// ClosedMembership keeps every server learnt of through gossip out of the
+	// Raft configuration: set for a node with client authentication whose
+	// peers are not authenticated, which must hand data to no one.
+	ClosedMembership bool
 }
 
 // TLSPair is the server and client side of a mutual TLS link between nodes.
@@ -195,6 +212,15 @@ func (c Config) Validate() error {
 			len(t.Client.Certificates) == 0 && t.Client.GetClientCertificate == nil:
 			errs = append(errs, errors.New("raft TLS needs the node's certificate on both sides"))
 		}
+	}
+	if c.ClusterKey != nil && len(c.ClusterKey) < 16 {
+		errs = append(errs, fmt.Errorf("cluster key: %d bytes, want at least 16 random bytes", len(c.ClusterKey)))
+	}
+	if c.ClusterKeyOptional && c.ClusterKey == nil {
+		errs = append(errs, errors.New("an optional cluster key needs a cluster key"))
+	}
+	if (c.GossipPlaintextIn || c.GossipPlaintextOut) && c.GossipKey == nil {
+		errs = append(errs, errors.New("relaxing gossip verification needs a gossip key"))
 	}
 	if c.GossipKey != nil {
 		if err := memberlist.ValidateKey(c.GossipKey); err != nil {

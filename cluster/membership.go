@@ -39,6 +39,9 @@ type memberMeta struct {
 	// --min-free-bytes: the leader then refuses writes for the whole
 	// cluster, since every voter must append them.
 	DiskLow bool `json:"disk_low,omitempty"`
+	// Handshake is the Raft handshake version the node speaks (handshake.go;
+	// absent on builds before it, which are dialled without one).
+	Handshake uint8 `json:"hs,omitempty"`
 }
 
 // gossip runs memberlist and tracks the peers' metadata.
@@ -85,7 +88,7 @@ func newGossip(cfg Config, self memberMeta, logger *slog.Logger) (*gossip, error
 		// Encrypted gossip only: a peer without the key (or with another)
 		// can neither read nor be read.
 		mc.SecretKey = cfg.GossipKey
-		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = !cfg.GossipPlaintextIn, !cfg.GossipPlaintextOut
 	}
 	mc.Delegate = g
 	mc.Events = g

@@ -25,11 +25,17 @@ type Metrics struct {
 	// WatchWakeups counts Watch streams woken by a commit to re-read their
 	// session (a commit wakes only the watchers of the sessions it touched).
 	WatchWakeups prometheus.Counter
+	// HandshakeRefusals counts Raft connections the handshake refused
+	// (handshake.go), by direction: another cluster, or no or another key.
+	HandshakeRefusals *prometheus.CounterVec
 }
 
 // NewMetrics registers the cluster instruments on reg (nil: unregistered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
+		HandshakeRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sessionstore_raft_handshake_refusals_total", Help: "Raft connections refused by the handshake (a node of another cluster, or without this cluster's key), by direction (incoming, outgoing)."},
+			[]string{"direction"}),
 		RetentionDeleted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sessionstore_retention_deleted_total", Help: "Sessions deleted by retention sweeps this node proposed as leader."}),
 		WatchWakeups: prometheus.NewCounter(prometheus.CounterOpts{
@@ -48,7 +54,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18)}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Proposals, m.GroupSize, m.CommitSeconds, m.QueueSeconds, m.RetentionDeleted, m.WatchWakeups)
+		reg.MustRegister(m.Proposals, m.GroupSize, m.CommitSeconds, m.QueueSeconds, m.RetentionDeleted, m.WatchWakeups, m.HandshakeRefusals)
 	}
 	return m
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -39,7 +40,7 @@ type Node struct {
 	gossip    *gossip
 	metrics   *Metrics
 	disk      *diskMonitor   // free space of DataDir's filesystem (issue 8)
-	peerCheck *raftPeerCheck // nil without Raft TLS
+	peerCheck *raftPeerCheck // handshake (and TLS) probe before adding a server
 
 	proposals  chan *proposal
 	slots      chan struct{}
@@ -49,6 +50,7 @@ type Node struct {
 	pending      int64                // bytes of proposals not yet answered
 	pendingFreed chan struct{}        // closed and replaced whenever pending shrinks
 	warnOnce     sync.Once            // quotas not enforced yet (a voter on an older build)
+	closedOnce   sync.Once            // ClosedMembership refused a server (logged once)
 	removed      map[string]time.Time // servers this node removed as leader, when (under mu)
 
 	ctx    context.Context
@@ -58,6 +60,11 @@ type Node struct {
 	// waits out a dial timeout to a peer that is gone.
 	dialCtx    context.Context
 	dialCancel context.CancelFunc
+
+	// startClusterID is the cluster this data directory belonged to at start
+	// (identity.go); the Raft handshake uses it until state.db has the id.
+	startClusterID string
+	hsGossip       atomic.Pointer[gossip] // the handshake's view of gossip, set once it runs
 
 	mu          sync.Mutex
 	clusterID   string
@@ -128,6 +135,10 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 	if restored {
 		n.logger.Info("state restored from the latest snapshot before start")
 	}
+	adopted := false
+	if n.startClusterID, adopted, err = checkIdentity(cfg.DataDir, cfg.NodeID, n.state, n.logs, n.logger); err != nil { // identity.go
+		return nil, err
+	}
 	fm := fsm.NewMetrics(reg)
 	if restored {
 		fm.Restores.Inc()
@@ -140,10 +151,14 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 	}
 	n.fsm.LimitVersion(cfg.CommandVersion) // before Raft can apply anything
 
-	if n.transport, err = newTransport(n.dialCtx, cfg.RaftAddr, cfg.RaftAdvertise, cfg.RaftTLS, hl); err != nil {
+	hs := newHandshaker(cfg.NodeID, cfg.ClusterKey, n.raftClusterID, n.logger)
+	hs.legacyPeer, hs.legacyAccept, hs.optional = n.legacyPeer, n.legacyAccept, cfg.ClusterKeyOptional
+	hs.refusals = n.metrics.HandshakeRefusals
+	var stream *streamLayer
+	if n.transport, stream, err = newTransport(n.dialCtx, cfg.RaftAddr, cfg.RaftAdvertise, cfg.RaftTLS, hs, hl); err != nil {
 		return nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
 	}
-	n.peerCheck = newRaftPeerCheck(cfg.RaftTLS, cfg.RaftAddr, n.logger)
+	n.peerCheck = newRaftPeerCheck(stream, n.logger)
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.NodeID)
@@ -164,16 +179,20 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 	if n.raft, err = raft.NewRaft(rc, n.fsm, n.logs, n.local, n.snaps, n.transport); err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
+	if err := n.checkAdoptedID(adopted); err != nil { // identity.go
+		return nil, err
+	}
 	version := uint32(fsm.CommandVersion)
 	if cfg.CommandVersion != 0 {
 		version = cfg.CommandVersion
 	}
 	self := memberMeta{ID: cfg.NodeID, Commands: version, AuthHash: cfg.AuthHash, Raft: string(n.transport.LocalAddr()), API: cfg.APIAdvertise,
-		HasState: hasState, ClusterID: n.ClusterID(), Applied: n.fsm.AppliedIndex(), DiskLow: n.disk.isLow()}
+		HasState: hasState, ClusterID: n.ClusterID(), Applied: n.fsm.AppliedIndex(), DiskLow: n.disk.isLow(), Handshake: hsVersion}
 	if n.gossip, err = newGossip(cfg, self, logger); err != nil {
 		_ = n.raft.Shutdown().Error()
 		return nil, err
 	}
+	n.hsGossip.Store(n.gossip)
 	publishDisk := func() { n.gossip.update(func(m *memberMeta) { m.DiskLow = n.disk.isLow() }) }
 	n.disk.mu.Lock()
 	n.disk.onChange = publishDisk
@@ -268,10 +287,25 @@ func (n *Node) ClusterID() string {
 	_ = n.state.View(func(tx *storage.Tx) error { id = tx.ClusterID(); return nil })
 	if id != "" {
 		n.mu.Lock()
+		first := n.clusterID == ""
 		n.clusterID = id
 		n.mu.Unlock()
+		if first && id != n.startClusterID {
+			if err := recordClusterID(n.cfg.DataDir, n.cfg.NodeID, id); err != nil {
+				n.logger.Error("recording the cluster id in the identity file failed", "err", err)
+			}
+		}
 	}
 	return id
+}
+
+// raftClusterID is the cluster id the Raft handshake states and checks
+// (handshake.go): the applied one, or the one this directory had at start.
+func (n *Node) raftClusterID() string {
+	if id := n.ClusterID(); id != "" {
+		return id
+	}
+	return n.startClusterID
 }
 
 // readyLag is how many committed entries a node may still have to apply and

@@ -21,18 +21,37 @@ func (a hostAddr) Network() string { return "tcp" }
 func (a hostAddr) String() string  { return string(a) }
 
 // streamLayer is raft's TCP stream layer with a name-based advertised address,
-// optionally mutual TLS (the listener then wraps accepted connections in TLS).
+// optionally mutual TLS (the listener then wraps accepted connections in TLS),
+// and the handshake of handshake.go on every connection both ways.
 type streamLayer struct {
 	net.Listener
 	advertise hostAddr
 	dialer    net.Dialer
 	tls       *tls.Config     // client side; nil: plaintext
 	ctx       context.Context // cancelled at shutdown: no dial outlives the node
+	hs        *handshaker
 }
 
 func (s *streamLayer) Addr() net.Addr { return s.advertise }
 
+func (s *streamLayer) Accept() (net.Conn, error) {
+	c, err := s.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &hsConn{Conn: c, h: s.hs}, nil
+}
+
 func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	deadline := time.Now().Add(timeout)
+	c, err := s.dialTLS(address, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return s.hs.dialled(c, deadline, string(address))
+}
+
+func (s *streamLayer) dialTLS(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	d := s.dialer
 	d.Timeout = timeout
 	if s.tls == nil {
@@ -69,11 +88,11 @@ func LocalDialer(bind string) net.Dialer {
 
 // newTransport listens on bind and advertises advertise (default: the
 // listener's own address, which must then not be a wildcard). With pair set,
-// connections both ways are mutual TLS.
-func newTransport(ctx context.Context, bind, advertise string, pair *TLSPair, hl hclog.Logger) (*raft.NetworkTransport, error) {
+// connections both ways are mutual TLS. Every connection runs hs's handshake.
+func newTransport(ctx context.Context, bind, advertise string, pair *TLSPair, hs *handshaker, hl hclog.Logger) (*raft.NetworkTransport, *streamLayer, error) {
 	l, err := net.Listen("tcp", bind)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var clientTLS *tls.Config
 	var stream net.Listener = l
@@ -84,79 +103,57 @@ func newTransport(ctx context.Context, bind, advertise string, pair *TLSPair, hl
 		ta := l.Addr().(*net.TCPAddr)
 		if ta.IP.IsUnspecified() {
 			l.Close()
-			return nil, fmt.Errorf("raft address %s listens on all interfaces: an advertised address is required", bind)
+			return nil, nil, fmt.Errorf("raft address %s listens on all interfaces: an advertised address is required", bind)
 		}
 		advertise = ta.String()
 	}
 	if _, _, err := net.SplitHostPort(advertise); err != nil {
 		l.Close()
-		return nil, fmt.Errorf("raft advertise address %q: %w", advertise, err)
+		return nil, nil, fmt.Errorf("raft advertise address %q: %w", advertise, err)
 	}
+	sl := &streamLayer{Listener: stream, advertise: hostAddr(advertise), dialer: LocalDialer(bind), tls: clientTLS, ctx: ctx, hs: hs}
 	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  &streamLayer{Listener: stream, advertise: hostAddr(advertise), dialer: LocalDialer(bind), tls: clientTLS, ctx: ctx},
+		Stream:  sl,
 		MaxPool: 3,
 		Timeout: 10 * time.Second,
 		Logger:  hl,
-	}), nil
+	}), sl, nil
 }
 
-// raftPeerCheck guards the leader's reconcile when the Raft transport is TLS:
-// a server learnt of through gossip is added to the configuration (or gets a
-// new address) only once its advertised Raft address completes a TLS
-// handshake with a node certificate of this cluster's CA, valid for that host.
-// Gossip is only advisory: holding the gossip key does not get a server into
-// the configuration, where an unreachable voter would cost fault tolerance.
+// raftPeerCheck guards the leader's reconcile: a server learnt of through
+// gossip is added to the configuration (or gets a new address) only once a
+// connection to its advertised Raft address completes the handshake (the
+// same cluster, the cluster key) and, with Raft TLS, a TLS handshake with a
+// node certificate of this cluster's CA valid for that host. Gossip is only
+// advisory: holding the gossip key does not get a server into the
+// configuration, where an unreachable voter would cost fault tolerance.
 type raftPeerCheck struct {
-	tls     *tls.Config
-	dialer  net.Dialer
+	stream  *streamLayer
 	timeout time.Duration
 	logger  *slog.Logger
 	failed  map[string]string // peer id → the failure last logged; reconcile goroutine only
 }
 
-// newRaftPeerCheck returns nil (admit everything) without Raft TLS.
-func newRaftPeerCheck(pair *TLSPair, bind string, logger *slog.Logger) *raftPeerCheck {
-	if pair == nil {
-		return nil
-	}
-	return &raftPeerCheck{tls: pair.Client, dialer: LocalDialer(bind), timeout: 3 * time.Second, logger: logger, failed: map[string]string{}}
+func newRaftPeerCheck(stream *streamLayer, logger *slog.Logger) *raftPeerCheck {
+	return &raftPeerCheck{stream: stream, timeout: 3 * time.Second, logger: logger, failed: map[string]string{}}
 }
 
 // admit reports whether server id at addr passed the check; a failure is
 // logged once per peer and reason.
 func (c *raftPeerCheck) admit(ctx context.Context, id string, addr raft.ServerAddress) bool {
-	if c == nil {
-		return true
-	}
-	err := c.probe(ctx, string(addr))
+	conn, err := c.stream.Dial(addr, c.timeout)
 	if err == nil {
+		conn.Close()
 		if _, ok := c.failed[id]; ok {
 			delete(c.failed, id)
-			c.logger.Info("a server's Raft transport now passes the TLS check", "peer_id", id, "raft_addr", addr)
+			c.logger.Info("a server's Raft transport now passes the check", "peer_id", id, "raft_addr", addr)
 		}
 		return true
 	}
 	if msg := err.Error(); c.failed[id] != msg {
 		c.failed[id] = msg
-		c.logger.Warn("not adding a server to the Raft configuration: its Raft transport failed the TLS check (a certificate of another CA, not a node certificate, or not valid for its advertised host)",
+		c.logger.Warn("not adding a server to the Raft configuration: its Raft transport failed the TLS check or the handshake (with TLS: a certificate of another CA, not a node certificate, or not valid for its advertised host; the handshake: another cluster, no or another cluster key)",
 			"peer_id", id, "raft_addr", addr, "err", err)
 	}
 	return false
-}
-
-func (c *raftPeerCheck) probe(ctx context.Context, addr string) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return err
-	}
-	cfg := c.tls.Clone()
-	cfg.ServerName = host
-	d := c.dialer
-	d.Timeout = c.timeout
-	td := tls.Dialer{NetDialer: &d, Config: cfg}
-	conn, err := td.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return err
-	}
-	return conn.Close()
 }

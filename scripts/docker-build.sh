@@ -28,7 +28,7 @@ trap 'rm -rf "$ctx"' EXIT INT TERM
 
 echo "docker-build: compiling $root/cmd/node (CGO_ENABLED=0, -trimpath${TAGS:+, tags $TAGS})"
 (cd "$root" && CGO_ENABLED=0 "$GO" build -trimpath -tags "$TAGS" -o "$ctx/node" ./cmd/node)
-mkdir "$ctx/data"
+mkdir "$ctx/data" "$ctx/creds" "$ctx/creds/node1" "$ctx/creds/node2" "$ctx/creds/node3"
 cp "$root/Dockerfile" "$ctx/Dockerfile"
 echo "docker-build: binary $(wc -c <"$ctx/node" | tr -d ' ') bytes, sha256 $(sha256sum "$ctx/node" | cut -c1-16)"
 

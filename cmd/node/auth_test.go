@@ -421,7 +421,8 @@ func TestAuthCluster_ForwardedCallsKeepTheCaller(t *testing.T) {
 	if err := os.WriteFile(path, []byte(auTokens), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	nodes := startClusterWith(t, 3, func(c *serveConfig) { c.Auth.TokenFile = path })
+	key := peClusterKey(t) // client authentication needs authenticated peers
+	nodes := startClusterWith(t, 3, func(c *serveConfig) { c.Auth.TokenFile = path; c.TLS.ClusterKeyFile = key })
 	var follower *clNode
 	for _, nd := range nodes {
 		if nd != leaderOf(nodes) {

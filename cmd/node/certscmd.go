@@ -23,6 +23,9 @@ type certsConfig struct {
 	hosts          []string
 	days, caDays   int
 	force          bool
+	keep           bool // keep existing node and client files (a deployment's start-up)
+	keysOnly       bool // only gossip.key and cluster.key
+	nodeDirs       bool // also <out>/<node>/ with only that node's files
 }
 
 // certsCmd is `node certs`: a private CA, node and client certificates and a
@@ -46,7 +49,10 @@ func parseCertsFlags(args []string, stderr io.Writer) (certsConfig, error) {
 	fs.StringVar(&clients, "clients", "", "comma-separated principal names: one client certificate each")
 	fs.IntVar(&cfg.days, "days", 365, "validity of the node and client certificates, in days")
 	fs.IntVar(&cfg.caDays, "ca-days", 3650, "validity of a new CA, in days")
-	fs.BoolVar(&cfg.force, "force", false, "overwrite existing node and client files (an existing CA and gossip key are always kept)")
+	fs.BoolVar(&cfg.force, "force", false, "overwrite existing node and client files (an existing CA, gossip key and cluster key are always kept)")
+	fs.BoolVar(&cfg.keep, "keep", false, "keep existing node and client files and issue only the missing ones (for a deployment that runs this on every start)")
+	fs.BoolVar(&cfg.nodeDirs, "node-dirs", false, "also copy into <out>/<node>/ what that node needs and nothing else: node.pem, node-key.pem, ca.pem, gossip.key, cluster.key (one directory to mount per node)")
+	fs.BoolVar(&cfg.keysOnly, "keys-only", false, "write only gossip.key and cluster.key (node-to-node authentication without TLS); no CA, no certificates")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: node certs --out DIR --nodes node1,node2,node3 [--hosts H1,H2] [--clients admin,alice] [flags]
 
@@ -61,13 +67,16 @@ the clients' --tls-* flags need, as PEM files (ECDSA P-256):
   client-<name>.pem, ...-key.pem  a client certificate (OU sessionstore-client,
                                   CommonName = the principal's name)
   gossip.key                      a random 32-byte gossip key, base64 (0600)
+  cluster.key                     a random 32-byte cluster key, base64 (0600):
+                                  --cluster-key-file, proven in every Raft
+                                  connection's handshake
 
 A node's name must be the host the other nodes reach it at (its
 --advertise-addr, or the host of its addresses), or be covered by --hosts: a
 node checks the certificate of every peer it dials against that host.
 When DIR already holds ca.pem and ca-key.pem they are used to issue the new
-certificates (to add a node or a client later), and an existing gossip.key is
-kept. Existing node and client files are not overwritten unless --force.
+certificates (to add a node or a client later), and an existing gossip.key
+and cluster.key are kept. Existing node and client files are not overwritten unless --force.
 Every flag can also be set as SESSIONSTORE_<FLAG>; flags win.
 
 Flags:
@@ -85,6 +94,11 @@ Flags:
 	switch {
 	case cfg.out == "":
 		return usage("--out is required")
+	case cfg.keysOnly && (len(cfg.nodes) > 0 || len(cfg.clients) > 0 || cfg.nodeDirs):
+		return usage("--keys-only writes no certificates: drop --nodes and --clients")
+	case cfg.force && cfg.keep:
+		return usage("give --force or --keep, not both")
+	case cfg.keysOnly:
 	case len(cfg.nodes) == 0 && len(cfg.clients) == 0:
 		return usage("give --nodes (and/or --clients): nothing to issue")
 	case cfg.days < 1 || cfg.caDays < 1:
@@ -150,10 +164,13 @@ func writeCerts(cfg certsConfig, stdout io.Writer) error {
 		return err == nil, err
 	}
 	validity := time.Duration(cfg.days) * 24 * time.Hour
-
-	// The CA: the one in DIR, or a new one.
 	var files []certFile
 	var notes []string
+	if cfg.keysOnly {
+		return writeKeys(cfg, path, exists, files, notes, stdout)
+	}
+
+	// The CA: the one in DIR, or a new one.
 	caCert, err := exists("ca.pem")
 	if err != nil {
 		return err
@@ -203,13 +220,19 @@ func writeCerts(cfg certsConfig, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
+		var present []string
 		for _, f := range []string{certName, keyName} {
 			if ok, err := exists(f); err != nil {
 				return err
 			} else if ok && !cfg.force {
-				conflicts = append(conflicts, path(f))
+				present = append(present, path(f))
 			}
 		}
+		if cfg.keep && len(present) == 2 {
+			notes = append(notes, fmt.Sprintf("kept   %s (existing, --keep)", path(certName)))
+			return nil
+		}
+		conflicts = append(conflicts, present...)
 		until := i.Cert.NotAfter.UTC().Format(time.DateOnly)
 		files = append(files,
 			certFile{certName, i.CertPEM(), 0o644, what + ", valid until " + until},
@@ -243,17 +266,27 @@ func writeCerts(cfg certsConfig, stdout io.Writer) error {
 		return fmt.Errorf("not overwriting %s (use --force to replace them); nothing was written", strings.Join(conflicts, ", "))
 	}
 
-	// The gossip key: shared by the whole cluster, like the CA, so kept.
-	if ok, err := exists("gossip.key"); err != nil {
-		return err
-	} else if ok {
-		notes = append(notes, fmt.Sprintf("kept   %s (the existing gossip key)", path("gossip.key")))
-	} else {
-		k, err := tlsconf.NewGossipKey()
+	return writeKeys(cfg, path, exists, files, notes, stdout)
+}
+
+// writeKeys adds the gossip and cluster keys to files (each kept when it
+// exists: shared by the whole cluster, like the CA) and writes everything.
+func writeKeys(cfg certsConfig, path func(string) string, exists func(string) (bool, error), files []certFile, notes []string, stdout io.Writer) error {
+	for _, k := range []struct{ name, what string }{
+		{"gossip.key", "gossip key, base64 of 32 random bytes (--gossip-key-file)"},
+		{"cluster.key", "cluster key, base64 of 32 random bytes (--cluster-key-file: proven in every Raft connection)"},
+	} {
+		if ok, err := exists(k.name); err != nil {
+			return err
+		} else if ok {
+			notes = append(notes, fmt.Sprintf("kept   %s (the existing %s)", path(k.name), strings.TrimSuffix(k.name, ".key")+" key"))
+			continue
+		}
+		key, err := tlsconf.NewGossipKey()
 		if err != nil {
 			return err
 		}
-		files = append(files, certFile{"gossip.key", []byte(tlsconf.EncodeGossipKey(k) + "\n"), 0o600, "gossip key, base64 of 32 random bytes (--gossip-key-file)"})
+		files = append(files, certFile{k.name, []byte(tlsconf.EncodeGossipKey(key) + "\n"), 0o600, k.what})
 	}
 
 	for _, n := range notes {
@@ -268,6 +301,35 @@ func writeCerts(cfg certsConfig, stdout io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(stdout, "wrote  %-*s  %04o  %s\n", width, path(f.name), f.mode, f.what)
+	}
+	if cfg.nodeDirs {
+		return writeNodeDirs(cfg, path, stdout)
+	}
+	return nil
+}
+
+// writeNodeDirs copies what each node needs, and nothing else (no CA key, no
+// other node's key), into <out>/<node>/ under fixed names, so that a
+// deployment mounts one directory per node.
+func writeNodeDirs(cfg certsConfig, path func(string) string, stdout io.Writer) error {
+	for _, n := range cfg.nodes {
+		if err := os.MkdirAll(path(n), 0o700); err != nil {
+			return err
+		}
+		for _, c := range []struct {
+			from, to string
+			mode     fs.FileMode
+		}{{n + ".pem", "node.pem", 0o644}, {n + "-key.pem", "node-key.pem", 0o600}, {"ca.pem", "ca.pem", 0o644},
+			{"gossip.key", "gossip.key", 0o600}, {"cluster.key", "cluster.key", 0o600}} {
+			b, err := os.ReadFile(path(c.from))
+			if err != nil {
+				return err
+			}
+			if err := writeFileAtomic(filepath.Join(path(n), c.to), b, c.mode); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(stdout, "copied %s: node.pem, node-key.pem, ca.pem, gossip.key, cluster.key of node %s\n", path(n), n)
 	}
 	return nil
 }

@@ -175,6 +175,9 @@ func startServer(cfg serveConfig, logger *slog.Logger, raftLog io.Writer) (*serv
 		return nil, err
 	}
 	sec.apply(&cfg.Cluster)
+	if err := sec.checkPeers(&cfg.Cluster, cfg.Join, authn.Enabled(), logger); err != nil {
+		return nil, err
+	}
 	gl, err := net.Listen("tcp", cfg.GRPCAddr)
 	if err != nil {
 		return nil, fmt.Errorf("grpc listen: %w", err)

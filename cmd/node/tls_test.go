@@ -655,7 +655,7 @@ func TestTLS_CertsCommand(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	files := map[string]os.FileMode{"ca.pem": 0o644, "ca-key.pem": 0o600, "node1.pem": 0o644, "node1-key.pem": 0o600,
-		"node2.pem": 0o644, "node2-key.pem": 0o600, "client-admin.pem": 0o644, "client-admin-key.pem": 0o600, "gossip.key": 0o600}
+		"node2.pem": 0o644, "node2-key.pem": 0o600, "client-admin.pem": 0o644, "client-admin-key.pem": 0o600, "gossip.key": 0o600, "cluster.key": 0o600}
 	for name, mode := range files {
 		fi, err := os.Stat(filepath.Join(dir, name))
 		if err != nil {
