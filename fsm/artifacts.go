@@ -244,7 +244,7 @@ func (a *Artifacts) pass(all bool, dirty, deleted map[string]struct{}, marks map
 	if marks == nil {
 		// First pass, or after a restore: start from the persisted watermarks;
 		// sync checks each against the state and the file.
-		loaded, err := a.local.Watermarks()
+		loaded, err := a.local.Watermarks(a.root)
 		if err != nil {
 			return err
 		}
@@ -276,7 +276,7 @@ func (a *Artifacts) pass(all bool, dirty, deleted map[string]struct{}, marks map
 	lagging := 0
 	cleared := map[string]bool{}
 	for id := range deleted {
-		if err := removeArtifact(marks[id].Path); err != nil {
+		if err := a.removeArtifact(marks[id].Path); err != nil {
 			lagging++
 			if firstErr == nil {
 				firstErr = fmt.Errorf("removing the artifact of deleted session %q: %w", id, err)
@@ -344,7 +344,7 @@ func (a *Artifacts) flushWatermarks(force bool) error {
 	if len(a.unflushed) == 0 || (!force && time.Since(a.lastFlush) < flushEvery) {
 		return nil
 	}
-	if err := a.local.PutWatermarks(a.unflushed); err != nil {
+	if err := a.local.PutWatermarks(a.root, a.unflushed); err != nil {
 		return err
 	}
 	a.unflushed = nil
@@ -444,7 +444,7 @@ func (a *Artifacts) sync(id string, w storage.Watermark) (storage.Watermark, err
 	}
 	if rec == nil {
 		// Deleted (or never materialised): no artifact may remain.
-		if err := removeArtifact(w.Path); err != nil {
+		if err := a.removeArtifact(w.Path); err != nil {
 			return w, err
 		}
 		return storage.Watermark{}, nil
@@ -476,10 +476,14 @@ func (a *Artifacts) sync(id string, w storage.Watermark) (storage.Watermark, err
 }
 
 // removeArtifact removes a session's artifact file and its directory when
-// that is left empty (a missing file is fine).
-func removeArtifact(path string) error {
+// that is left empty (a missing file is fine). A path outside the artifact
+// root is refused: nothing outside the node's own directory is ever removed.
+func (a *Artifacts) removeArtifact(path string) error {
 	if path == "" {
 		return nil
+	}
+	if _, err := storage.ArtifactRel(a.root, path); err != nil {
+		return err
 	}
 	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
 		return err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"go.etcd.io/bbolt"
 
@@ -96,17 +97,25 @@ type Watermark struct {
 	LastIndex uint64 // Raft index of the last change written
 	Bytes     int64  // artifact length
 	Frames    uint64 // event frames written after the header frame
-	Path      string // where it was written
+	Path      string // where it was written: an absolute path under the artifact root
 }
 
-var bucketWatermarks = []byte("artifact_watermarks")
+// Watermarks are stored with the artifact's path relative to the artifact root,
+// so a copy of a data directory (cp -a A B) refers to B's files, never A's.
+// Builds up to 2f2e872 stored absolute paths in bucketWatermarksV0; Watermarks
+// converts them (see legacyArtifactRel) and drops that bucket. A build that old
+// finds no watermarks in the new bucket and rebuilds every artifact: safe.
+var (
+	bucketWatermarks   = []byte("artifact_marks")
+	bucketWatermarksV0 = []byte("artifact_watermarks")
+)
 
-func encodeWatermark(w Watermark) []byte {
-	b := make([]byte, 24, 24+len(w.Path))
+func encodeWatermark(w Watermark, rel string) []byte {
+	b := make([]byte, 24, 24+len(rel))
 	binary.BigEndian.PutUint64(b, w.LastIndex)
 	binary.BigEndian.PutUint64(b[8:], uint64(w.Bytes))
 	binary.BigEndian.PutUint64(b[16:], w.Frames)
-	return append(b, w.Path...)
+	return append(b, rel...)
 }
 
 func decodeWatermark(b []byte) (Watermark, bool) {
@@ -121,27 +130,92 @@ func decodeWatermark(b []byte) (Watermark, bool) {
 	}, true
 }
 
-// Watermarks returns every recorded watermark.
-func (s *RaftStore) Watermarks() (map[string]Watermark, error) {
+// ArtifactRel returns path relative to root, or an error when path is not
+// strictly inside root: nothing outside a node's artifact directory is ever
+// written or removed through a watermark.
+func ArtifactRel(root, path string) (string, error) {
+	rel, err := filepath.Rel(filepath.Clean(root), filepath.Clean(path))
+	if err != nil || rel == "." || !filepath.IsLocal(rel) {
+		return "", fmt.Errorf("artifact path %q is outside the artifact directory %q", path, root)
+	}
+	return rel, nil
+}
+
+// legacyArtifactRel reinterprets an absolute path written by 2f2e872 as the
+// same layout under this node's root: its last three elements
+// (<project>/<session>/session.jsonl.zstd, see ArtifactPath). It is never
+// followed where it points: that may be another node's directory. ok is false
+// for anything else.
+func legacyArtifactRel(path string) (string, bool) {
+	parts := strings.Split(filepath.ToSlash(filepath.Clean(path)), "/")
+	if len(parts) < 3 || parts[len(parts)-1] != ArtifactName {
+		return "", false
+	}
+	rel := filepath.Join(parts[len(parts)-3:]...)
+	return rel, filepath.IsLocal(rel)
+}
+
+// Watermarks returns every recorded watermark, with paths resolved under root
+// (the node's artifact directory). Watermarks in the format of 2f2e872 are
+// converted on the first call; an entry whose path cannot lie under root is
+// dropped (that session's artifact is then rebuilt).
+func (s *RaftStore) Watermarks(root string) (map[string]Watermark, error) {
 	out := map[string]Watermark{}
-	err := s.View(func(tx *bbolt.Tx) error {
+	read := func(tx *bbolt.Tx) error {
 		b := tx.Bucket(bucketWatermarks)
 		if b == nil {
 			return nil
 		}
 		return b.ForEach(func(k, v []byte) error {
-			if w, ok := decodeWatermark(v); ok {
+			w, ok := decodeWatermark(v)
+			if ok && w.Path != "." && filepath.IsLocal(w.Path) {
+				w.Path = filepath.Join(root, w.Path)
 				out[string(k)] = w
 			}
 			return nil
 		})
+	}
+	var legacy bool
+	if err := s.View(func(tx *bbolt.Tx) error {
+		legacy = tx.Bucket(bucketWatermarksV0) != nil
+		return read(tx)
+	}); err != nil || !legacy {
+		return out, err
+	}
+	out = map[string]Watermark{}
+	err := s.Update(func(tx *bbolt.Tx) error {
+		old := tx.Bucket(bucketWatermarksV0)
+		if old == nil {
+			return read(tx)
+		}
+		b, err := tx.CreateBucketIfNotExists(bucketWatermarks)
+		if err != nil {
+			return err
+		}
+		err = old.ForEach(func(k, v []byte) error {
+			w, ok := decodeWatermark(v)
+			if !ok || b.Get(k) != nil {
+				return nil
+			}
+			if rel, ok := legacyArtifactRel(w.Path); ok {
+				return b.Put(k, encodeWatermark(w, rel))
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if err := tx.DeleteBucket(bucketWatermarksV0); err != nil {
+			return err
+		}
+		return read(tx)
 	})
 	return out, err
 }
 
 // PutWatermarks records watermarks in one transaction; a zero-value Path
-// deletes the session's watermark.
-func (s *RaftStore) PutWatermarks(ws map[string]Watermark) error {
+// deletes the session's watermark. Every path must lie under root.
+func (s *RaftStore) PutWatermarks(root string, ws map[string]Watermark) error {
 	if len(ws) == 0 {
 		return nil
 	}
@@ -157,7 +231,11 @@ func (s *RaftStore) PutWatermarks(ws map[string]Watermark) error {
 				}
 				continue
 			}
-			if err := b.Put([]byte(id), encodeWatermark(w)); err != nil {
+			rel, err := ArtifactRel(root, w.Path)
+			if err != nil {
+				return err
+			}
+			if err := b.Put([]byte(id), encodeWatermark(w, rel)); err != nil {
 				return err
 			}
 		}
@@ -169,9 +247,14 @@ func (s *RaftStore) PutWatermarks(ws map[string]Watermark) error {
 // artifact is rebuilt).
 func (s *RaftStore) ClearWatermarks() error {
 	return s.Update(func(tx *bbolt.Tx) error {
-		if tx.Bucket(bucketWatermarks) == nil {
-			return nil
+		for _, name := range [][]byte{bucketWatermarks, bucketWatermarksV0} {
+			if tx.Bucket(name) == nil {
+				continue
+			}
+			if err := tx.DeleteBucket(name); err != nil {
+				return err
+			}
 		}
-		return tx.DeleteBucket(bucketWatermarks)
+		return nil
 	})
 }

@@ -1,0 +1,60 @@
+package storage
+
+import (
+	"path/filepath"
+	"testing"
+
+	"go.etcd.io/bbolt"
+)
+
+// Watermark paths never leave the artifact directory: stored relative, and an
+// absolute path of 2f2e872 keeps only its <project>/<session>/file tail.
+func TestArtifactPathsStayUnderRoot(t *testing.T) {
+	root := "/data/B/artifacts"
+	for _, tc := range []struct {
+		path   string
+		rel    string // ArtifactRel; "" means refused
+		legacy string // legacyArtifactRel; "" means dropped
+	}{
+		{root + "/_no-cwd/s/" + ArtifactName, "_no-cwd/s/" + ArtifactName, "_no-cwd/s/" + ArtifactName},
+		{"/data/A/artifacts/--w--/s/" + ArtifactName, "", "--w--/s/" + ArtifactName},
+		{root + "/../../A/artifacts/p/s/" + ArtifactName, "", "p/s/" + ArtifactName},
+		{root, "", ""},
+		{"/etc/passwd", "", ""},
+		{ArtifactName, "", ""},
+		{"/x/../" + ArtifactName, "", ""},
+	} {
+		rel, err := ArtifactRel(root, tc.path)
+		if (err == nil) != (tc.rel != "") || rel != filepath.FromSlash(tc.rel) {
+			t.Errorf("ArtifactRel(%q) = %q, %v; want %q", tc.path, rel, err, tc.rel)
+		}
+		leg, ok := legacyArtifactRel(tc.path)
+		if ok != (tc.legacy != "") || (ok && leg != filepath.FromSlash(tc.legacy)) {
+			t.Errorf("legacyArtifactRel(%q) = %q, %v; want %q", tc.path, leg, ok, tc.legacy)
+		}
+	}
+}
+
+// A stored watermark whose relative path would leave the root (a damaged or
+// hand-edited raft.db) is dropped, not followed; PutWatermarks refuses one.
+func TestWatermarksRefuseOutsidePaths(t *testing.T) {
+	s := openTestRaftStore(t)
+	root := t.TempDir()
+	if err := s.PutWatermarks(root, map[string]Watermark{"x": {LastIndex: 1, Bytes: 1, Path: filepath.Join(root, "..", "evil")}}); err == nil {
+		t.Fatal("PutWatermarks of a path outside root = nil error")
+	}
+	in := Watermark{LastIndex: 2, Bytes: 3, Frames: 1, Path: filepath.Join(root, "p", "s", ArtifactName)}
+	if err := s.PutWatermarks(root, map[string]Watermark{"s": in}); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Update(func(tx *bbolt.Tx) error {
+		return tx.Bucket(bucketWatermarks).Put([]byte("y"), encodeWatermark(Watermark{LastIndex: 1}, "../../etc/passwd"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := s.Watermarks(root)
+	if err != nil || len(ws) != 1 || ws["s"] != in {
+		t.Errorf("Watermarks = %v, %v; want only s = %v", ws, err, in)
+	}
+}
