@@ -376,7 +376,18 @@ func (n *Node) RawText(ctx context.Context, id string, c sessionstore.Consistenc
 // database (identical, frame for frame).
 //
 // It serves this node's own applied state, as the artifact on its disk does.
+// An artifact that fails verification (fsm.Artifacts.Verify) is not served:
+// the state database's encoding is, while the artifact is rebuilt.
 func (n *Node) Artifact(ctx context.Context, id string) (revision, path string, size int64, data []byte, err error) {
+	var w storage.Watermark
+	revision, w, data, err = n.artifact(id, true)
+	if err == nil && w.Path != "" && n.artifacts.Verify(id, w) != nil {
+		revision, w, data, err = n.artifact(id, false)
+	}
+	return revision, w.Path, w.Bytes, data, err
+}
+
+func (n *Node) artifact(id string, useFile bool) (revision string, w storage.Watermark, data []byte, err error) {
 	err = n.state.View(func(tx *storage.Tx) error {
 		rec, err := fsm.DecodeRecord(tx.Record(id))
 		if err != nil {
@@ -386,8 +397,8 @@ func (n *Node) Artifact(ctx context.Context, id string) (revision, path string, 
 			return sessionstore.NotFound(id)
 		}
 		revision = fsm.Revision(tx.ClusterID(), rec)
-		if p, sz, ok := n.artifacts.Current(id, rec.LastChangeIndex); ok {
-			path, size = p, sz
+		if cur, ok := n.artifacts.Current(id, rec.LastChangeIndex); ok && useFile {
+			w = cur
 			return nil
 		}
 		data = fsm.EncodeHeaderFrame(fsm.HeaderFromPB(rec.Header))
@@ -397,7 +408,7 @@ func (n *Node) Artifact(ctx context.Context, id string) (revision, path string, 
 		}
 		return err
 	})
-	return revision, path, size, data, err
+	return revision, w, data, err
 }
 
 // List returns materialised sessions in id order, a page at a time.

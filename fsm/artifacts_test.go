@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -11,8 +12,11 @@ import (
 	"testing"
 
 	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"go.etcd.io/bbolt"
 
+	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/fsm/fsmpb"
 	"github.com/sessionstore/sessionstore/storage"
 )
@@ -101,9 +105,10 @@ func TestArtifactsOfACopiedDataDirStayInside(t *testing.T) {
 				entry(t, 3, 100, appendCmd("s", 0, openTurn...)),
 			})
 			a.idle(t)
-			path, size, ok := a.arts.Current("s", 3)
+			w, ok := a.arts.Current("s", 3)
+			path, size := w.Path, w.Bytes
 			if !ok || size == 0 {
-				t.Fatalf("artifact of s not current: %q %d %v", path, size, ok)
+				t.Fatalf("artifact of s not current: %+v %v", w, ok)
 			}
 			a.close()
 			want, err := os.ReadFile(path)
@@ -172,4 +177,88 @@ func writeLegacyWatermark(t *testing.T, raftDB, id, path string, size int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Damage to an artifact is caught before it is served, counted, and the
+// artifact is rewritten from the state database: a same-size flip while the
+// node is stopped (the start-up size check cannot see it) and a truncation
+// while it runs.
+func TestArtifactDamageIsCaughtAndRebuilt(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		restart bool // damage while stopped
+		damage  func(path string, data []byte) error
+	}{
+		{"byte flipped while stopped", true, func(path string, data []byte) error {
+			bad := bytes.Clone(data)
+			bad[len(bad)/2] ^= 0x20
+			return os.WriteFile(path, bad, 0o600)
+		}},
+		{"truncated while running", false, func(path string, data []byte) error {
+			return os.Truncate(path, int64(len(data)-3))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			n := openArtifactNode(t, dir)
+			n.fsm.ApplyBatch([]*raft.Log{
+				entry(t, 1, 100, &fsmpb.Command{Cmd: &fsmpb.Command_SetClusterId{SetClusterId: &fsmpb.SetClusterID{ClusterId: "c1"}}}),
+				entry(t, 2, 100, createCmd("s")),
+				entry(t, 3, 100, appendCmd("s", 0, openTurn...)),
+			})
+			n.idle(t)
+			w, ok := n.arts.Current("s", 3)
+			if !ok {
+				t.Fatal("artifact of s not current")
+			}
+			want, err := os.ReadFile(w.Path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := n.arts.Verify("s", w); err != nil {
+				t.Fatalf("Verify of an intact artifact: %v", err)
+			}
+			if tc.restart {
+				n.close()
+			}
+			if err := tc.damage(w.Path, want); err != nil {
+				t.Fatal(err)
+			}
+			if tc.restart {
+				n = openArtifactNode(t, dir)
+				n.idle(t)
+			}
+			w, ok = n.arts.Current("s", 3)
+			if !ok {
+				t.Fatal("artifact of s not current after the damage")
+			}
+			err = n.arts.Verify("s", w)
+			if !errors.Is(err, sessionstore.ErrCorruption) {
+				t.Fatalf("Verify of the damaged artifact = %v, want CORRUPTION", err)
+			}
+			if got := counterValue(t, n.arts.metrics.ArtifactCorrupt); got != 1 {
+				t.Errorf("sessionstore_artifact_verify_failures_total = %v, want 1", got)
+			}
+			n.idle(t)
+			w, ok = n.arts.Current("s", 3)
+			if !ok {
+				t.Fatal("artifact of s not current after the rebuild")
+			}
+			if err := n.arts.Verify("s", w); err != nil {
+				t.Fatalf("Verify after the rebuild: %v", err)
+			}
+			if got, err := os.ReadFile(w.Path); err != nil || !bytes.Equal(got, want) {
+				t.Errorf("rebuilt artifact: %d bytes, %v; want the %d bytes first written", len(got), err, len(want))
+			}
+		})
+	}
+}
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
 }

@@ -3,6 +3,8 @@ package storage
 import (
 	"encoding/binary"
 	"fmt"
+	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -98,9 +100,16 @@ type Watermark struct {
 	Bytes     int64  // artifact length
 	Frames    uint64 // event frames written after the header frame
 	Path      string // where it was written: an absolute path under the artifact root
+	// Sum is the CRC-32C of the artifact's first Bytes bytes (ArtifactSum),
+	// checked before the file is served (VerifyArtifact); HasSum is false for
+	// a watermark converted from 2f2e872, which had none: that artifact is
+	// rewritten before it is served.
+	Sum    uint32
+	HasSum bool
 }
 
-// Watermarks are stored with the artifact's path relative to the artifact root,
+// Watermarks are stored as <last index:8><bytes:8><frames:8><sum:4><has sum:1>
+// <path>, with the artifact's path relative to the artifact root,
 // so a copy of a data directory (cp -a A B) refers to B's files, never A's.
 // Builds up to 2f2e872 stored absolute paths in bucketWatermarksV0; Watermarks
 // converts them (see legacyArtifactRel) and drops that bucket. A build that old
@@ -110,15 +119,36 @@ var (
 	bucketWatermarksV0 = []byte("artifact_watermarks")
 )
 
+const watermarkFixed = 29
+
 func encodeWatermark(w Watermark, rel string) []byte {
-	b := make([]byte, 24, 24+len(rel))
+	b := make([]byte, watermarkFixed, watermarkFixed+len(rel))
 	binary.BigEndian.PutUint64(b, w.LastIndex)
 	binary.BigEndian.PutUint64(b[8:], uint64(w.Bytes))
 	binary.BigEndian.PutUint64(b[16:], w.Frames)
+	binary.BigEndian.PutUint32(b[24:], w.Sum)
+	if w.HasSum {
+		b[28] = 1
+	}
 	return append(b, rel...)
 }
 
 func decodeWatermark(b []byte) (Watermark, bool) {
+	if len(b) < watermarkFixed {
+		return Watermark{}, false
+	}
+	return Watermark{
+		LastIndex: binary.BigEndian.Uint64(b),
+		Bytes:     int64(binary.BigEndian.Uint64(b[8:])),
+		Frames:    binary.BigEndian.Uint64(b[16:]),
+		Sum:       binary.BigEndian.Uint32(b[24:]),
+		HasSum:    b[28] == 1,
+		Path:      string(b[watermarkFixed:]),
+	}, true
+}
+
+// decodeWatermarkV0 reads a watermark of 2f2e872 (24 bytes, then an absolute path).
+func decodeWatermarkV0(b []byte) (Watermark, bool) {
 	if len(b) < 24 {
 		return Watermark{}, false
 	}
@@ -193,7 +223,7 @@ func (s *RaftStore) Watermarks(root string) (map[string]Watermark, error) {
 			return err
 		}
 		err = old.ForEach(func(k, v []byte) error {
-			w, ok := decodeWatermark(v)
+			w, ok := decodeWatermarkV0(v)
 			if !ok || b.Get(k) != nil {
 				return nil
 			}
@@ -257,4 +287,29 @@ func (s *RaftStore) ClearWatermarks() error {
 		}
 		return nil
 	})
+}
+
+// ArtifactSum extends sum, the CRC-32C (Castagnoli) of an artifact's first
+// bytes, over data appended to it; ArtifactSum(0, whole) is a whole file's.
+func ArtifactSum(sum uint32, data []byte) uint32 { return crc32.Update(sum, castagnoli, data) }
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// VerifyArtifact checks that the first size bytes of r have the CRC-32C sum
+// (the watermark's). It reads them once, sequentially, in bounded memory; a
+// file shorter than size fails. Every bit counts, not only the decoded
+// content: what is served is exactly what was written. Errors are
+// *sessionstore.Error with reason CORRUPTION.
+func VerifyArtifact(r io.ReaderAt, size int64, sum uint32) error {
+	h := crc32.New(castagnoli)
+	n, err := io.Copy(h, io.NewSectionReader(r, 0, size))
+	switch {
+	case err != nil:
+		return zstdCorruptf("artifact unreadable: %v", err)
+	case n != size:
+		return zstdCorruptf("artifact is %d bytes, its watermark says %d", n, size)
+	case h.Sum32() != sum:
+		return zstdCorruptf("artifact checksum %08x, its watermark says %08x", h.Sum32(), sum)
+	}
+	return nil
 }

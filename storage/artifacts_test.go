@@ -1,10 +1,14 @@
 package storage
 
 import (
+	"bytes"
+	"errors"
 	"path/filepath"
 	"testing"
 
 	"go.etcd.io/bbolt"
+
+	"github.com/sessionstore/sessionstore"
 )
 
 // Watermark paths never leave the artifact directory: stored relative, and an
@@ -56,5 +60,36 @@ func TestWatermarksRefuseOutsidePaths(t *testing.T) {
 	ws, err := s.Watermarks(root)
 	if err != nil || len(ws) != 1 || ws["s"] != in {
 		t.Errorf("Watermarks = %v, %v; want only s = %v", ws, err, in)
+	}
+}
+
+// VerifyArtifact accepts exactly the bytes written and refuses any one-bit
+// flip anywhere (frame metadata included, which a zstd decoder may not notice),
+// a file cut at any byte and one that is shorter; what follows the verified
+// prefix (a newer frame) is not its business.
+func TestVerifyArtifact(t *testing.T) {
+	good := artifact(testHeaderLine, testEventLines, "", testEventLine)
+	size := int64(len(good))
+	sum := ArtifactSum(ArtifactSum(0, good[:9]), good[9:]) // extended piecewise, as appends do
+	if err := VerifyArtifact(bytes.NewReader(good), size, sum); err != nil {
+		t.Fatalf("intact artifact: %v", err)
+	}
+	longer := append(bytes.Clone(good), EncodeFrame(nil, []byte(testEventLine))...)
+	if err := VerifyArtifact(bytes.NewReader(longer), size, sum); err != nil {
+		t.Errorf("intact prefix of a longer file: %v", err)
+	}
+	for i := range good {
+		for bit := 0; bit < 8; bit++ {
+			bad := bytes.Clone(good)
+			bad[i] ^= 1 << bit
+			if err := VerifyArtifact(bytes.NewReader(bad), size, sum); !errors.Is(err, sessionstore.ErrCorruption) {
+				t.Fatalf("flip of byte %d bit %d: %v, want CORRUPTION", i, bit, err)
+			}
+		}
+	}
+	for n := 0; n < len(good); n++ {
+		if err := VerifyArtifact(bytes.NewReader(good[:n]), size, sum); !errors.Is(err, sessionstore.ErrCorruption) {
+			t.Fatalf("file cut to %d of %d bytes: %v, want CORRUPTION", n, size, err)
+		}
 	}
 }

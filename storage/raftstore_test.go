@@ -250,7 +250,11 @@ func TestOpenRaftStore(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			return wm.Put([]byte("session-a"), encodeWatermark(Watermark{LastIndex: 9, Bytes: 10, Frames: 2}, "/old/data/artifacts/_no-cwd/session-a/"+ArtifactName))
+			v0 := binary.BigEndian.AppendUint64(nil, 9)                               // last index
+			v0 = binary.BigEndian.AppendUint64(v0, 10)                                // bytes
+			v0 = binary.BigEndian.AppendUint64(v0, 2)                                 // frames
+			v0 = append(v0, "/old/data/artifacts/_no-cwd/session-a/"+ArtifactName...) // 2f2e872: absolute
+			return wm.Put([]byte("session-a"), v0)
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -271,7 +275,7 @@ func TestOpenRaftStore(t *testing.T) {
 				t.Errorf("round %d: Get(LastVoteCand) = %q, %v; want node-3, nil", round, v, err)
 			}
 			wantPath := filepath.Join("/new/artifacts", "_no-cwd", "session-a", ArtifactName)
-			if ws, err := s.Watermarks("/new/artifacts"); err != nil || ws["session-a"].LastIndex != 9 || ws["session-a"].Path != wantPath {
+			if ws, err := s.Watermarks("/new/artifacts"); err != nil || ws["session-a"].LastIndex != 9 || ws["session-a"].Path != wantPath || ws["session-a"].HasSum {
 				t.Errorf("round %d: Watermarks() = %v, %v; want session-a at 9 in %s", round, ws, err, wantPath)
 			}
 			if err := s.SetUint64([]byte("CurrentTerm"), 5); err != nil {
