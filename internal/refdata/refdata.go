@@ -1,5 +1,5 @@
-// Package refdata locates the shared reference material that lies beside the
-// repository (../shared from its root, wherever it is cloned) for tests.
+// Package refdata locates the repository's recorded reference material
+// (testdata/recorded at the module root) for tests in any package.
 package refdata
 
 import (
@@ -8,9 +8,9 @@ import (
 	"testing"
 )
 
-// RecordedDir returns shared/testdata/recorded: the reference harness's own
-// recorded session logs. Missing, it fails the test under CI=true and skips it
-// otherwise.
+// RecordedDir returns testdata/recorded: session logs recorded by the
+// reference harness (see its README). It walks up from the test's directory to
+// the module root (the directory holding go.mod).
 func RecordedDir(tb testing.TB) string {
 	tb.Helper()
 	dir, err := os.Getwd()
@@ -18,19 +18,17 @@ func RecordedDir(tb testing.TB) string {
 		tb.Fatal(err)
 	}
 	for {
-		p := filepath.Join(dir, "shared", "testdata", "recorded")
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			p := filepath.Join(dir, "testdata", "recorded")
+			if st, err := os.Stat(p); err != nil || !st.IsDir() {
+				tb.Fatalf("recorded sessions missing: %s", p)
+			}
 			return p
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			break
+			tb.Fatal("module root (go.mod) not found above the test's directory")
 		}
 		dir = parent
 	}
-	if os.Getenv("CI") == "true" {
-		tb.Fatal("shared/testdata/recorded not found beside the repository")
-	}
-	tb.Skip("shared/testdata/recorded not found beside the repository")
-	return ""
 }
