@@ -141,6 +141,7 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 		return nil, err
 	}
 	n.fsm.LimitVersion(cfg.CommandVersion) // before Raft can apply anything
+	n.fsm.RepairFrom(n.artifacts)
 
 	if n.transport, err = newTransport(n.dialCtx, cfg.RaftAddr, cfg.RaftAdvertise, cfg.RaftTLS, hl); err != nil {
 		return nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)

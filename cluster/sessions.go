@@ -30,7 +30,7 @@ type stored struct {
 func (n *Node) read(id string, from int64, withEvents bool) (stored, error) {
 	var s stored
 	err := n.state.View(func(tx *storage.Tx) error {
-		rec, err := fsm.DecodeRecord(tx.Record(id))
+		rec, err := fsm.ReadRecord(tx, id)
 		if err != nil || rec == nil {
 			return err
 		}
@@ -39,7 +39,7 @@ func (n *Node) read(id string, from int64, withEvents bool) (stored, error) {
 		s.clusterID = tx.ClusterID()
 		s.revision = fsm.Revision(s.clusterID, rec)
 		if withEvents {
-			s.events, err = tx.Events(id, from, rec.NextSeq)
+			s.events, err = tx.Events(id, rec.Incarnation, from, rec.NextSeq)
 		}
 		return err
 	})
@@ -52,12 +52,38 @@ func (n *Node) readMaterialized(ctx context.Context, id string, c sessionstore.C
 	}
 	s, err := n.read(id, from, withEvents)
 	if err != nil {
+		n.repairAfter(err)
 		return s, storageErr(err)
 	}
 	if s.rec == nil || !s.rec.Materialized {
 		return s, sessionstore.NotFound(id)
 	}
 	return s, nil
+}
+
+// repairAfter follows a read that found damage (a *storage.ChecksumError):
+// it logs it and rewrites the session's damaged events from this node's
+// artifact where the artifact holds their checksummed bytes. The read itself
+// has answered CORRUPTION; a retry reads the repaired events.
+func (n *Node) repairAfter(err error) {
+	var ce *storage.ChecksumError
+	if !errors.As(err, &ce) {
+		return
+	}
+	n.logger.Error("state database damage found on read", "err", err)
+	fixed := 0
+	rerr := n.state.Update(func(tx *storage.Tx) error {
+		rec, err := fsm.ReadRecord(tx, ce.Session)
+		if err != nil || rec == nil {
+			return err
+		}
+		fixed, err = n.artifacts.RepairEvents(tx, ce.Session, rec.Incarnation, rec.NextSeq)
+		return err
+	})
+	if rerr != nil || fixed == 0 {
+		n.logger.Error("damaged session not repaired from the artifact; rebuild this node's state database (README \"Failure modes\")",
+			"session", ce.Session, "err", rerr)
+	}
 }
 
 func storageErr(err error) error {
@@ -286,15 +312,16 @@ func (n *Node) viewAt(id string, end int64) (sessionstore.View, error) {
 	var v sessionstore.View
 	var raw [][]byte
 	err := n.state.View(func(tx *storage.Tx) error {
-		rec, err := fsm.DecodeRecord(tx.Record(id))
+		rec, err := fsm.ReadRecord(tx, id)
 		if err != nil || rec == nil {
 			return err
 		}
 		v.Header = fsm.HeaderFromPB(rec.Header)
-		raw, err = tx.Events(id, 0, end)
+		raw, err = tx.Events(id, rec.Incarnation, 0, end)
 		return err
 	})
 	if err != nil {
+		n.repairAfter(err)
 		return v, storageErr(err)
 	}
 	norm, err := sessionlog.Normalize(id, raw, n.rawLogPath(v.Header))
@@ -384,12 +411,13 @@ func (n *Node) Artifact(ctx context.Context, id string) (revision, path string, 
 	if err == nil && w.Path != "" && n.artifacts.Verify(id, w) != nil {
 		revision, w, data, err = n.artifact(id, false)
 	}
+	n.repairAfter(err)
 	return revision, w.Path, w.Bytes, data, err
 }
 
 func (n *Node) artifact(id string, useFile bool) (revision string, w storage.Watermark, data []byte, err error) {
 	err = n.state.View(func(tx *storage.Tx) error {
-		rec, err := fsm.DecodeRecord(tx.Record(id))
+		rec, err := fsm.ReadRecord(tx, id)
 		if err != nil {
 			return err
 		}
@@ -402,7 +430,7 @@ func (n *Node) artifact(id string, useFile bool) (revision string, w storage.Wat
 			return nil
 		}
 		data = fsm.EncodeHeaderFrame(fsm.HeaderFromPB(rec.Header))
-		frames, err := fsm.EncodeFrames(tx, id, 1, rec.Frames)
+		frames, err := fsm.EncodeFrames(tx, id, rec.Incarnation, 1, rec.Frames)
 		for _, f := range frames {
 			data = append(data, f...)
 		}
@@ -479,6 +507,7 @@ func (n *Node) Watch(ctx context.Context, id string, from int64, progress time.D
 		applied := n.fsm.AppliedIndex()
 		s, err := n.read(id, cursor, true)
 		if err != nil {
+			n.repairAfter(err)
 			return storageErr(err)
 		}
 		if s.rec == nil {

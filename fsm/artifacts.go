@@ -42,6 +42,7 @@ type Artifacts struct {
 	// sum so a scrape never walks the directory.
 	markBytes int64
 	idle      chan struct{} // closed when nothing is pending
+	running   bool          // a pass is under way (its work no longer in dirty)
 
 	// pending holds the frames applied batches handed over, per session, so
 	// the writer can frame them without reading them back from the state
@@ -184,7 +185,7 @@ func (a *Artifacts) Verify(id string, w storage.Watermark) error {
 func (a *Artifacts) WaitIdle(ctx context.Context) error {
 	for {
 		a.mu.Lock()
-		pending := a.all || len(a.dirty) > 0
+		pending := a.all || len(a.dirty) > 0 || a.running
 		idle := a.idle
 		a.mu.Unlock()
 		if !pending {
@@ -196,7 +197,7 @@ func (a *Artifacts) WaitIdle(ctx context.Context) error {
 			case <-time.After(10 * time.Millisecond):
 				// idle is closed at the end of a pass; poll in case no pass runs.
 				a.mu.Lock()
-				pending = a.all || len(a.dirty) > 0
+				pending = a.all || len(a.dirty) > 0 || a.running
 				a.mu.Unlock()
 				if !pending {
 					return nil
@@ -226,14 +227,17 @@ func (a *Artifacts) Run(ctx context.Context) {
 		for id := range a.damaged {
 			damaged[id] = struct{}{}
 		}
+		work := all || len(dirty) > 0 || len(deleted) > 0
+		a.running = work
 		a.all = false
 		a.dirty = map[string]struct{}{}
 		a.pending, a.pendingBytes, a.deleted = nil, 0, nil
 		marks := a.marks
 		a.mu.Unlock()
-		if all || len(dirty) > 0 || len(deleted) > 0 {
+		if work {
 			err := a.pass(all, dirty, deleted, damaged, marks, pending)
 			a.mu.Lock()
+			a.running = false
 			a.lastErr = err
 			if err == nil {
 				for id := range damaged {
@@ -300,7 +304,9 @@ func (a *Artifacts) pass(all bool, dirty, deleted, damaged map[string]struct{}, 
 	if all {
 		ids := map[string]struct{}{}
 		err := a.db.View(func(tx *storage.Tx) error {
-			return tx.ForEachSession("", false, func(id string, _ []byte) error {
+			// Ids only: a damaged record fails that session's sync below,
+			// not every session's.
+			return tx.ForEachSessionUnchecked(func(id string, _ []byte) error {
 				ids[id] = struct{}{}
 				return nil
 			})
@@ -468,7 +474,7 @@ func (a *Artifacts) sync(id string, w storage.Watermark) (storage.Watermark, err
 	)
 	err := a.db.View(func(tx *storage.Tx) error {
 		var err error
-		rec, err = DecodeRecord(tx.Record(id))
+		rec, err = ReadRecord(tx, id)
 		if err != nil || rec == nil || !rec.Materialized {
 			return err
 		}
@@ -488,7 +494,7 @@ func (a *Artifacts) sync(id string, w storage.Watermark) (storage.Watermark, err
 			from = 1
 			frames = append(frames, EncodeHeaderFrame(HeaderFromPB(rec.Header)))
 		}
-		more, err := EncodeFrames(tx, id, from, rec.Frames)
+		more, err := EncodeFrames(tx, id, rec.Incarnation, from, rec.Frames)
 		frames = append(frames, more...)
 		return err
 	})
@@ -556,15 +562,16 @@ func EncodeHeaderFrame(h sessionstore.Header) []byte {
 	return storage.EncodeFrame(nil, append(sessionlog.HeaderLine(h), '\n'))
 }
 
-// EncodeFrames encodes a session's event frames from..to (1-based, inclusive),
+// EncodeFrames encodes a session's event frames from..to (1-based, inclusive)
+// of incarnation inc,
 // each holding the events of one Append or repair command, one line each.
-func EncodeFrames(tx *storage.Tx, id string, from, to uint64) ([][]byte, error) {
+func EncodeFrames(tx *storage.Tx, id string, inc uint64, from, to uint64) ([][]byte, error) {
 	var out [][]byte
 	var plain []byte
 	for n := from; n <= to && n >= 1; n++ {
 		start, end := tx.FrameEnd(id, n-1), tx.FrameEnd(id, n)
 		plain = plain[:0]
-		err := tx.ForEachEvent(id, start, end, func(_ int64, ev []byte) error {
+		err := tx.ForEachEvent(id, inc, start, end, func(_ int64, ev []byte) error {
 			plain = append(append(plain, ev...), '\n')
 			return nil
 		})

@@ -93,3 +93,28 @@ func TestVerifyArtifact(t *testing.T) {
 		}
 	}
 }
+
+// FuzzWatermark: any stored watermark bytes decode without panicking; a
+// decoded one re-encodes to the same bytes; a path of 2f2e872 is only ever
+// reinterpreted as a local path ending in the artifact name.
+func FuzzWatermark(f *testing.F) {
+	f.Add(encodeWatermark(Watermark{LastIndex: 3, Bytes: 189, Frames: 1, Sum: 0xdeadbeef, HasSum: true}, "p/s/"+ArtifactName))
+	f.Add(append(make([]byte, 24), "/data/A/artifacts/--w--/s/"+ArtifactName...))
+	f.Add(append(make([]byte, 24), "../../../etc/"+ArtifactName...))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if w, ok := decodeWatermark(b); ok {
+			hasSum := len(b) > 28 && b[28] == 1
+			if w.HasSum != hasSum {
+				t.Fatalf("HasSum %v for flag byte", w.HasSum)
+			}
+			if got := encodeWatermark(w, w.Path); b[28] <= 1 && !bytes.Equal(got, b) {
+				t.Fatalf("re-encoded %x, want %x", got, b)
+			}
+		}
+		if w, ok := decodeWatermarkV0(b); ok {
+			if rel, ok := legacyArtifactRel(w.Path); ok && (!filepath.IsLocal(rel) || filepath.Base(rel) != ArtifactName) {
+				t.Fatalf("legacy path %q reinterpreted as %q", w.Path, rel)
+			}
+		}
+	})
+}

@@ -11,7 +11,11 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+
+	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/api/sessionpb"
 )
 
 // igArtifactPath is the one artifact under a node's data directory.
@@ -86,5 +90,56 @@ func TestArtifactFlippedWhileStoppedIsNotServed(t *testing.T) {
 	n.WaitArtifacts()
 	if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, good) {
 		t.Errorf("artifact after the download: %d bytes, %v; want rewritten to the %d bytes first written", len(got), err, len(good))
+	}
+}
+
+// A byte flipped in a stored event (state.db, node stopped; the artifact is
+// intact) is never served: ReadFrom answers DATA_LOSS with reason CORRUPTION,
+// sessionstore_checksum_failures_total counts it, and the node rewrites the
+// event from its artifact, so the next ReadFrom returns the stored events.
+func TestStoredEventFlippedIsNotServed(t *testing.T) {
+	n := startTestNode(t, "")
+	const id = "ig-event"
+	events := owOneTurnLog()
+	owSession(t, n, id, events...)
+	n.WaitArtifacts()
+	want := owStored(t, n, id)
+	n.Close()
+
+	target := []byte(want[len(want)/2])
+	path := filepath.Join(n.dir, "state.db")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flipped := 0
+	for i := 0; ; {
+		j := bytes.Index(b[i:], target)
+		if j < 0 {
+			break
+		}
+		b[i+j+len(target)/2] ^= 0x02
+		flipped++
+		i += j + len(target)
+	}
+	if flipped == 0 {
+		t.Fatalf("event %q not found in state.db", target)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n = n.Restart()
+
+	// (The client turns the DATA_LOSS status and its ErrorInfo back into the
+	// domain error: api/rpc/errors.go maps CORRUPTION to DATA_LOSS.)
+	r, err := n.Client.ReadFrom(n.ctx(), &sessionpb.ReadFromRequest{SessionId: id})
+	if de := ctDomainErr(t, "ReadFrom of a damaged event", err, sessionstore.ReasonCorruption); r != nil && len(r.GetEvents()) > 0 {
+		t.Fatalf("ReadFrom of a damaged event served %d events (%v)", len(r.GetEvents()), de)
+	}
+	if v, _ := mtValue(mtScrape(t, n.srv.httpAddr), "sessionstore_checksum_failures_total"); v < 1 {
+		t.Errorf("sessionstore_checksum_failures_total = %v, want >= 1", v)
+	}
+	if got := owStored(t, n, id); !slices.Equal(got, want) {
+		t.Errorf("ReadFrom after the repair = %q, want %q", got, want)
 	}
 }
