@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/api/sessionpb"
@@ -106,7 +107,12 @@ func TestStoredEventFlippedIsNotServed(t *testing.T) {
 	want := owStored(t, n, id)
 	n.Close()
 
-	target := []byte(want[len(want)/2])
+	// "hello" becomes "hgllo": still valid JSON, so only a checksum can tell.
+	target := []byte(want[3])
+	at := bytes.Index(target, []byte(`"hello"`)) + 2
+	if at < 2 {
+		t.Fatalf("event 3 = %s, want the fixture's assistant message", target)
+	}
 	path := filepath.Join(n.dir, "state.db")
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -118,7 +124,7 @@ func TestStoredEventFlippedIsNotServed(t *testing.T) {
 		if j < 0 {
 			break
 		}
-		b[i+j+len(target)/2] ^= 0x02
+		b[i+j+at] ^= 0x02
 		flipped++
 		i += j + len(target)
 	}
@@ -141,5 +147,65 @@ func TestStoredEventFlippedIsNotServed(t *testing.T) {
 	}
 	if got := owStored(t, n, id); !slices.Equal(got, want) {
 		t.Errorf("ReadFrom after the repair = %q, want %q", got, want)
+	}
+}
+
+// A damaged session record cannot be rebuilt from the artifact: reads answer
+// CORRUPTION until the operator moves state.db aside, and the restarted node
+// rebuilds it from its snapshot and Raft log with the right record.
+func TestStoredRecordFlippedIsRefusedUntilRebuilt(t *testing.T) {
+	n := startTestNode(t, "")
+	const id, cwd = "ig-record", "/ig/record-cwd"
+	owCreate(t, n, owMeta(id, cwd))
+	owAppend(t, n, id, 0, owOneTurnLog()...)
+	want := owStored(t, n, id)
+	n.Close()
+
+	path := filepath.Join(n.dir, "state.db")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flipped := 0
+	for i := 0; ; {
+		j := bytes.Index(b[i:], []byte(cwd))
+		if j < 0 {
+			break
+		}
+		b[i+j+4] ^= 0x01 // "/ig/record-cwd" → "/ig/secord-cwd"
+		flipped++
+		i += j + len(cwd)
+	}
+	if flipped == 0 {
+		t.Fatalf("cwd %q not found in state.db", cwd)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Not ready while damaged (the artifact writer cannot read the record and
+	// says so in /readyz); wait for reads only.
+	n = startTestNodeWith(t, n.dir, nil)
+	for deadline := time.Now().Add(30 * time.Second); !n.srv.node.ReadyForReads(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reads after 30 s: %v", n.srv.node.Ready())
+		}
+	}
+	_, err = n.Client.ReadFrom(n.ctx(), &sessionpb.ReadFromRequest{SessionId: id})
+	ctDomainErr(t, "ReadFrom of a session with a damaged record", err, sessionstore.ReasonCorruption)
+	_, err = n.Client.ReadFrom(n.ctx(), &sessionpb.ReadFromRequest{SessionId: id})
+	ctDomainErr(t, "ReadFrom again (no artifact repair for a record)", err, sessionstore.ReasonCorruption)
+
+	// The operator's repair (README "Failure modes").
+	n.Close()
+	if err := os.Rename(path, path+".damaged"); err != nil {
+		t.Fatal(err)
+	}
+	n = n.Restart()
+	if got := owStored(t, n, id); !slices.Equal(got, want) {
+		t.Errorf("ReadFrom after the rebuild = %q, want %q", got, want)
+	}
+	h := owListAll(t, n, "", 0)
+	if len(h) != 1 || h[0].GetCwd() != cwd {
+		t.Errorf("List after the rebuild = %v, want the header with cwd %q", h, cwd)
 	}
 }
