@@ -56,10 +56,19 @@ func idPrefix(id string) []byte {
 
 // EventSum is the checksum stored for an event.
 func EventSum(id string, inc uint64, seq int64, ev []byte) uint32 {
-	b := idPrefix(id)
-	b = binary.BigEndian.AppendUint64(b, inc)
-	b = binary.BigEndian.AppendUint64(b, uint64(seq))
-	return crc32Update(crc32Update(0, b), ev)
+	return eventSum(sessionSum(id, inc), seq, ev)
+}
+
+// sessionSum is the CRC-32C of the part every event of a session incarnation
+// shares; eventSum continues it (CRC-32C is a running sum).
+func sessionSum(id string, inc uint64) uint32 {
+	return crc32Update(0, binary.BigEndian.AppendUint64(idPrefix(id), inc))
+}
+
+func eventSum(base uint32, seq int64, ev []byte) uint32 {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(seq))
+	return crc32Update(crc32Update(base, b[:]), ev)
 }
 
 func recordSum(id string, rec []byte) uint32 { return crc32Update(crc32Update(0, idPrefix(id)), rec) }

@@ -144,12 +144,13 @@ func (t *Tx) PutEvents(id string, inc uint64, first int64, events [][]byte) erro
 	}
 	b.FillPercent = 1.0 // append-only keys: pack pages full
 	sums := make([]byte, 0, 4*len(events))
+	base := sessionSum(id, inc)
 	for i, ev := range events {
 		seq := first + int64(i)
 		if err := b.Put(u64(uint64(seq)), ev); err != nil {
 			return err
 		}
-		sums = binary.BigEndian.AppendUint32(sums, EventSum(id, inc, seq, ev))
+		sums = binary.BigEndian.AppendUint32(sums, eventSum(base, seq, ev))
 	}
 	if len(events) == 0 {
 		return nil
@@ -195,21 +196,25 @@ func (t *Tx) ForEachEvent(id string, inc uint64, from, to int64, fn func(seq int
 		from = 0
 	}
 	sums := t.sumsFrom(id, from)
+	base := sessionSum(id, inc)
 	c := b.Cursor()
 	want := from
 	for k, v := c.Seek(u64(uint64(from))); k != nil; k, v = c.Next() {
+		if len(k) != 8 {
+			return t.fail(&ChecksumError{Session: id, Seq: want, What: "missing event"})
+		}
 		seq := int64(binary.BigEndian.Uint64(k))
 		if seq >= to && want >= to {
 			break
 		}
-		if len(k) != 8 || seq != want {
+		if seq != want {
 			return t.fail(&ChecksumError{Session: id, Seq: want, What: "missing event"})
 		}
 		sum, ok := sums.at(seq)
 		if !ok {
 			return t.fail(&ChecksumError{Session: id, Seq: seq, What: "event without checksum"})
 		}
-		if EventSum(id, inc, seq, v) != sum {
+		if eventSum(base, seq, v) != sum {
 			return t.fail(&ChecksumError{Session: id, Seq: seq, What: "event"})
 		}
 		want++
