@@ -54,6 +54,7 @@ func openArtifactNode(t *testing.T, dir string) *artifactNode {
 	if n.fsm, err = New(n.db, logger, nil, n.arts.Observe); err != nil {
 		t.Fatal(err)
 	}
+	n.fsm.RepairFrom(n.arts) // as cluster wires it
 	ctx, cancel := context.WithCancel(context.Background())
 	n.stop = cancel
 	go func() { defer close(n.done); n.arts.Run(ctx) }()

@@ -306,3 +306,37 @@ func TestChecksumsAddedToOldState(t *testing.T) {
 		})
 	}
 }
+
+// A damaged event met while applying (here: a re-sent append, whose events are
+// compared with the stored ones) is rewritten from the artifact within the
+// apply, so the command gets the answer every other replica gives: duplicate.
+func TestApplyRepairsDamagedEventFromArtifact(t *testing.T) {
+	dir := t.TempDir()
+	n := openArtifactNode(t, dir)
+	n.fsm.ApplyBatch([]*raft.Log{
+		entry(t, 1, 100, createCmd("s")),
+		entry(t, 2, 100, appendCmd("s", 0, openTurn...)),
+	})
+	n.idle(t)
+	n.close()
+	flipAll(t, filepath.Join(dir, "state.db"), []byte(openTurn[1]), 12, nil)
+	n = openArtifactNode(t, dir)
+	n.idle(t)
+	rs := results(t, n.fsm.ApplyBatch([]*raft.Log{entry(t, 3, 100, appendCmd("s", 0, openTurn...))}))
+	if len(rs) != 1 || !rs[0].Duplicate {
+		t.Fatalf("re-sent append over a damaged event = %v, want duplicate", rs)
+	}
+	if n.db.ChecksumFailures() == 0 {
+		t.Error("the damage met while applying was not counted")
+	}
+	err := n.db.View(func(tx *storage.Tx) error {
+		evs, err := tx.Events("s", 0, 0, 2) // 0 is not the incarnation of s
+		if err == nil {
+			t.Errorf("events read under a wrong incarnation: %q", evs)
+		}
+		return VerifyAll(tx)
+	})
+	if err != nil {
+		t.Fatalf("state after the apply: %v", err)
+	}
+}
