@@ -340,13 +340,15 @@ func (a *Artifacts) pass(all bool, dirty, deleted, damaged map[string]struct{}, 
 		dirty[id] = struct{}{} // a new incarnation may already exist
 	}
 	for id := range damaged {
-		cleared[id] = true // rewrite whole: no byte of the damaged file is kept
 		dirty[id] = struct{}{}
 	}
 	for id := range dirty {
 		old := marks[id]
 		if cleared[id] {
 			old = storage.Watermark{}
+		}
+		if _, bad := damaged[id]; bad {
+			old.HasSum = false // rewrite whole (or remove): no byte of the damaged file is kept
 		}
 		w, ok, err := a.syncPending(old, pending[id])
 		if err == nil && !ok {
