@@ -41,7 +41,7 @@ func (n *Node) read(id string, from int64, withEvents bool) (stored, error) {
 func (n *Node) readUpTo(id string, from int64, limit int) (stored, error) {
 	var s stored
 	err := n.state.View(func(tx *storage.Tx) error {
-		rec, err := fsm.DecodeRecord(tx.Record(id))
+		rec, err := fsm.ReadRecord(tx, id)
 		if err != nil || rec == nil {
 			return err
 		}
@@ -50,10 +50,10 @@ func (n *Node) readUpTo(id string, from int64, limit int) (stored, error) {
 		s.clusterID = tx.ClusterID()
 		s.revision = fsm.Revision(s.clusterID, rec)
 		if limit < 0 {
-			s.events, err = tx.Events(id, from, rec.NextSeq)
+			s.events, err = tx.Events(id, rec.Incarnation, from, rec.NextSeq)
 		} else if limit > 0 {
 			total := 0
-			err = tx.ForEachEvent(id, from, rec.NextSeq, func(_ int64, ev []byte) error {
+			err = tx.ForEachEvent(id, rec.Incarnation, from, rec.NextSeq, func(_ int64, ev []byte) error {
 				if total > 0 && total+len(ev) > limit {
 					return storage.ErrStop
 				}
@@ -73,12 +73,38 @@ func (n *Node) readMaterialized(ctx context.Context, id string, c sessionstore.C
 	}
 	s, err := n.read(id, from, withEvents)
 	if err != nil {
+		n.repairAfter(err)
 		return s, storageErr(err)
 	}
 	if s.rec == nil || !s.rec.Materialized {
 		return s, sessionstore.NotFound(id)
 	}
 	return s, nil
+}
+
+// repairAfter follows a read that found damage (a *storage.ChecksumError):
+// it logs it and rewrites the session's damaged events from this node's
+// artifact where the artifact holds their checksummed bytes. The read itself
+// has answered CORRUPTION; a retry reads the repaired events.
+func (n *Node) repairAfter(err error) {
+	var ce *storage.ChecksumError
+	if !errors.As(err, &ce) {
+		return
+	}
+	n.logger.Error("state database damage found on read", "err", err)
+	fixed := 0
+	rerr := n.state.Update(func(tx *storage.Tx) error {
+		rec, err := fsm.ReadRecord(tx, ce.Session)
+		if err != nil || rec == nil {
+			return err
+		}
+		fixed, err = n.artifacts.RepairEvents(tx, ce.Session, rec.Incarnation, rec.NextSeq)
+		return err
+	})
+	if rerr != nil || fixed == 0 {
+		n.logger.Error("damaged session not repaired from the artifact; rebuild this node's state database (README \"Failure modes\")",
+			"session", ce.Session, "err", rerr)
+	}
 }
 
 func storageErr(err error) error {
@@ -419,15 +445,16 @@ func (n *Node) viewAt(id string, end int64) (sessionstore.View, error) {
 	var v sessionstore.View
 	var raw [][]byte
 	err := n.state.View(func(tx *storage.Tx) error {
-		rec, err := fsm.DecodeRecord(tx.Record(id))
+		rec, err := fsm.ReadRecord(tx, id)
 		if err != nil || rec == nil {
 			return err
 		}
 		v.Header = fsm.HeaderFromPB(rec.Header)
-		raw, err = tx.Events(id, 0, end)
+		raw, err = tx.Events(id, rec.Incarnation, 0, end)
 		return err
 	})
 	if err != nil {
+		n.repairAfter(err)
 		return v, storageErr(err)
 	}
 	norm, err := sessionlog.Normalize(id, raw, n.rawLogPath(v.Header))
@@ -571,21 +598,30 @@ func (n *Node) RawText(ctx context.Context, id string, c sessionstore.Consistenc
 // transaction.
 //
 // It serves this node's own applied state, as the artifact on its disk does.
+// An artifact that fails verification (fsm.Artifacts.Verify) is not served:
+// the state database's encoding is, while the artifact is rebuilt.
 func (n *Node) Artifact(ctx context.Context, id string) (revision, path string, size int64, rendered io.Reader, err error) {
-	return n.artifact(id, true)
+	var w storage.Watermark
+	revision, w, rendered, err = n.artifact(id, true)
+	if err == nil && w.Path != "" && n.artifacts.Verify(id, w) != nil {
+		revision, w, rendered, err = n.artifact(id, false)
+	}
+	n.repairAfter(err)
+	return revision, w.Path, w.Bytes, rendered, err
 }
 
 // RenderedArtifact is Artifact encoded from the state database, whether or
 // not the file is current (for a file that vanished while being opened).
 func (n *Node) RenderedArtifact(ctx context.Context, id string) (revision string, rendered io.Reader, err error) {
-	revision, _, _, rendered, err = n.artifact(id, false)
+	revision, _, rendered, err = n.artifact(id, false)
+	n.repairAfter(err)
 	return revision, rendered, err
 }
 
-func (n *Node) artifact(id string, fromFile bool) (revision, path string, size int64, rendered io.Reader, err error) {
+func (n *Node) artifact(id string, fromFile bool) (revision string, w storage.Watermark, rendered io.Reader, err error) {
 	var fr *frameReader
 	err = n.state.View(func(tx *storage.Tx) error {
-		rec, err := fsm.DecodeRecord(tx.Record(id))
+		rec, err := fsm.ReadRecord(tx, id)
 		if err != nil {
 			return err
 		}
@@ -593,8 +629,8 @@ func (n *Node) artifact(id string, fromFile bool) (revision, path string, size i
 			return sessionstore.NotFound(id)
 		}
 		revision = fsm.Revision(tx.ClusterID(), rec)
-		if p, sz, ok := n.artifacts.Current(id, rec.LastChangeIndex); ok && fromFile {
-			path, size = p, sz
+		if cur, ok := n.artifacts.Current(id, rec.LastChangeIndex); ok && fromFile {
+			w = cur
 			return nil
 		}
 		fr = &frameReader{n: n, id: id, revision: revision, incarnation: rec.Incarnation, frames: rec.Frames,
@@ -604,10 +640,11 @@ func (n *Node) artifact(id string, fromFile bool) (revision, path string, size i
 	if fr != nil {
 		rendered = fr
 	}
-	return revision, path, size, rendered, err
+	return revision, w, rendered, err
 }
 
-// frameReader encodes an artifact's frames one at a time.
+// frameReader encodes an artifact's frames one at a time, each in its own
+// read transaction (verified like every read of stored events).
 type frameReader struct {
 	n           *Node
 	id          string
@@ -625,7 +662,7 @@ func (f *frameReader) Read(p []byte) (int, error) {
 		}
 		f.next++
 		err := f.n.state.View(func(tx *storage.Tx) error {
-			rec, err := fsm.DecodeRecord(tx.Record(f.id))
+			rec, err := fsm.ReadRecord(tx, f.id)
 			if err != nil {
 				return err
 			}
@@ -633,13 +670,14 @@ func (f *frameReader) Read(p []byte) (int, error) {
 				return sessionstore.Errorf(sessionstore.ReasonNotFound,
 					"session %s was deleted while being read (revision %s)", sessionstore.Quote(f.id), f.revision)
 			}
-			frames, err := fsm.EncodeFrames(tx, f.id, f.next, f.next)
+			frames, err := fsm.EncodeFrames(tx, f.id, f.incarnation, f.next, f.next)
 			if len(frames) == 1 {
 				f.buf = frames[0]
 			}
 			return err
 		})
 		if err != nil {
+			f.n.repairAfter(err)
 			return 0, storageErr(err)
 		}
 	}
@@ -722,6 +760,7 @@ func (n *Node) Watch(ctx context.Context, id string, from int64, progress time.D
 		// A chunk per read: a watcher far behind holds one chunk, not the log.
 		s, err := n.readUpTo(id, cursor, readChunkBytes)
 		if err != nil {
+			n.repairAfter(err)
 			return storageErr(err)
 		}
 		if s.rec == nil {
