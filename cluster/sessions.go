@@ -37,7 +37,8 @@ func (n *Node) read(id string, from int64, withEvents bool) (stored, error) {
 }
 
 // readUpTo is read with at most limit bytes of events (at least one event
-// when there is one; 0: none, -1: all).
+// when there is one; 0: none, -1: all). Damage it finds is repaired where it
+// can be (repairAfter) and returned.
 func (n *Node) readUpTo(id string, from int64, limit int) (stored, error) {
 	var s stored
 	err := n.state.View(func(tx *storage.Tx) error {
@@ -64,6 +65,7 @@ func (n *Node) readUpTo(id string, from int64, limit int) (stored, error) {
 		}
 		return err
 	})
+	n.repairAfter(err)
 	return s, err
 }
 
@@ -73,7 +75,6 @@ func (n *Node) readMaterialized(ctx context.Context, id string, c sessionstore.C
 	}
 	s, err := n.read(id, from, withEvents)
 	if err != nil {
-		n.repairAfter(err)
 		return s, storageErr(err)
 	}
 	if s.rec == nil || !s.rec.Materialized {
