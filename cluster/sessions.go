@@ -191,34 +191,68 @@ func (n *Node) Append(ctx context.Context, id string, events [][]byte, epoch uin
 	return sessionstore.AppendResult{Revision: res.Revision, NextSeq: res.NextSeq, Duplicate: res.Duplicate}, nil
 }
 
-// checkedView reads a materialised session and builds its reference view:
-// header checks, legacy normalisation, read validation and the closers an
-// open turn would need. It writes nothing.
-func (n *Node) checkedView(ctx context.Context, id string, c sessionstore.Consistency) (stored, [][]byte, [][]byte, error) {
-	s, err := n.readMaterialized(ctx, id, c, 0, true)
+// checkedView reads a materialised session's record and checks its
+// reference view: header checks, legacy normalisation, read validation and
+// the closers an open turn would need. It reads the log a chunk at a time,
+// each in its own read transaction, and keeps none of it: the events below
+// the record's next seq never change within its incarnation, so a caller
+// reads them again (normalised, with viewEvents or sendView) as checked. It
+// writes nothing.
+func (n *Node) checkedView(ctx context.Context, id string, c sessionstore.Consistency) (stored, [][]byte, error) {
+	s, err := n.readMaterialized(ctx, id, c, 0, false)
 	if err != nil {
-		return s, nil, nil, err
+		return s, nil, err
 	}
 	path := n.rawLogPath(s.header)
 	if err := sessionlog.CheckStoredHeader(id, s.header, path); err != nil {
-		return s, nil, nil, err
+		return s, nil, err
 	}
-	norm, err := sessionlog.Normalize(id, s.events, path)
+	// One pass: the Normalizer decides Normalize's error over the whole log,
+	// and while it has none the Validator checks the normalised events.
+	norm, val := sessionlog.NewNormalizer(id, path), sessionlog.NewValidator(id)
+	for seq := int64(0); seq < s.rec.NextSeq; {
+		evs, err := n.chunkAt(ctx, id, s.rec.Incarnation, seq, s.rec.NextSeq)
+		if err != nil {
+			return s, nil, err
+		}
+		seq += int64(len(evs))
+		if norm.Check(evs); norm.Err() != nil {
+			continue
+		}
+		out, err := norm.Next(evs)
+		if err != nil {
+			return s, nil, sessionlog.WrapCorruption(id, err)
+		}
+		val.Add(out)
+	}
+	if err := norm.Err(); err != nil {
+		return s, nil, sessionlog.WrapCorruption(id, err)
+	}
+	closers, err := val.Finish()
 	if err != nil {
-		return s, nil, nil, sessionlog.WrapCorruption(id, err)
+		return s, nil, err
 	}
-	closers, err := sessionlog.Closers(norm)
-	if err != nil {
-		return s, nil, nil, sessionlog.WrapCorruption(id, err)
+	return s, closers, nil
+}
+
+// viewEvents reads the normalised events [0, end) of incarnation inc of a
+// session checked by checkedView, a chunk at a time.
+func (n *Node) viewEvents(ctx context.Context, id string, inc uint64, end int64, h sessionstore.Header) ([][]byte, error) {
+	norm := sessionlog.NewNormalizer(id, n.rawLogPath(h))
+	var out [][]byte
+	for seq := int64(0); seq < end; {
+		evs, err := n.chunkAt(ctx, id, inc, seq, end)
+		if err != nil {
+			return nil, err
+		}
+		seq += int64(len(evs))
+		evs, err = norm.Next(evs)
+		if err != nil {
+			return nil, sessionlog.WrapCorruption(id, err)
+		}
+		out = append(out, evs...)
 	}
-	full := norm
-	if len(closers) > 0 {
-		full = append(append(make([][]byte, 0, len(norm)+len(closers)), norm...), closers...)
-	}
-	if err := sessionlog.ValidateSession(id, full); err != nil {
-		return s, nil, nil, err
-	}
-	return s, norm, closers, nil
+	return out, nil
 }
 
 func leaseFromPB(id string, l *fsmpb.Lease) *sessionstore.Lease {
@@ -246,14 +280,16 @@ func (n *Node) Inspect(ctx context.Context, id string, c sessionstore.Consistenc
 // add (none for a session under a live lease) and the incarnation read;
 // without events it keeps none of the log once validated.
 func (n *Node) inspect(ctx context.Context, id string, c sessionstore.Consistency, events bool) (sessionstore.View, uint64, [][]byte, error) {
-	s, norm, closers, err := n.checkedView(ctx, id, c)
+	s, closers, err := n.checkedView(ctx, id, c)
 	if err != nil {
 		return sessionstore.View{}, 0, nil, err
 	}
 	v := sessionstore.View{Header: s.header, Revision: s.revision, NextSeq: s.rec.NextSeq,
 		Lease: leaseFromPB(id, s.rec.Lease)}
 	if events {
-		v.Events = norm
+		if v.Events, err = n.viewEvents(ctx, id, s.rec.Incarnation, s.rec.NextSeq, s.header); err != nil {
+			return sessionstore.View{}, 0, nil, err
+		}
 	}
 	if s.rec.Lease != nil && s.rec.Lease.ExpiresAtUnixMs > time.Now().UnixMilli() {
 		closers = nil // the owner holds the open turn
@@ -262,9 +298,9 @@ func (n *Node) inspect(ctx context.Context, id string, c sessionstore.Consistenc
 }
 
 // InspectStream is Inspect for a view of any size: it validates the whole
-// log (which reads all of it once), then sends the view with its metadata
-// first and the events read again from storage a chunk at a time, so a
-// client that reads slowly holds a chunk, not the session.
+// log a chunk at a time (checkedView), then sends the view with its metadata
+// first and the events read again from storage a chunk at a time, so neither
+// the check nor a client that reads slowly holds more than a chunk.
 func (n *Node) InspectStream(ctx context.Context, id string, c sessionstore.Consistency, send func(sessionstore.View) error) error {
 	v, inc, closers, err := n.inspect(ctx, id, c, false)
 	if err != nil {
@@ -373,7 +409,7 @@ func (n *Node) repairView(ctx context.Context, id, requestID string, mode fsmpb.
 		return sessionstore.View{}, 0, err
 	}
 	for attempt := 0; ; attempt++ {
-		s, norm, closers, err := n.checkedView(ctx, id, sessionstore.Linearizable)
+		s, closers, err := n.checkedView(ctx, id, sessionstore.Linearizable)
 		if err != nil {
 			return sessionstore.View{}, 0, err
 		}
@@ -382,11 +418,12 @@ func (n *Node) repairView(ctx context.Context, id, requestID string, mode fsmpb.
 			v := sessionstore.View{Header: s.header, Revision: s.revision,
 				NextSeq: s.rec.NextSeq, Lease: leaseFromPB(id, s.rec.Lease)}
 			if events {
-				v.Events = norm
+				if v.Events, err = n.viewEvents(ctx, id, inc, s.rec.NextSeq, s.header); err != nil {
+					return sessionstore.View{}, 0, err
+				}
 			}
 			return v, inc, nil
 		}
-		norm, s.events = nil, nil // not kept while the repair commits
 		res, err := n.propose(ctx, &fsmpb.Command{Cmd: &fsmpb.Command_Repair{Repair: &fsmpb.Repair{
 			SessionId: id, RequestId: requestID, Mode: mode, Owner: owner, TtlMs: ttlMs, ExpectedRevision: s.revision}}})
 		if err != nil {
@@ -404,7 +441,7 @@ func (n *Node) repairView(ctx context.Context, id, requestID string, mode fsmpb.
 		// gives exactly the state at the returned revision.
 		v := sessionstore.View{Header: s.header}
 		if events {
-			if v, err = n.viewAt(id, res.NextSeq); err != nil {
+			if v.Events, err = n.viewEvents(ctx, id, inc, res.NextSeq, s.header); err != nil {
 				return sessionstore.View{}, 0, err
 			}
 		}
@@ -412,30 +449,6 @@ func (n *Node) repairView(ctx context.Context, id, requestID string, mode fsmpb.
 		v.Lease = leaseFromPB(id, res.Lease)
 		return v, inc, nil
 	}
-}
-
-// viewAt reads the normalised prefix [0, end) of a session.
-func (n *Node) viewAt(id string, end int64) (sessionstore.View, error) {
-	var v sessionstore.View
-	var raw [][]byte
-	err := n.state.View(func(tx *storage.Tx) error {
-		rec, err := fsm.DecodeRecord(tx.Record(id))
-		if err != nil || rec == nil {
-			return err
-		}
-		v.Header = fsm.HeaderFromPB(rec.Header)
-		raw, err = tx.Events(id, 0, end)
-		return err
-	})
-	if err != nil {
-		return v, storageErr(err)
-	}
-	norm, err := sessionlog.Normalize(id, raw, n.rawLogPath(v.Header))
-	if err != nil {
-		return v, sessionlog.WrapCorruption(id, err)
-	}
-	v.Events = norm
-	return v, nil
 }
 
 // KeepAlive extends a lease.

@@ -37,19 +37,19 @@ func (sf *surface) check(sessionID string, e *storedEvent, index int) error {
 	if msg := envelopeProblem(e); msg != "" {
 		return fail("seed event at index %d %s", index, msg)
 	}
-	data := e.get("data")
-	switch typ.s {
+	switch typ.s { // only these look into data (parsing it is most of the work)
 	case "request/header":
+		data := e.get("data")
 		if msg := requestHeaderProblem(data, index); msg != "" {
 			return fail("%s", msg)
 		}
+		if data.isRecord() && data.get("reason").strEq("fallback") {
+			return fail(`seed event at index %d uses unsupported legacy request/header reason "fallback"`, index)
+		}
 	case "user/message", "assistant/message", "tool/result":
-		if msg := messageShapeProblem(typ.s, data, "seed "+typ.s+" at index "+itoa(index)); msg != "" {
+		if msg := messageShapeProblem(typ.s, e.get("data"), "seed "+typ.s+" at index "+itoa(index)); msg != "" {
 			return fail("%s", msg)
 		}
-	}
-	if typ.s == "request/header" && data.isRecord() && data.get("reason").strEq("fallback") {
-		return fail(`seed event at index %d uses unsupported legacy request/header reason "fallback"`, index)
 	}
 	if seq := e.get("seq").n; seq != float64(index) {
 		return fail("seed event at index %d has seq %s (expected %d); seed must be contiguous from 0", index, jsNumber(seq), index)

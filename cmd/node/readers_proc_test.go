@@ -40,9 +40,11 @@ func rdRssAnon(t *testing.T, pid int) int64 {
 
 // TestProcReaders_StalledStreamsKeepMemoryBounded (issue 13 item 10): on a
 // node process built without -race, ten ReadRaw streams, five ReadFrom
-// streams, three Watch streams from seq 0 and three HTTP downloads of a 100 MiB session whose clients never
-// read keep the node's anonymous memory within 256 MiB of idle (each held the
-// whole session, several copies of it, before: 3.1 GB for ten ReadRaw).
+// streams, three Watch streams from seq 0, three HTTP downloads, then three
+// InspectStream and three LoadStream views of a 100 MiB session whose clients
+// never read keep the node's anonymous memory within 256 MiB of idle (each
+// held the whole session, several copies of it, before: 3.1 GB for ten
+// ReadRaw; +767 MiB for three InspectStream).
 func TestProcReaders_StalledStreamsKeepMemoryBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a node process with a 100 MiB session")
@@ -137,4 +139,18 @@ func TestProcReaders_StalledStreamsKeepMemoryBounded(t *testing.T) {
 		})
 	}
 	peakFor("10 ReadRaw, 5 ReadFrom, 3 Watch and 3 downloads that never read", "18", "3")
+
+	// The streamed views: each validates the whole log before it sends (in
+	// memory, about 2.5 times the log, before: +767 MiB for three).
+	for range 3 {
+		stream(func(c sessionpb.SessionPersistenceClient) error {
+			_, err := c.InspectStream(ctx, &sessionpb.InspectRequest{SessionId: id})
+			return err
+		})
+		stream(func(c sessionpb.SessionPersistenceClient) error {
+			_, err := c.LoadStream(ctx, &sessionpb.LoadRequest{SessionId: id})
+			return err
+		})
+	}
+	peakFor("those and 3 InspectStream and 3 LoadStream that never read", "24", "3")
 }
