@@ -119,9 +119,9 @@ func TestValidator_MatchesWholeLog(t *testing.T) {
 	})
 }
 
-// FuzzValidator compares the Validator, over chunks, with the whole-log
+// FuzzSessionValidator compares the Validator, over chunks, with the whole-log
 // Closers and ValidateSession on arbitrary logs.
-func FuzzValidator(f *testing.F) {
+func FuzzSessionValidator(f *testing.F) {
 	f.Add([]byte(joinLines(lines(oneTurnLog()...))))
 	f.Add([]byte(joinLines(lines(oneTurnLog()[:4]...))))
 	f.Add([]byte("{\"type\":\"turn/start\",\"seq\":0,\"time\":1,\"data\":{\"turn\":1}}\n" +
