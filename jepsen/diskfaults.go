@@ -528,6 +528,20 @@ func startForeign(ctx context.Context, r *run) {
 	}()
 }
 
+// foreignReady: foreign data directories are prepared (or will be made at
+// the inject).
+func foreignReady(r *run) bool {
+	if r.disk.prepared == nil {
+		return true
+	}
+	select {
+	case <-r.disk.prepared:
+		return true
+	default:
+		return false
+	}
+}
+
 // waitForeign waits for a preparation still under way (its containers are
 // gone before the run ends).
 func (ds *diskState) waitForeign() {

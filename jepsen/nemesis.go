@@ -21,6 +21,9 @@ type fault struct {
 	// undoLimit bounds the undo (default a minute): a node that rejoins
 	// empty waits out the leader's quiet time after its removal.
 	undoLimit time.Duration
+	// ready reports whether the fault's preparation is done (nil: always);
+	// the first round takes ready faults first.
+	ready func(r *run) bool
 }
 
 // faultRecord is one injected fault, for the summary and the report.
@@ -44,7 +47,7 @@ var faultMenu = []fault{
 	{name: "kill-one", weight: 10, inject: kill(false), verify: verifyDown},
 	{name: "loss", weight: 5, inject: loss, verify: verifyLeaderKnown},
 	{name: "corrupt-disk", weight: 10, inject: corruptDisk, verify: verifyCorruptDisk},
-	{name: "foreign-volume", weight: 3, inject: foreignVolume, verify: verifyForeign, undoLimit: 3 * time.Minute},
+	{name: "foreign-volume", weight: 3, inject: foreignVolume, verify: verifyForeign, undoLimit: 3 * time.Minute, ready: foreignReady},
 }
 
 // processFaults are the network and process faults (the menu before the
@@ -229,6 +232,12 @@ func (r *run) nemesis(ctx context.Context, total time.Duration) error {
 		}
 		var f fault
 		if n < len(first) {
+			for k := n; k < len(first); k++ {
+				if c := menu[first[k]]; c.ready == nil || c.ready(r) {
+					first[n], first[k] = first[k], first[n]
+					break
+				}
+			}
 			f = menu[first[n]]
 		} else {
 			pick := r.rng.Intn(weight)
