@@ -147,7 +147,7 @@ func corruptDisk(ctx context.Context, r *run) ([]cluster.Node, func(context.Cont
 		// write). Holding the clients a moment lets every node apply what it
 		// has: the damage then hits a committed record, which the node must
 		// refuse to drop.
-		dmg.kind = "wal"
+		dmg.kind, dmg.what = "wal", "clients held; "
 		r.quiet.Lock()
 		time.Sleep(r.cfg.OpTimeout + time.Second)
 		err := stopped(ctx, db, n)
@@ -171,7 +171,7 @@ func corruptDisk(ctx context.Context, r *run) ([]cluster.Node, func(context.Cont
 		} else if err != nil {
 			return []cluster.Node{n}, nil, err
 		} else {
-			dmg.what, dmg.expect = what, "cut"
+			dmg.what, dmg.expect = dmg.what+what, "cut"
 			if index <= committed {
 				dmg.expect = "refuse"
 			}
