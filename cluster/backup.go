@@ -38,6 +38,11 @@ func (n *Node) Backup(ctx context.Context, meta func(sessionstore.BackupMeta) er
 		return sessionstore.BackupTrailer{}, err
 	}
 	defer sn.Release()
+	// A backup of damaged state would carry the damage: refuse it loudly.
+	if err := fsm.VerifyAll(sn.Tx()); err != nil {
+		n.logger.Error("backup refused: the state database is damaged", "err", err)
+		return sessionstore.BackupTrailer{}, err
+	}
 	m := sessionstore.BackupMeta{Time: time.Now(), DBBytes: sn.DBBytes(), NodeID: n.cfg.NodeID, StateFormat: storage.StateFormatVersion}
 	m.AppliedIndex, m.Term = sn.Tx().Applied()
 	m.ClusterID = sn.Tx().ClusterID()

@@ -150,6 +150,7 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 		return nil, err
 	}
 	n.fsm.LimitVersion(cfg.CommandVersion) // before Raft can apply anything
+	n.fsm.RepairFrom(n.artifacts)
 
 	hs := newHandshaker(cfg.NodeID, cfg.ClusterKey, n.raftClusterID, n.logger)
 	hs.legacyPeer, hs.legacyAccept, hs.optional = n.legacyPeer, n.legacyAccept, cfg.ClusterKeyOptional
@@ -473,19 +474,26 @@ func (n *Node) voters() int {
 }
 
 func (n *Node) closeStores() error {
+	return closeStores(n.cfg.DataDir, n.local, n.logs, n.state)
+}
+
+// closeStores closes the stores of a data directory that were opened (nil:
+// not opened) and, when state.db closed cleanly, records the clean stop (the
+// boot marker): the node, `node recover` and `node repair` all end this way.
+func closeStores(dataDir string, local *storage.RaftStore, logs *storage.RaftWAL, state *storage.StateDB) error {
 	var errs []error
-	if n.state != nil {
-		err := n.state.Close()
+	if state != nil {
+		err := state.Close()
 		errs = append(errs, err)
 		if err == nil {
-			errs = append(errs, writeBootMarker(n.cfg.DataDir, true))
+			errs = append(errs, writeBootMarker(dataDir, true))
 		}
 	}
-	if n.logs != nil {
-		errs = append(errs, n.logs.Close())
+	if logs != nil {
+		errs = append(errs, logs.Close())
 	}
-	if n.local != nil {
-		errs = append(errs, n.local.Close())
+	if local != nil {
+		errs = append(errs, local.Close())
 	}
 	return errors.Join(errs...)
 }

@@ -72,16 +72,17 @@ func (n *Node) readPlan(ctx context.Context, id string, withEvents bool) (planRe
 	var rec *fsmpb.SessionRecord
 	err := n.state.View(func(tx *storage.Tx) error {
 		var err error
-		rec, err = fsm.DecodeRecord(tx.Record(id))
+		rec, err = fsm.ReadRecord(tx, id)
 		if err != nil || rec == nil {
 			return err
 		}
 		if withEvents || rec.PlanSummary == nil {
-			r.events, err = tx.Events(id, 0, rec.NextSeq)
+			r.events, err = tx.Events(id, rec.Incarnation, 0, rec.NextSeq)
 		}
 		return err
 	})
 	if err != nil {
+		n.repairAfter(err)
 		return r, storageErr(err)
 	}
 	if rec == nil {

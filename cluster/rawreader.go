@@ -58,7 +58,7 @@ func (n *Node) openRaw(ctx context.Context, id string, c sessionstore.Consistenc
 	}
 	r := &rawReader{n: n, id: id, seq: -1}
 	err := n.state.View(func(tx *storage.Tx) error {
-		rec, err := fsm.DecodeRecord(tx.Record(id))
+		rec, err := fsm.ReadRecord(tx, id)
 		if err != nil {
 			return err
 		}
@@ -72,12 +72,13 @@ func (n *Node) openRaw(ctx context.Context, id string, c sessionstore.Consistenc
 		r.size = int64(len(r.line))
 		// One pass over the keys for the size (Content-Length, Range): bbolt
 		// hands out slices of its map, nothing is copied.
-		return tx.ForEachEvent(id, 0, r.end, func(_ int64, ev []byte) error {
+		return tx.ForEachEvent(id, r.incarnation, 0, r.end, func(_ int64, ev []byte) error {
 			r.size += int64(len(ev)) + 1
 			return nil
 		})
 	})
 	if err != nil {
+		n.repairAfter(err)
 		return nil, storageErr(err)
 	}
 	return r, nil
@@ -126,7 +127,7 @@ func (r *rawReader) Seek(offset int64, whence int) (int64, error) {
 	}
 	at := int64(len(r.line))
 	err := r.view(func(tx *storage.Tx) error {
-		return tx.ForEachEvent(r.id, 0, r.end, func(seq int64, ev []byte) error {
+		return tx.ForEachEvent(r.id, r.incarnation, 0, r.end, func(seq int64, ev []byte) error {
 			if l := int64(len(ev)) + 1; offset < at+l {
 				r.seq, r.off = seq, int(offset-at)
 				return storage.ErrStop
@@ -142,7 +143,7 @@ func (r *rawReader) Seek(offset int64, whence int) (int64, error) {
 // still the incarnation being read.
 func (r *rawReader) view(fn func(tx *storage.Tx) error) error {
 	err := r.n.state.View(func(tx *storage.Tx) error {
-		rec, err := fsm.DecodeRecord(tx.Record(r.id))
+		rec, err := fsm.ReadRecord(tx, r.id)
 		if err != nil {
 			return err
 		}
@@ -153,6 +154,7 @@ func (r *rawReader) view(fn func(tx *storage.Tx) error) error {
 		return fn(tx)
 	})
 	if err != nil {
+		r.n.repairAfter(err)
 		return storageErr(err)
 	}
 	return nil
@@ -185,7 +187,7 @@ func (r *rawReader) fill() error {
 		return nil
 	}
 	err := r.view(func(tx *storage.Tx) error {
-		return tx.ForEachEvent(r.id, r.seq, r.end, func(seq int64, ev []byte) error {
+		return tx.ForEachEvent(r.id, r.incarnation, r.seq, r.end, func(seq int64, ev []byte) error {
 			if seq != r.seq {
 				return sessionstore.Errorf(sessionstore.ReasonCorruption, "session %s: event %d is missing from the state database", sessionstore.Quote(r.id), r.seq)
 			}

@@ -70,21 +70,7 @@ func Recover(cfg Config, servers []raft.Server, logger *slog.Logger, confirm fun
 		state *storage.StateDB
 	)
 	defer func() {
-		var errs []error
-		if state != nil {
-			cerr := state.Close()
-			errs = append(errs, cerr)
-			if cerr == nil {
-				errs = append(errs, writeBootMarker(cfg.DataDir, true))
-			}
-		}
-		if logs != nil {
-			errs = append(errs, logs.Close())
-		}
-		if local != nil {
-			errs = append(errs, local.Close())
-		}
-		if cerr := errors.Join(errs...); cerr != nil {
+		if cerr := closeStores(cfg.DataDir, local, logs, state); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("close stores: %w", cerr))
 		}
 	}()

@@ -37,11 +37,12 @@ func (n *Node) read(id string, from int64, withEvents bool) (stored, error) {
 }
 
 // readUpTo is read with at most limit bytes of events (at least one event
-// when there is one; 0: none, -1: all).
+// when there is one; 0: none, -1: all). Damage it finds is repaired where it
+// can be (repairAfter) and returned.
 func (n *Node) readUpTo(id string, from int64, limit int) (stored, error) {
 	var s stored
 	err := n.state.View(func(tx *storage.Tx) error {
-		rec, err := fsm.DecodeRecord(tx.Record(id))
+		rec, err := fsm.ReadRecord(tx, id)
 		if err != nil || rec == nil {
 			return err
 		}
@@ -50,10 +51,10 @@ func (n *Node) readUpTo(id string, from int64, limit int) (stored, error) {
 		s.clusterID = tx.ClusterID()
 		s.revision = fsm.Revision(s.clusterID, rec)
 		if limit < 0 {
-			s.events, err = tx.Events(id, from, rec.NextSeq)
+			s.events, err = tx.Events(id, rec.Incarnation, from, rec.NextSeq)
 		} else if limit > 0 {
 			total := 0
-			err = tx.ForEachEvent(id, from, rec.NextSeq, func(_ int64, ev []byte) error {
+			err = tx.ForEachEvent(id, rec.Incarnation, from, rec.NextSeq, func(_ int64, ev []byte) error {
 				if total > 0 && total+len(ev) > limit {
 					return storage.ErrStop
 				}
@@ -64,6 +65,7 @@ func (n *Node) readUpTo(id string, from int64, limit int) (stored, error) {
 		}
 		return err
 	})
+	n.repairAfter(err)
 	return s, err
 }
 
@@ -79,6 +81,31 @@ func (n *Node) readMaterialized(ctx context.Context, id string, c sessionstore.C
 		return s, sessionstore.NotFound(id)
 	}
 	return s, nil
+}
+
+// repairAfter follows a read that found damage (a *storage.ChecksumError):
+// it logs it and rewrites the session's damaged events from this node's
+// artifact where the artifact holds their checksummed bytes. The read itself
+// has answered CORRUPTION; a retry reads the repaired events.
+func (n *Node) repairAfter(err error) {
+	var ce *storage.ChecksumError
+	if !errors.As(err, &ce) {
+		return
+	}
+	n.logger.Error("state database damage found on read", "err", err)
+	fixed := 0
+	rerr := n.state.Update(func(tx *storage.Tx) error {
+		rec, err := fsm.ReadRecord(tx, ce.Session)
+		if err != nil || rec == nil {
+			return err
+		}
+		fixed, err = n.artifacts.RepairEvents(tx, ce.Session, rec.Incarnation, rec.NextSeq)
+		return err
+	})
+	if rerr != nil || fixed == 0 {
+		n.logger.Error("damaged session not repaired from the artifact; rebuild this node's state database (README \"Failure modes\")",
+			"session", ce.Session, "err", rerr)
+	}
 }
 
 func storageErr(err error) error {
@@ -191,34 +218,48 @@ func (n *Node) Append(ctx context.Context, id string, events [][]byte, epoch uin
 	return sessionstore.AppendResult{Revision: res.Revision, NextSeq: res.NextSeq, Duplicate: res.Duplicate}, nil
 }
 
-// checkedView reads a materialised session and builds its reference view:
-// header checks, legacy normalisation, read validation and the closers an
-// open turn would need. It writes nothing.
-func (n *Node) checkedView(ctx context.Context, id string, c sessionstore.Consistency) (stored, [][]byte, [][]byte, error) {
-	s, err := n.readMaterialized(ctx, id, c, 0, true)
+// checkedView reads a materialised session's record and checks its
+// reference view: header checks, legacy normalisation, read validation and
+// the closers an open turn would need. It reads the log a chunk at a time,
+// each in its own read transaction, and keeps none of it: the events below
+// the record's next seq never change within its incarnation, so a caller
+// reads them again (normalised, with viewEvents or sendView) as checked. It
+// writes nothing.
+func (n *Node) checkedView(ctx context.Context, id string, c sessionstore.Consistency) (stored, [][]byte, error) {
+	s, err := n.readMaterialized(ctx, id, c, 0, false)
 	if err != nil {
-		return s, nil, nil, err
+		return s, nil, err
 	}
 	path := n.rawLogPath(s.header)
 	if err := sessionlog.CheckStoredHeader(id, s.header, path); err != nil {
-		return s, nil, nil, err
+		return s, nil, err
 	}
-	norm, err := sessionlog.Normalize(id, s.events, path)
+	// One pass: the Normalizer decides Normalize's error over the whole log,
+	// and while it has none the Validator checks the normalised events.
+	norm, val := sessionlog.NewNormalizer(id, path), sessionlog.NewValidator(id)
+	for seq := int64(0); seq < s.rec.NextSeq; {
+		evs, err := n.chunkAt(ctx, id, s.rec.Incarnation, seq, s.rec.NextSeq)
+		if err != nil {
+			return s, nil, err
+		}
+		seq += int64(len(evs))
+		if norm.Check(evs); norm.Err() != nil {
+			continue
+		}
+		out, err := norm.Next(evs)
+		if err != nil {
+			return s, nil, sessionlog.WrapCorruption(id, err)
+		}
+		val.Add(out)
+	}
+	if err := norm.Err(); err != nil {
+		return s, nil, sessionlog.WrapCorruption(id, err)
+	}
+	closers, err := val.Finish()
 	if err != nil {
-		return s, nil, nil, sessionlog.WrapCorruption(id, err)
+		return s, nil, err
 	}
-	closers, err := sessionlog.Closers(norm)
-	if err != nil {
-		return s, nil, nil, sessionlog.WrapCorruption(id, err)
-	}
-	full := norm
-	if len(closers) > 0 {
-		full = append(append(make([][]byte, 0, len(norm)+len(closers)), norm...), closers...)
-	}
-	if err := sessionlog.ValidateSession(id, full); err != nil {
-		return s, nil, nil, err
-	}
-	return s, norm, closers, nil
+	return s, closers, nil
 }
 
 func leaseFromPB(id string, l *fsmpb.Lease) *sessionstore.Lease {
@@ -228,66 +269,55 @@ func leaseFromPB(id string, l *fsmpb.Lease) *sessionstore.Lease {
 	return &sessionstore.Lease{SessionID: id, Owner: l.Owner, Epoch: l.Epoch, ExpiresAtUnixMs: l.ExpiresAtUnixMs}
 }
 
-// Inspect returns the balanced view without committing anything: closers are
-// added in memory, except for a session under a live lease, which is
-// returned as stored (its owner holds the open turn).
-func (n *Node) Inspect(ctx context.Context, id string, c sessionstore.Consistency) (sessionstore.View, error) {
-	v, _, closers, err := n.inspect(ctx, id, c, true)
-	if err != nil {
-		return sessionstore.View{}, err
-	}
-	if len(closers) > 0 {
-		v.Events = append(append(make([][]byte, 0, len(v.Events)+len(closers)), v.Events...), closers...)
-	}
-	return v, nil
-}
-
-// inspect validates the balanced view and returns it with the closers to
-// add (none for a session under a live lease) and the incarnation read;
-// without events it keeps none of the log once validated.
-func (n *Node) inspect(ctx context.Context, id string, c sessionstore.Consistency, events bool) (sessionstore.View, uint64, [][]byte, error) {
-	s, norm, closers, err := n.checkedView(ctx, id, c)
+// inspect validates the balanced view and returns its metadata with the
+// closers to add (none for a session under a live lease, whose owner holds
+// the open turn) and the incarnation read.
+func (n *Node) inspect(ctx context.Context, id string, c sessionstore.Consistency) (sessionstore.View, uint64, [][]byte, error) {
+	s, closers, err := n.checkedView(ctx, id, c)
 	if err != nil {
 		return sessionstore.View{}, 0, nil, err
 	}
 	v := sessionstore.View{Header: s.header, Revision: s.revision, NextSeq: s.rec.NextSeq,
 		Lease: leaseFromPB(id, s.rec.Lease)}
-	if events {
-		v.Events = norm
-	}
 	if s.rec.Lease != nil && s.rec.Lease.ExpiresAtUnixMs > time.Now().UnixMilli() {
-		closers = nil // the owner holds the open turn
+		closers = nil
 	}
 	return v, s.rec.Incarnation, closers, nil
 }
 
-// InspectStream is Inspect for a view of any size: it validates the whole
-// log (which reads all of it once), then sends the view with its metadata
-// first and the events read again from storage a chunk at a time, so a
-// client that reads slowly holds a chunk, not the session.
+// InspectStream sends the balanced view without committing anything: closers
+// are added in memory, except for a session under a live lease, which is
+// sent as stored. It validates the whole log a chunk at a time
+// (checkedView), then sends the view with its metadata first and the events
+// read again from storage a chunk at a time, so neither the check nor a
+// client that reads slowly holds more than a chunk. (The unary Inspect
+// collects these parts.)
 func (n *Node) InspectStream(ctx context.Context, id string, c sessionstore.Consistency, send func(sessionstore.View) error) error {
-	v, inc, closers, err := n.inspect(ctx, id, c, false)
+	v, inc, closers, err := n.inspect(ctx, id, c)
 	if err != nil {
 		return err
 	}
 	return n.sendView(ctx, id, inc, v, closers, send)
 }
 
-// LoadStream is Load for a view of any size (see InspectStream).
+// LoadStream sends the balanced view, committing the crash repair of a cold
+// session through the replicated log first (persistence-spec §5.4); see
+// InspectStream.
 func (n *Node) LoadStream(ctx context.Context, id, requestID string, send func(sessionstore.View) error) error {
-	v, inc, err := n.repairMeta(ctx, id, requestID, fsmpb.Repair_LOAD, "", 0)
+	v, inc, err := n.repairView(ctx, id, requestID, fsmpb.Repair_LOAD, "", 0)
 	if err != nil {
 		return err
 	}
 	return n.sendView(ctx, id, inc, v, nil, send)
 }
 
-// PrepareStream is Prepare for a view of any size (see InspectStream).
+// PrepareStream takes ownership: it commits the repair like LoadStream, bumps
+// the epoch and grants a lease; see InspectStream.
 func (n *Node) PrepareStream(ctx context.Context, id, owner string, ttl time.Duration, requestID string, send func(sessionstore.View) error) error {
 	if err := checkPrepare(owner, ttl); err != nil {
 		return err
 	}
-	v, inc, err := n.repairMeta(ctx, id, requestID, fsmpb.Repair_PREPARE, owner, ttl.Milliseconds())
+	v, inc, err := n.repairView(ctx, id, requestID, fsmpb.Repair_PREPARE, owner, ttl.Milliseconds())
 	if err != nil {
 		return err
 	}
@@ -331,21 +361,6 @@ func (n *Node) sendView(ctx context.Context, id string, inc uint64, v sessionsto
 	return nil
 }
 
-// Load returns the balanced view, committing the crash repair of a cold
-// session through the replicated log first (persistence-spec §5.4).
-func (n *Node) Load(ctx context.Context, id, requestID string) (sessionstore.View, error) {
-	return n.repair(ctx, id, requestID, fsmpb.Repair_LOAD, "", 0)
-}
-
-// Prepare takes ownership: it commits the repair like Load, bumps the epoch and
-// grants a lease (DESIGN.md "Ownership").
-func (n *Node) Prepare(ctx context.Context, id, owner string, ttl time.Duration, requestID string) (sessionstore.View, error) {
-	if err := checkPrepare(owner, ttl); err != nil {
-		return sessionstore.View{}, err
-	}
-	return n.repair(ctx, id, requestID, fsmpb.Repair_PREPARE, owner, ttl.Milliseconds())
-}
-
 func checkPrepare(owner string, ttl time.Duration) error {
 	if owner == "" {
 		return sessionstore.Errorf(sessionstore.ReasonInvalidArgument, "prepare needs a non-empty owner")
@@ -357,36 +372,23 @@ func checkPrepare(owner string, ttl time.Duration) error {
 	return nil
 }
 
-func (n *Node) repair(ctx context.Context, id, requestID string, mode fsmpb.Repair_Mode, owner string, ttlMs int64) (sessionstore.View, error) {
-	v, _, err := n.repairView(ctx, id, requestID, mode, owner, ttlMs, true)
-	return v, err
-}
-
-// repairMeta is repair without the events (the stream forms read them
-// afterwards); it also returns the incarnation the view belongs to.
-func (n *Node) repairMeta(ctx context.Context, id, requestID string, mode fsmpb.Repair_Mode, owner string, ttlMs int64) (sessionstore.View, uint64, error) {
-	return n.repairView(ctx, id, requestID, mode, owner, ttlMs, false)
-}
-
-func (n *Node) repairView(ctx context.Context, id, requestID string, mode fsmpb.Repair_Mode, owner string, ttlMs int64, events bool) (sessionstore.View, uint64, error) {
+// repairView commits the repair (and for Prepare the lease) a view needs and
+// returns its metadata and the incarnation it belongs to; the stream forms
+// read the events afterwards.
+func (n *Node) repairView(ctx context.Context, id, requestID string, mode fsmpb.Repair_Mode, owner string, ttlMs int64) (sessionstore.View, uint64, error) {
 	if err := sessionlog.ValidateSessionID(id); err != nil {
 		return sessionstore.View{}, 0, err
 	}
 	for attempt := 0; ; attempt++ {
-		s, norm, closers, err := n.checkedView(ctx, id, sessionstore.Linearizable)
+		s, closers, err := n.checkedView(ctx, id, sessionstore.Linearizable)
 		if err != nil {
 			return sessionstore.View{}, 0, err
 		}
 		inc := s.rec.Incarnation
 		if mode == fsmpb.Repair_LOAD && len(closers) == 0 {
-			v := sessionstore.View{Header: s.header, Revision: s.revision,
-				NextSeq: s.rec.NextSeq, Lease: leaseFromPB(id, s.rec.Lease)}
-			if events {
-				v.Events = norm
-			}
-			return v, inc, nil
+			return sessionstore.View{Header: s.header, Revision: s.revision,
+				NextSeq: s.rec.NextSeq, Lease: leaseFromPB(id, s.rec.Lease)}, inc, nil
 		}
-		norm, s.events = nil, nil // not kept while the repair commits
 		res, err := n.propose(ctx, &fsmpb.Command{Cmd: &fsmpb.Command_Repair{Repair: &fsmpb.Repair{
 			SessionId: id, RequestId: requestID, Mode: mode, Owner: owner, TtlMs: ttlMs, ExpectedRevision: s.revision}}})
 		if err != nil {
@@ -402,40 +404,9 @@ func (n *Node) repairView(ctx context.Context, id, requestID string, mode fsmpb.
 		}
 		// The log below res.NextSeq never changes again, so reading that prefix
 		// gives exactly the state at the returned revision.
-		v := sessionstore.View{Header: s.header}
-		if events {
-			if v, err = n.viewAt(id, res.NextSeq); err != nil {
-				return sessionstore.View{}, 0, err
-			}
-		}
-		v.Revision, v.NextSeq, v.Repaired = res.Revision, res.NextSeq, res.Repaired
-		v.Lease = leaseFromPB(id, res.Lease)
-		return v, inc, nil
+		return sessionstore.View{Header: s.header, Revision: res.Revision, NextSeq: res.NextSeq,
+			Repaired: res.Repaired, Lease: leaseFromPB(id, res.Lease)}, inc, nil
 	}
-}
-
-// viewAt reads the normalised prefix [0, end) of a session.
-func (n *Node) viewAt(id string, end int64) (sessionstore.View, error) {
-	var v sessionstore.View
-	var raw [][]byte
-	err := n.state.View(func(tx *storage.Tx) error {
-		rec, err := fsm.DecodeRecord(tx.Record(id))
-		if err != nil || rec == nil {
-			return err
-		}
-		v.Header = fsm.HeaderFromPB(rec.Header)
-		raw, err = tx.Events(id, 0, end)
-		return err
-	})
-	if err != nil {
-		return v, storageErr(err)
-	}
-	norm, err := sessionlog.Normalize(id, raw, n.rawLogPath(v.Header))
-	if err != nil {
-		return v, sessionlog.WrapCorruption(id, err)
-	}
-	v.Events = norm
-	return v, nil
 }
 
 // KeepAlive extends a lease.
@@ -571,21 +542,30 @@ func (n *Node) RawText(ctx context.Context, id string, c sessionstore.Consistenc
 // transaction.
 //
 // It serves this node's own applied state, as the artifact on its disk does.
+// An artifact that fails verification (fsm.Artifacts.Verify) is not served:
+// the state database's encoding is, while the artifact is rebuilt.
 func (n *Node) Artifact(ctx context.Context, id string) (revision, path string, size int64, rendered io.Reader, err error) {
-	return n.artifact(id, true)
+	var w storage.Watermark
+	revision, w, rendered, err = n.artifact(id, true)
+	if err == nil && w.Path != "" && n.artifacts.Verify(id, w) != nil {
+		revision, w, rendered, err = n.artifact(id, false)
+	}
+	n.repairAfter(err)
+	return revision, w.Path, w.Bytes, rendered, err
 }
 
 // RenderedArtifact is Artifact encoded from the state database, whether or
 // not the file is current (for a file that vanished while being opened).
 func (n *Node) RenderedArtifact(ctx context.Context, id string) (revision string, rendered io.Reader, err error) {
-	revision, _, _, rendered, err = n.artifact(id, false)
+	revision, _, rendered, err = n.artifact(id, false)
+	n.repairAfter(err)
 	return revision, rendered, err
 }
 
-func (n *Node) artifact(id string, fromFile bool) (revision, path string, size int64, rendered io.Reader, err error) {
+func (n *Node) artifact(id string, fromFile bool) (revision string, w storage.Watermark, rendered io.Reader, err error) {
 	var fr *frameReader
 	err = n.state.View(func(tx *storage.Tx) error {
-		rec, err := fsm.DecodeRecord(tx.Record(id))
+		rec, err := fsm.ReadRecord(tx, id)
 		if err != nil {
 			return err
 		}
@@ -593,8 +573,8 @@ func (n *Node) artifact(id string, fromFile bool) (revision, path string, size i
 			return sessionstore.NotFound(id)
 		}
 		revision = fsm.Revision(tx.ClusterID(), rec)
-		if p, sz, ok := n.artifacts.Current(id, rec.LastChangeIndex); ok && fromFile {
-			path, size = p, sz
+		if cur, ok := n.artifacts.Current(id, rec.LastChangeIndex); ok && fromFile {
+			w = cur
 			return nil
 		}
 		fr = &frameReader{n: n, id: id, revision: revision, incarnation: rec.Incarnation, frames: rec.Frames,
@@ -604,10 +584,11 @@ func (n *Node) artifact(id string, fromFile bool) (revision, path string, size i
 	if fr != nil {
 		rendered = fr
 	}
-	return revision, path, size, rendered, err
+	return revision, w, rendered, err
 }
 
-// frameReader encodes an artifact's frames one at a time.
+// frameReader encodes an artifact's frames one at a time, each in its own
+// read transaction (verified like every read of stored events).
 type frameReader struct {
 	n           *Node
 	id          string
@@ -625,7 +606,7 @@ func (f *frameReader) Read(p []byte) (int, error) {
 		}
 		f.next++
 		err := f.n.state.View(func(tx *storage.Tx) error {
-			rec, err := fsm.DecodeRecord(tx.Record(f.id))
+			rec, err := fsm.ReadRecord(tx, f.id)
 			if err != nil {
 				return err
 			}
@@ -633,13 +614,14 @@ func (f *frameReader) Read(p []byte) (int, error) {
 				return sessionstore.Errorf(sessionstore.ReasonNotFound,
 					"session %s was deleted while being read (revision %s)", sessionstore.Quote(f.id), f.revision)
 			}
-			frames, err := fsm.EncodeFrames(tx, f.id, f.next, f.next)
+			frames, err := fsm.EncodeFrames(tx, f.id, f.incarnation, f.next, f.next)
 			if len(frames) == 1 {
 				f.buf = frames[0]
 			}
 			return err
 		})
 		if err != nil {
+			f.n.repairAfter(err)
 			return 0, storageErr(err)
 		}
 	}
@@ -722,6 +704,7 @@ func (n *Node) Watch(ctx context.Context, id string, from int64, progress time.D
 		// A chunk per read: a watcher far behind holds one chunk, not the log.
 		s, err := n.readUpTo(id, cursor, readChunkBytes)
 		if err != nil {
+			n.repairAfter(err)
 			return storageErr(err)
 		}
 		if s.rec == nil {

@@ -117,6 +117,15 @@ func newTransport(ctx context.Context, bind, advertise string, pair *TLSPair, hs
 		MaxPool: 3,
 		Timeout: 10 * time.Second,
 		Logger:  hl,
+		// No pipelined AppendEntries: after a follower answers
+		// Success=false, hashicorp/raft 1.8's pipeline can park its sender on
+		// a full in-progress channel while the decoder waits for a consumer
+		// that has gone; the leader then never replicates to that follower
+		// again and Shutdown waits forever (seen in a partition test). One
+		// request at a time costs little: our proposer groups commands into
+		// large entries, and HashiCorp measured the pipeline as no gain with
+		// batching.
+		MaxRPCsInFlight: 1,
 	}), sl, nil
 }
 

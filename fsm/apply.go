@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -20,7 +21,23 @@ type applier struct {
 	now    int64
 	frames *[]Frame // frames written in this batch, for the artifact writer
 	// metrics are side effects only: never read back (determinism).
-	metrics *Metrics
+	metrics  *Metrics
+	repairer Repairer // nil: a damaged event stops the node
+}
+
+// events reads a session's events [from, to), verified. A damaged event is
+// repaired from this node's artifact when the artifact holds the bytes its
+// checksum names (the very bytes every replica stored: determinism holds);
+// otherwise the error stops this node rather than let it apply on wrong bytes.
+func (a *applier) events(id string, rec *fsmpb.SessionRecord, from, to int64) ([][]byte, error) {
+	evs, err := a.tx.Events(id, rec.Incarnation, from, to)
+	var ce *storage.ChecksumError
+	if errors.As(err, &ce) && a.repairer != nil {
+		if n, rerr := a.repairer.RepairEvents(a.tx, id, rec.Incarnation, rec.NextSeq); rerr == nil && n > 0 {
+			return a.tx.Events(id, rec.Incarnation, from, to)
+		}
+	}
+	return evs, err
 }
 
 // apply runs one command. It returns the command's result, the session it
@@ -147,7 +164,7 @@ func (a *applier) deduped(r request, fn func() (*fsmpb.Result, bool, error)) (*f
 	}
 	// Only a session that exists can remember request ids; a stale repair is a
 	// non-answer the proposer retries, so it is not remembered.
-	if key != "" && !res.Stale && a.tx.Record(id) != nil {
+	if key != "" && !res.Stale && a.tx.HasSession(id) {
 		stored := res
 		if bind {
 			stored = proto.Clone(res).(*fsmpb.Result)
@@ -181,7 +198,7 @@ func (a *applier) storedResult(id, key string) (*fsmpb.Result, error) {
 }
 
 func (a *applier) record(id string) (*fsmpb.SessionRecord, error) {
-	return DecodeRecord(a.tx.Record(id))
+	return ReadRecord(a.tx, id)
 }
 
 func (a *applier) putRecord(id string, r *fsmpb.SessionRecord) error {
@@ -252,9 +269,13 @@ func (a *applier) append(c *fsmpb.Append, lim *fsmpb.Limits) (*fsmpb.Result, str
 	// byte-identical to the stored one succeeds as a duplicate.
 	n := int64(len(c.Events))
 	if n > 0 && c.FirstSeq >= 0 && c.FirstSeq+n <= rec.NextSeq {
+		stored, err := a.events(id, rec, c.FirstSeq, c.FirstSeq+n)
+		if err != nil {
+			return nil, "", err
+		}
 		same := true
 		for i, ev := range c.Events {
-			if !bytes.Equal(a.tx.Event(id, c.FirstSeq+int64(i)), ev) {
+			if !bytes.Equal(stored[i], ev) {
 				same = false
 				break
 			}
@@ -299,7 +320,7 @@ func (a *applier) append(c *fsmpb.Append, lim *fsmpb.Limits) (*fsmpb.Result, str
 
 // writeFrame appends events as one artifact frame and advances the record.
 func (a *applier) writeFrame(id string, rec *fsmpb.SessionRecord, events [][]byte) error {
-	if err := a.tx.PutEvents(id, rec.NextSeq, events); err != nil {
+	if err := a.tx.PutEvents(id, rec.Incarnation, rec.NextSeq, events); err != nil {
 		return err
 	}
 	size := a.eventBytes(id, rec) + batchBytes(events)
@@ -469,7 +490,7 @@ func (a *applier) eventBytes(id string, rec *fsmpb.SessionRecord) int64 {
 		return *rec.EventBytes
 	}
 	var n int64
-	_ = a.tx.ForEachEvent(id, 0, rec.NextSeq, func(_ int64, ev []byte) error { n += int64(len(ev)); return nil })
+	_ = a.tx.ForEachEvent(id, rec.Incarnation, 0, rec.NextSeq, func(_ int64, ev []byte) error { n += int64(len(ev)); return nil })
 	rec.EventBytes = &n
 	return n
 }
@@ -540,7 +561,7 @@ func (a *applier) repair(c *fsmpb.Repair) (*fsmpb.Result, bool, error) {
 		return errResult(sessionstore.Errorf(sessionstore.ReasonSessionLive,
 			"cannot prepare session %s while it is live", sessionstore.Quote(id))), false, nil
 	}
-	events, err := a.tx.Events(id, 0, rec.NextSeq)
+	events, err := a.events(id, rec, 0, rec.NextSeq)
 	if err != nil {
 		return nil, false, err
 	}

@@ -42,6 +42,7 @@ type Artifacts struct {
 	// sum so a scrape never walks the directory.
 	markBytes int64
 	idle      chan struct{} // closed when nothing is pending
+	running   bool          // a pass is under way (its work no longer in dirty)
 
 	// pending holds the frames applied batches handed over, per session, so
 	// the writer can frame them without reading them back from the state
@@ -52,6 +53,9 @@ type Artifacts struct {
 	// deleted are sessions deleted since the last pass: their artifacts go
 	// first.
 	deleted map[string]struct{}
+	// damaged are sessions whose artifact failed Verify: not served (Current
+	// says it lags) until a pass has rewritten it whole.
+	damaged map[string]struct{}
 
 	// unflushed watermarks; persisted at most every flushEvery so the writer
 	// does not compete with the Raft log for its file's single writer lock. A
@@ -129,24 +133,59 @@ func (a *Artifacts) Healthy() error {
 	return a.lastErr
 }
 
-// Current returns the artifact path of a session and the length of its
-// prefix that holds exactly the state at lastChange; ok is false while the
-// artifact lags. (The file may already be longer: serve only that prefix.)
-func (a *Artifacts) Current(id string, lastChange uint64) (string, int64, bool) {
+// Current returns the watermark of a session's artifact: its path, and the
+// length (Bytes) and checksum (Sum) of its prefix that holds exactly the state
+// at lastChange; ok is false while the artifact lags or awaits a rewrite. (The
+// file may already be longer: serve only that prefix, after Verify.)
+func (a *Artifacts) Current(id string, lastChange uint64) (storage.Watermark, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	w, ok := a.marks[id]
-	if !ok || w.LastIndex != lastChange {
-		return "", 0, false
+	if _, bad := a.damaged[id]; bad || !ok || !w.HasSum || w.LastIndex != lastChange {
+		return storage.Watermark{}, false
 	}
-	return w.Path, w.Bytes, true
+	return w, true
+}
+
+// Verify checks the artifact prefix Current returned before it is served: its
+// CRC-32C must be the watermark's. The start-up pass only compares each
+// file's size with its watermark (a stat, no read); damage of the same size,
+// or anything done to the file while the node runs, is caught here. A failure
+// is counted (sessionstore_artifact_verify_failures_total), logged, and the
+// session's artifact is rewritten whole from the state database; the caller
+// serves the state database's encoding meanwhile, never the bad bytes.
+func (a *Artifacts) Verify(id string, w storage.Watermark) error {
+	f, err := os.Open(w.Path)
+	if err == nil {
+		err = storage.VerifyArtifact(f, w.Bytes, w.Sum)
+		f.Close()
+	}
+	if err == nil {
+		return nil
+	}
+	if !os.IsNotExist(err) { // a missing file may just be a concurrent delete
+		a.metrics.ArtifactCorrupt.Inc()
+		a.logger.Error("artifact failed verification; serving from the state database and rebuilding it", "session", id, "path", w.Path, "err", err)
+	}
+	a.mu.Lock()
+	if a.damaged == nil {
+		a.damaged = map[string]struct{}{}
+	}
+	a.damaged[id] = struct{}{}
+	a.dirty[id] = struct{}{}
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+	return err
 }
 
 // WaitIdle blocks until every known change is written or ctx ends.
 func (a *Artifacts) WaitIdle(ctx context.Context) error {
 	for {
 		a.mu.Lock()
-		pending := a.all || len(a.dirty) > 0
+		pending := a.all || len(a.dirty) > 0 || a.running
 		idle := a.idle
 		a.mu.Unlock()
 		if !pending {
@@ -158,7 +197,7 @@ func (a *Artifacts) WaitIdle(ctx context.Context) error {
 			case <-time.After(10 * time.Millisecond):
 				// idle is closed at the end of a pass; poll in case no pass runs.
 				a.mu.Lock()
-				pending = a.all || len(a.dirty) > 0
+				pending = a.all || len(a.dirty) > 0 || a.running
 				a.mu.Unlock()
 				if !pending {
 					return nil
@@ -184,15 +223,27 @@ func (a *Artifacts) Run(ctx context.Context) {
 		dirty := a.dirty
 		pending := a.pending
 		deleted := a.deleted
+		damaged := make(map[string]struct{}, len(a.damaged))
+		for id := range a.damaged {
+			damaged[id] = struct{}{}
+		}
+		work := all || len(dirty) > 0 || len(deleted) > 0
+		a.running = work
 		a.all = false
 		a.dirty = map[string]struct{}{}
 		a.pending, a.pendingBytes, a.deleted = nil, 0, nil
 		marks := a.marks
 		a.mu.Unlock()
-		if all || len(dirty) > 0 || len(deleted) > 0 {
-			err := a.pass(all, dirty, deleted, marks, pending)
+		if work {
+			err := a.pass(all, dirty, deleted, damaged, marks, pending)
 			a.mu.Lock()
+			a.running = false
 			a.lastErr = err
+			if err == nil {
+				for id := range damaged {
+					delete(a.damaged, id)
+				}
+			}
 			if err != nil {
 				// Retry the whole pass later; keep what was pending.
 				a.all = a.all || all
@@ -240,11 +291,11 @@ func (a *Artifacts) Run(ctx context.Context) {
 }
 
 // pass brings the given sessions (or all) up to date.
-func (a *Artifacts) pass(all bool, dirty, deleted map[string]struct{}, marks map[string]storage.Watermark, pending map[string][]Frame) error {
+func (a *Artifacts) pass(all bool, dirty, deleted, damaged map[string]struct{}, marks map[string]storage.Watermark, pending map[string][]Frame) error {
 	if marks == nil {
 		// First pass, or after a restore: start from the persisted watermarks;
 		// sync checks each against the state and the file.
-		loaded, err := a.local.Watermarks()
+		loaded, err := a.local.Watermarks(a.root)
 		if err != nil {
 			return err
 		}
@@ -253,7 +304,9 @@ func (a *Artifacts) pass(all bool, dirty, deleted map[string]struct{}, marks map
 	if all {
 		ids := map[string]struct{}{}
 		err := a.db.View(func(tx *storage.Tx) error {
-			return tx.ForEachSession("", false, func(id string, _ []byte) error {
+			// Ids only: a damaged record fails that session's sync below,
+			// not every session's.
+			return tx.ForEachSessionUnchecked(func(id string, _ []byte) error {
 				ids[id] = struct{}{}
 				return nil
 			})
@@ -276,7 +329,7 @@ func (a *Artifacts) pass(all bool, dirty, deleted map[string]struct{}, marks map
 	lagging := 0
 	cleared := map[string]bool{}
 	for id := range deleted {
-		if err := removeArtifact(marks[id].Path); err != nil {
+		if err := a.removeArtifact(marks[id].Path); err != nil {
 			lagging++
 			if firstErr == nil {
 				firstErr = fmt.Errorf("removing the artifact of deleted session %q: %w", id, err)
@@ -286,10 +339,16 @@ func (a *Artifacts) pass(all bool, dirty, deleted map[string]struct{}, marks map
 		cleared[id] = true
 		dirty[id] = struct{}{} // a new incarnation may already exist
 	}
+	for id := range damaged {
+		dirty[id] = struct{}{}
+	}
 	for id := range dirty {
 		old := marks[id]
 		if cleared[id] {
 			old = storage.Watermark{}
+		}
+		if _, bad := damaged[id]; bad {
+			old.HasSum = false // rewrite whole (or remove): no byte of the damaged file is kept
 		}
 		w, ok, err := a.syncPending(old, pending[id])
 		if err == nil && !ok {
@@ -344,7 +403,7 @@ func (a *Artifacts) flushWatermarks(force bool) error {
 	if len(a.unflushed) == 0 || (!force && time.Since(a.lastFlush) < flushEvery) {
 		return nil
 	}
-	if err := a.local.PutWatermarks(a.unflushed); err != nil {
+	if err := a.local.PutWatermarks(a.root, a.unflushed); err != nil {
 		return err
 	}
 	a.unflushed = nil
@@ -366,7 +425,7 @@ func pendingSize(fs []Frame) int {
 // continue the artifact exactly where its watermark ends; ok is false when
 // they do not (the caller then reads the state database).
 func (a *Artifacts) syncPending(w storage.Watermark, fs []Frame) (storage.Watermark, bool, error) {
-	if len(fs) == 0 || fs[0].N != w.Frames+1 {
+	if len(fs) == 0 || fs[0].N != w.Frames+1 || (w.Frames > 0 && !w.HasSum) {
 		return w, false, nil
 	}
 	for i := 1; i < len(fs); i++ {
@@ -383,7 +442,7 @@ func (a *Artifacts) syncPending(w storage.Watermark, fs []Frame) (storage.Waterm
 		if err != nil {
 			return w, false, err
 		}
-		path, w.Bytes = p, 0
+		path, w.Bytes, w.Sum = p, 0, 0
 		data = EncodeHeaderFrame(h)
 	} else if path == "" {
 		return w, false, nil
@@ -403,7 +462,8 @@ func (a *Artifacts) syncPending(w storage.Watermark, fs []Frame) (storage.Waterm
 	}
 	a.metrics.ArtifactBytes.Add(float64(len(data)))
 	last := fs[len(fs)-1]
-	return storage.Watermark{LastIndex: last.Index, Bytes: size, Frames: last.N, Path: path}, true, nil
+	return storage.Watermark{LastIndex: last.Index, Bytes: size, Frames: last.N, Path: path,
+		Sum: storage.ArtifactSum(w.Sum, data), HasSum: true}, true, nil
 }
 
 // sync makes one session's artifact current and returns its new watermark.
@@ -416,7 +476,7 @@ func (a *Artifacts) sync(id string, w storage.Watermark) (storage.Watermark, err
 	)
 	err := a.db.View(func(tx *storage.Tx) error {
 		var err error
-		rec, err = DecodeRecord(tx.Record(id))
+		rec, err = ReadRecord(tx, id)
 		if err != nil || rec == nil || !rec.Materialized {
 			return err
 		}
@@ -424,18 +484,19 @@ func (a *Artifacts) sync(id string, w storage.Watermark) (storage.Watermark, err
 		if err != nil {
 			return err
 		}
-		if w.Path == path && w.LastIndex == rec.LastChangeIndex && w.Frames == rec.Frames && sizeIs(path, w.Bytes) {
+		if w.HasSum && w.Path == path && w.LastIndex == rec.LastChangeIndex && w.Frames == rec.Frames && sizeIs(path, w.Bytes) {
 			return nil
 		}
 		// A watermark older than the session's incarnation belongs to a
-		// deleted predecessor under the same path: start over.
-		full = !(w.Path == path && w.Frames <= rec.Frames && w.Bytes > 0 && w.LastIndex >= rec.Incarnation && sizeIs(path, w.Bytes))
+		// deleted predecessor under the same path: start over. So does one
+		// without a checksum (converted from 2f2e872).
+		full = !(w.HasSum && w.Path == path && w.Frames <= rec.Frames && w.Bytes > 0 && w.LastIndex >= rec.Incarnation && sizeIs(path, w.Bytes))
 		from := w.Frames + 1
 		if full {
 			from = 1
 			frames = append(frames, EncodeHeaderFrame(HeaderFromPB(rec.Header)))
 		}
-		more, err := EncodeFrames(tx, id, from, rec.Frames)
+		more, err := EncodeFrames(tx, id, rec.Incarnation, from, rec.Frames)
 		frames = append(frames, more...)
 		return err
 	})
@@ -444,7 +505,7 @@ func (a *Artifacts) sync(id string, w storage.Watermark) (storage.Watermark, err
 	}
 	if rec == nil {
 		// Deleted (or never materialised): no artifact may remain.
-		if err := removeArtifact(w.Path); err != nil {
+		if err := a.removeArtifact(w.Path); err != nil {
 			return w, err
 		}
 		return storage.Watermark{}, nil
@@ -460,11 +521,12 @@ func (a *Artifacts) sync(id string, w storage.Watermark) (storage.Watermark, err
 		data = append(data, f...)
 	}
 	var size int64
+	sum := storage.ArtifactSum(w.Sum, data)
 	if full {
 		if err := storage.WriteArtifact(path, data); err != nil {
 			return w, err
 		}
-		size = int64(len(data))
+		size, sum = int64(len(data)), storage.ArtifactSum(0, data)
 	} else {
 		size, err = storage.AppendArtifact(path, w.Bytes, data)
 		if err != nil {
@@ -472,14 +534,18 @@ func (a *Artifacts) sync(id string, w storage.Watermark) (storage.Watermark, err
 		}
 	}
 	a.metrics.ArtifactBytes.Add(float64(len(data)))
-	return storage.Watermark{LastIndex: rec.LastChangeIndex, Bytes: size, Frames: rec.Frames, Path: path}, nil
+	return storage.Watermark{LastIndex: rec.LastChangeIndex, Bytes: size, Frames: rec.Frames, Path: path, Sum: sum, HasSum: true}, nil
 }
 
 // removeArtifact removes a session's artifact file and its directory when
-// that is left empty (a missing file is fine).
-func removeArtifact(path string) error {
+// that is left empty (a missing file is fine). A path outside the artifact
+// root is refused: nothing outside the node's own directory is ever removed.
+func (a *Artifacts) removeArtifact(path string) error {
 	if path == "" {
 		return nil
+	}
+	if _, err := storage.ArtifactRel(a.root, path); err != nil {
+		return err
 	}
 	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
 		return err
@@ -498,15 +564,16 @@ func EncodeHeaderFrame(h sessionstore.Header) []byte {
 	return storage.EncodeFrame(nil, append(sessionlog.HeaderLine(h), '\n'))
 }
 
-// EncodeFrames encodes a session's event frames from..to (1-based, inclusive),
+// EncodeFrames encodes a session's event frames from..to (1-based, inclusive)
+// of incarnation inc,
 // each holding the events of one Append or repair command, one line each.
-func EncodeFrames(tx *storage.Tx, id string, from, to uint64) ([][]byte, error) {
+func EncodeFrames(tx *storage.Tx, id string, inc uint64, from, to uint64) ([][]byte, error) {
 	var out [][]byte
 	var plain []byte
 	for n := from; n <= to && n >= 1; n++ {
 		start, end := tx.FrameEnd(id, n-1), tx.FrameEnd(id, n)
 		plain = plain[:0]
-		err := tx.ForEachEvent(id, start, end, func(_ int64, ev []byte) error {
+		err := tx.ForEachEvent(id, inc, start, end, func(_ int64, ev []byte) error {
 			plain = append(append(plain, ev...), '\n')
 			return nil
 		})

@@ -47,8 +47,8 @@ func TestApplyDelete(t *testing.T) {
 		}
 	}
 	_ = db.View(func(tx *storage.Tx) error {
-		rec, _ := DecodeRecord(tx.Record("s"))
-		if rec.Incarnation != 8 || rec.NextSeq != 1 || tx.Event("s", 1) != nil {
+		rec, _ := ReadRecord(tx, "s")
+		if rec.Incarnation != 8 || rec.NextSeq != 1 || tx.SumsEnd("s") != 1 {
 			t.Fatalf("new incarnation: %+v", rec)
 		}
 		if tx.PrincipalSessions("alice") != 0 {

@@ -58,7 +58,12 @@ type FSM struct {
 	// maxVersion, when set, is the newest command version applied: tests
 	// stand in for an older build with it.
 	maxVersion uint32
+	repair     Repairer
 }
+
+// RepairFrom makes damaged events found while applying repairable from r
+// (before Raft starts).
+func (f *FSM) RepairFrom(r Repairer) { f.repair = r }
 
 // LimitVersion makes the FSM refuse (panic on) entries above command version
 // v, as a build that only knows v would; 0 keeps this build's CommandVersion.
@@ -67,6 +72,11 @@ func (f *FSM) LimitVersion(v uint32) { f.maxVersion = v }
 // New returns an FSM over db. Observer, when set, runs after every committed
 // batch in the apply goroutine: it must not block.
 func New(db *storage.StateDB, logger *slog.Logger, metrics *Metrics, observer func(Applied)) (*FSM, error) {
+	if n, err := EnsureChecksums(db); err != nil {
+		return nil, fmt.Errorf("adding checksums to the state database: %w", err)
+	} else if n > 0 {
+		logger.Info("state database converted: checksums added (written by a build without them)", "sessions", n)
+	}
 	idx, _, err := db.AppliedIndex()
 	if err != nil {
 		return nil, err
@@ -209,7 +219,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 				// Replicas must not diverge: stop this node rather than skip.
 				panic(fmt.Sprintf("fsm: undecodable entry at index %d: %v", l.Index, err))
 			}
-			a := &applier{tx: tx, index: l.Index, now: clamp(tx, e.NowUnixMs), frames: &frames, metrics: f.metrics}
+			a := &applier{tx: tx, index: l.Index, now: clamp(tx, e.NowUnixMs), frames: &frames, metrics: f.metrics, repairer: f.repair}
 			res := make([]*fsmpb.Result, len(e.Commands))
 			for j, c := range e.Commands {
 				r, touched, err := a.apply(c)
@@ -270,7 +280,12 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	start := time.Now()
-	if err := f.db.Restore(rc); err != nil {
+	// A snapshot whose checksums fail is refused before it replaces the state
+	// (damage must not spread); one without checksums (2f2e872) is converted.
+	if err := f.db.Restore(rc, VerifyAll); err != nil {
+		return err
+	}
+	if _, err := EnsureChecksums(f.db); err != nil {
 		return err
 	}
 	idx, _, err := f.db.AppliedIndex()
@@ -295,6 +310,14 @@ type fsmSnapshot struct {
 
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	start := time.Now()
+	// Never ship damage: every record and event is verified first (one more
+	// read of the state; the snapshot reads it all anyway).
+	if err := VerifyAll(s.sn.Tx()); err != nil {
+		s.metrics.SnapshotErrors.Inc()
+		s.logger.Error("snapshot refused: the state database is damaged", "err", err)
+		_ = sink.Cancel()
+		return err
+	}
 	n, err := s.sn.WriteTo(sink)
 	if err != nil {
 		s.metrics.SnapshotErrors.Inc()

@@ -100,7 +100,8 @@ func TestApplyCreateAppendRepair(t *testing.T) {
 		t.Errorf("applied = %d, want 5", f.AppliedIndex())
 	}
 	_ = db.View(func(tx *storage.Tx) error {
-		evs, _ := tx.Events("s", 0, 10)
+		rec, _ := ReadRecord(tx, "s")
+		evs, _ := tx.Events("s", rec.Incarnation, 0, rec.NextSeq)
 		if len(evs) != 4 || !strings.Contains(string(evs[3]), `"interrupted"`) {
 			t.Errorf("stored events = %q", evs)
 		}
@@ -122,7 +123,8 @@ func TestReplayIsSkipped(t *testing.T) {
 		t.Fatalf("replayed entries should be skipped, got %v", out)
 	}
 	_ = db.View(func(tx *storage.Tx) error {
-		evs, _ := tx.Events("s", 0, 10)
+		rec, _ := ReadRecord(tx, "s")
+		evs, _ := tx.Events("s", rec.Incarnation, 0, rec.NextSeq)
 		if len(evs) != 2 {
 			t.Errorf("events = %d, want 2", len(evs))
 		}

@@ -48,10 +48,10 @@ func TestApplyQuotas(t *testing.T) {
 		}
 	}
 	_ = db.View(func(tx *storage.Tx) error {
-		if tx.Record("a3") == nil || tx.PrincipalSessions("alice") != 3 || tx.PrincipalSessions("bob") != 1 {
+		if !tx.HasSession("a3") || tx.PrincipalSessions("alice") != 3 || tx.PrincipalSessions("bob") != 1 {
 			t.Fatalf("principal counts: alice %d bob %d", tx.PrincipalSessions("alice"), tx.PrincipalSessions("bob"))
 		}
-		rec, _ := DecodeRecord(tx.Record("a1"))
+		rec, _ := ReadRecord(tx, "a1")
 		if rec.NextSeq != 3 || rec.GetEventBytes() == 0 || rec.Creator != "alice" {
 			t.Fatalf("a1: next %d bytes %d creator %q", rec.NextSeq, rec.GetEventBytes(), rec.Creator)
 		}
@@ -73,7 +73,7 @@ func TestApplyQuotaClosersExempt(t *testing.T) {
 		}
 	}
 	_ = db.View(func(tx *storage.Tx) error {
-		rec, _ := DecodeRecord(tx.Record("s"))
+		rec, _ := ReadRecord(tx, "s")
 		if rec.NextSeq <= 2 {
 			t.Fatalf("closers were not appended past the quota: next seq %d", rec.NextSeq)
 		}
@@ -91,7 +91,7 @@ func TestEventBytesOfOldRecords(t *testing.T) {
 	want := int64(len(openTurn[0]) + len(openTurn[1]))
 	// Forget the size as a record of an older build would.
 	err := db.Update(func(tx *storage.Tx) error {
-		rec, _ := DecodeRecord(tx.Record("s"))
+		rec, _ := ReadRecord(tx, "s")
 		if rec.GetEventBytes() != want {
 			t.Fatalf("stored size %d, want %d", rec.GetEventBytes(), want)
 		}

@@ -26,6 +26,7 @@ type Metrics struct {
 	ArtifactBytes   prometheus.Counter
 	ArtifactLagging prometheus.Gauge
 	ArtifactStored  prometheus.Gauge
+	ArtifactCorrupt prometheus.Counter
 
 	LeasesGranted  prometheus.Counter
 	LeasesRenewed  prometheus.Counter
@@ -67,6 +68,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sessionstore_artifact_lagging_sessions", Help: "Sessions whose artifact is behind the state database."}),
 		ArtifactStored: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sessionstore_artifact_bytes", Help: "Total size of this node's artifacts, as recorded by the artifact writer's watermarks (no directory walk)."}),
+		ArtifactCorrupt: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sessionstore_artifact_verify_failures_total", Help: "Artifacts that failed verification when served (damaged on disk); each is served from the state database and rewritten."}),
 		LeasesGranted:  leases.WithLabelValues("granted"),
 		LeasesRenewed:  leases.WithLabelValues("renewed"),
 		LeasesReleased: leases.WithLabelValues("released"),
@@ -75,7 +78,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.ApplySeconds, m.ApplyEntries, m.SnapshotBytes, m.SnapshotSeconds, m.Snapshots, m.SnapshotErrors,
-			m.Restores, m.RestoreSeconds, m.ArtifactErrors, m.ArtifactBytes, m.ArtifactLagging, m.ArtifactStored,
+			m.Restores, m.RestoreSeconds, m.ArtifactErrors, m.ArtifactBytes, m.ArtifactLagging, m.ArtifactStored, m.ArtifactCorrupt,
 			leases, m.FencedAppends)
 	}
 	return m

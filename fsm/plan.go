@@ -108,7 +108,7 @@ func (a *applier) openPlan(id string, epoch uint64, expectedNext int64, deferrab
 		ps.sum = summaryFromPB(rec.PlanSummary)
 		return ps, nil, nil
 	}
-	events, err := a.tx.Events(id, 0, rec.NextSeq)
+	events, err := a.events(id, rec, 0, rec.NextSeq)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -28,10 +28,10 @@ func storedRecord(t *testing.T, db *storage.StateDB, id string) (*fsmpb.SessionR
 	var evs [][]byte
 	err := db.View(func(tx *storage.Tx) error {
 		var err error
-		if rec, err = DecodeRecord(tx.Record(id)); err != nil || rec == nil {
+		if rec, err = ReadRecord(tx, id); err != nil || rec == nil {
 			return err
 		}
-		evs, err = tx.Events(id, 0, rec.NextSeq)
+		evs, err = tx.Events(id, rec.Incarnation, 0, rec.NextSeq)
 		return err
 	})
 	if err != nil {
@@ -151,7 +151,7 @@ func TestPlanSummaryRebuiltForOldRecords(t *testing.T) {
 		`{"type":"plan/mode","seq":0,"time":1,"data":{"active":true}}`,
 		`{"type":"turn/start","seq":1,"time":2,"data":{"turn":1}}`))
 	err := db.Update(func(tx *storage.Tx) error {
-		rec, err := DecodeRecord(tx.Record("s"))
+		rec, err := ReadRecord(tx, "s")
 		if err != nil {
 			return err
 		}

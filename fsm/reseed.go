@@ -33,6 +33,10 @@ type ReseedStats struct {
 // leader clock are kept as they are.
 func Reseed(db *storage.StateDB) (ReseedStats, error) {
 	var st ReseedStats
+	// A backup of a build without checksums (2f2e872) gets them first.
+	if _, err := EnsureChecksums(db); err != nil {
+		return st, err
+	}
 	err := db.Update(func(tx *storage.Tx) error {
 		if err := tx.ResetForNewCluster(); err != nil {
 			return err

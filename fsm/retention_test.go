@@ -58,11 +58,11 @@ func TestApplySweep(t *testing.T) {
 	}
 	_ = db.View(func(tx *storage.Tx) error {
 		for _, id := range []string{"a", "b", "c", "d"} {
-			if tx.Record(id) != nil || tx.Tombstone(id) == nil {
+			if tx.HasSession(id) || tx.Tombstone(id) == nil {
 				t.Errorf("%s: still stored, or no tombstone", id)
 			}
 		}
-		if tx.Record("unmaterialised") == nil {
+		if !tx.HasSession("unmaterialised") {
 			t.Error("retention removed a registration (that is --registration-ttl's job)")
 		}
 		return nil

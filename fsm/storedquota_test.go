@@ -84,7 +84,7 @@ func TestSessionByteQuotaCountsWhatIsStored(t *testing.T) {
 			if c.lim.GetCountStored() {
 				var stored int64
 				_ = db.View(func(tx *storage.Tx) error {
-					rec, _ := DecodeRecord(tx.Record("s"))
+					rec, _ := ReadRecord(tx, "s")
 					a := &applier{tx: tx}
 					stored = a.storedBytes("s", rec)
 					return nil

@@ -68,93 +68,103 @@ func (r *repairScan) register(id, step *value) {
 }
 
 func (r *repairScan) scan(evs []*storedEvent) error {
-	r.byKey = map[string]int{}
 	for _, e := range evs {
-		typ, ok := e.typeName()
-		if !ok {
-			continue
+		if err := r.add(e); err != nil {
+			return err
 		}
-		switch typ {
-		case "turn/start":
-			turn, err := jsGet(e.get("data"), "turn")
+	}
+	return nil
+}
+
+// add folds one event into the scan.
+func (r *repairScan) add(e *storedEvent) error {
+	if r.byKey == nil {
+		r.byKey = map[string]int{}
+	}
+	typ, ok := e.typeName()
+	if !ok {
+		return nil
+	}
+	switch typ {
+	case "turn/start":
+		turn, err := jsGet(e.get("data"), "turn")
+		if err != nil {
+			return err
+		}
+		r.turnOpen, r.turn = !turn.isNull(), turn
+		r.stepOpen, r.step = false, nil
+		r.clear()
+	case "turn/end":
+		r.turnOpen, r.turn = false, nil
+		r.stepOpen, r.step = false, nil
+		r.clear()
+	case "step/start":
+		step, err := jsGet(e.get("data"), "step")
+		if err != nil {
+			return err
+		}
+		r.stepOpen, r.step = !step.isNull(), step
+	case "step/end":
+		r.clear()
+		r.stepOpen, r.step = false, nil
+	case "assistant/message":
+		data := e.get("data")
+		message, err := jsGet(data, "message")
+		if err != nil {
+			return err
+		}
+		content, err := jsGet(message, "content")
+		if err != nil {
+			return err
+		}
+		if content == nil || (content.k != kArray && content.k != kString) {
+			return storedErr("assistant/message at seq %s: message content is not iterable", seqText(e))
+		}
+		for _, block := range content.arr { // a string iterates characters, none a tool-call
+			t, err := jsGet(block, "type")
 			if err != nil {
 				return err
 			}
-			r.turnOpen, r.turn = !turn.isNull(), turn
-			r.stepOpen, r.step = false, nil
-			r.clear()
-		case "turn/end":
-			r.turnOpen, r.turn = false, nil
-			r.stepOpen, r.step = false, nil
-			r.clear()
-		case "step/start":
-			step, err := jsGet(e.get("data"), "step")
-			if err != nil {
-				return err
-			}
-			r.stepOpen, r.step = !step.isNull(), step
-		case "step/end":
-			r.clear()
-			r.stepOpen, r.step = false, nil
-		case "assistant/message":
-			data := e.get("data")
-			message, err := jsGet(data, "message")
-			if err != nil {
-				return err
-			}
-			content, err := jsGet(message, "content")
-			if err != nil {
-				return err
-			}
-			if content == nil || (content.k != kArray && content.k != kString) {
-				return storedErr("assistant/message at seq %s: message content is not iterable", seqText(e))
-			}
-			for _, block := range content.arr { // a string iterates characters, none a tool-call
-				t, err := jsGet(block, "type")
+			if t.strEq("tool-call") {
+				id, _ := jsGet(block, "id")
+				step, err := jsGet(data, "step")
 				if err != nil {
 					return err
 				}
-				if t.strEq("tool-call") {
-					id, _ := jsGet(block, "id")
-					step, err := jsGet(data, "step")
-					if err != nil {
-						return err
-					}
-					r.register(id, step)
-				}
+				r.register(id, step)
 			}
-		case "tool/call":
-			callID, err := jsGet(e.get("data"), "callId")
-			if err != nil {
-				return err
-			}
-			if callID != nil && (callID.k == kObject || callID.k == kArray) {
-				continue // an object key matches no registered call
-			}
-			if i, ok := r.byKey[r.callKey(callID)]; ok {
-				r.calls[i].callSeq = e.get("seq")
-			}
-		case "tool/result":
-			message, err := jsGet(e.get("data"), "message")
-			if err != nil {
-				return err
-			}
-			source, err := jsGet(message, "source")
-			if err != nil {
-				return err
-			}
-			callID, err := jsGet(source, "callId")
-			if err != nil {
-				return err
-			}
-			if callID != nil && (callID.k == kObject || callID.k == kArray) {
-				continue
-			}
-			k := r.callKey(callID)
-			if i, ok := r.byKey[k]; ok {
-				r.calls[i].removed = true
-				delete(r.byKey, k)
-			}
+		}
+	case "tool/call":
+		callID, err := jsGet(e.get("data"), "callId")
+		if err != nil {
+			return err
+		}
+		if callID != nil && (callID.k == kObject || callID.k == kArray) {
+			return nil // an object key matches no registered call
+		}
+		if i, ok := r.byKey[r.callKey(callID)]; ok {
+			r.calls[i].callSeq = e.get("seq")
+		}
+	case "tool/result":
+		message, err := jsGet(e.get("data"), "message")
+		if err != nil {
+			return err
+		}
+		source, err := jsGet(message, "source")
+		if err != nil {
+			return err
+		}
+		callID, err := jsGet(source, "callId")
+		if err != nil {
+			return err
+		}
+		if callID != nil && (callID.k == kObject || callID.k == kArray) {
+			return nil
+		}
+		k := r.callKey(callID)
+		if i, ok := r.byKey[k]; ok {
+			r.calls[i].removed = true
+			delete(r.byKey, k)
 		}
 	}
 	return nil
@@ -177,7 +187,11 @@ func Closers(normalized [][]byte) ([][]byte, error) {
 	if err != nil || !open {
 		return nil, err
 	}
-	last := evs[len(evs)-1]
+	return r.closers(evs[len(evs)-1]), nil
+}
+
+// closers builds the closers of an open turn after the last event.
+func (r *repairScan) closers(last *storedEvent) [][]byte {
 	seq := last.get("seq").n + 1
 	time := last.get("time")
 	var out [][]byte
@@ -222,7 +236,7 @@ func Closers(normalized [][]byte) ([][]byte, error) {
 		closer("step/end", jsObj(jsMem("turn", r.turn), jsMem("step", r.step)))
 	}
 	closer("turn/end", jsObj(jsMem("turn", r.turn), jsMem("reason", jsObj(jsMem("kind", jsStr("interrupted"))))))
-	return out, nil
+	return out
 }
 
 // OpenTurn reports whether a normalised log ends inside a turn, that is,
@@ -242,10 +256,18 @@ func (r *repairScan) run(evs []*storedEvent) (bool, error) {
 	if err := r.scan(evs); err != nil {
 		return false, err
 	}
-	if !r.turnOpen || len(evs) == 0 {
+	if len(evs) == 0 {
 		return false, nil
 	}
-	if seq := evs[len(evs)-1].get("seq"); seq == nil || seq.k != kNumber {
+	return r.open(evs[len(evs)-1])
+}
+
+// open reports whether the scan ends inside a turn, last being the last event.
+func (r *repairScan) open(last *storedEvent) (bool, error) {
+	if !r.turnOpen {
+		return false, nil
+	}
+	if seq := last.get("seq"); seq == nil || seq.k != kNumber {
 		return false, storedErr("cannot close the open turn: the last event has no numeric seq")
 	}
 	return true, nil

@@ -95,12 +95,17 @@ func parseLog(events [][]byte) ([]*storedEvent, error) {
 	for i, raw := range events {
 		e, err := parseStored(raw)
 		if err != nil {
-			return nil, sessionstore.Errorf(sessionstore.ReasonInvalidStored,
-				"stored event at index %d is not a single-line JSON object: %s", i, err.Error())
+			return nil, parseLogErr(i, err)
 		}
 		out[i] = e
 	}
 	return out, nil
+}
+
+// parseLogErr is parseLog's error for the event at index i.
+func parseLogErr(i int, err error) error {
+	return sessionstore.Errorf(sessionstore.ReasonInvalidStored,
+		"stored event at index %d is not a single-line JSON object: %s", i, err.Error())
 }
 
 // jsGet reads v[key] the way JavaScript reads a property of a JSON value:

@@ -9,44 +9,53 @@ import "strings"
 // returned as INVALID_STORED_EVENT in the load-path form
 // `stored session "<id>" failed validation: Error: <msg>`.
 func ValidateSession(sessionID string, events [][]byte) error {
+	evs := make(logEvents, len(events))
+	sf := surface{originals: evs}
+	for index, raw := range events {
+		e, _ := parseStored(raw)
+		evs[index] = e
+		if err := sf.check(sessionID, e, index); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// check validates the event at index (nil: not parsable) and applies it to
+// the surface, returning ValidateSession's error for it.
+func (sf *surface) check(sessionID string, e *storedEvent, index int) error {
 	fail := func(format string, args ...any) error {
 		return WrapCorruption(sessionID, storedErr(format, args...))
 	}
-	evs := make([]*storedEvent, len(events))
-	sf := surface{events: evs}
-	for index, raw := range events {
-		e, err := parseStored(raw)
-		if err != nil {
-			return fail("seed event at index %d is not losslessly JSON-serializable", index)
-		}
-		evs[index] = e
-		typ := e.get("type")
-		if typ.strEq("request/header-delta") {
-			return fail("seed event at index %d uses unsupported legacy request/header-delta format", index)
-		}
-		if msg := envelopeProblem(e); msg != "" {
-			return fail("seed event at index %d %s", index, msg)
-		}
+	if e == nil {
+		return fail("seed event at index %d is not losslessly JSON-serializable", index)
+	}
+	typ := e.get("type")
+	if typ.strEq("request/header-delta") {
+		return fail("seed event at index %d uses unsupported legacy request/header-delta format", index)
+	}
+	if msg := envelopeProblem(e); msg != "" {
+		return fail("seed event at index %d %s", index, msg)
+	}
+	switch typ.s { // only these look into data (parsing it is most of the work)
+	case "request/header":
 		data := e.get("data")
-		switch typ.s {
-		case "request/header":
-			if msg := requestHeaderProblem(data, index); msg != "" {
-				return fail("%s", msg)
-			}
-		case "user/message", "assistant/message", "tool/result":
-			if msg := messageShapeProblem(typ.s, data, "seed "+typ.s+" at index "+itoa(index)); msg != "" {
-				return fail("%s", msg)
-			}
+		if msg := requestHeaderProblem(data, index); msg != "" {
+			return fail("%s", msg)
 		}
-		if typ.s == "request/header" && data.isRecord() && data.get("reason").strEq("fallback") {
+		if data.isRecord() && data.get("reason").strEq("fallback") {
 			return fail(`seed event at index %d uses unsupported legacy request/header reason "fallback"`, index)
 		}
-		if seq := e.get("seq").n; seq != float64(index) {
-			return fail("seed event at index %d has seq %s (expected %d); seed must be contiguous from 0", index, jsNumber(seq), index)
+	case "user/message", "assistant/message", "tool/result":
+		if msg := messageShapeProblem(typ.s, e.get("data"), "seed "+typ.s+" at index "+itoa(index)); msg != "" {
+			return fail("%s", msg)
 		}
-		if msg := sf.next(e, index); msg != "" {
-			return fail("invalid seed event at index %d: %s", index, msg)
-		}
+	}
+	if seq := e.get("seq").n; seq != float64(index) {
+		return fail("seed event at index %d has seq %s (expected %d); seed must be contiguous from 0", index, jsNumber(seq), index)
+	}
+	if msg := sf.next(e, index); msg != "" {
+		return fail("invalid seed event at index %d: %s", index, msg)
 	}
 	return nil
 }
@@ -110,8 +119,36 @@ func requestHeaderProblem(data *value, index int) string {
 
 // surface replays surface operations (spec §1.2) over a log being rebuilt.
 type surface struct {
-	events []*storedEvent // the log so far, indexed by seq
-	nodes  []int64        // current surface, as seqs in model-visible order
+	nodes     []int64 // current surface, as seqs in model-visible order
+	originals originals
+}
+
+// originals answers what a tool/result replacement compares with: the
+// surface node it shadows. ValidateSession looks it up in the whole log; the
+// Validator keeps a digest per tool/result on the surface instead.
+type originals interface {
+	// onSurface notes that e (at seq) joined the surface and that the
+	// shadowed nodes left it.
+	onSurface(seq int64, e *storedEvent, shadowed []int64)
+	// toolResult reports whether seq is a tool/result and whether its data
+	// equals stripped outside the inner result content (withoutResultContent).
+	toolResult(seq int64, stripped *value) (isToolResult, equal bool)
+}
+
+// logEvents is the log so far, indexed by seq.
+type logEvents []*storedEvent
+
+func (logEvents) onSurface(int64, *storedEvent, []int64) {}
+
+func (evs logEvents) toolResult(seq int64, stripped *value) (bool, bool) {
+	var original *storedEvent
+	if seq >= 0 && seq < int64(len(evs)) {
+		original = evs[seq]
+	}
+	if original == nil || !original.get("type").strEq("tool/result") {
+		return false, false
+	}
+	return true, deepEqual(withoutResultContent(original.get("data")), stripped)
 }
 
 func isSurfaceType(t string) bool {
@@ -142,6 +179,7 @@ func (sf *surface) next(e *storedEvent, index int) string {
 			return msg
 		}
 		sf.nodes = append(sf.nodes, seq)
+		sf.originals.onSurface(seq, e, nil)
 		return ""
 	}
 	if !op.isRecord() {
@@ -174,6 +212,7 @@ func (sf *surface) next(e *storedEvent, index int) string {
 	}
 	rest := append([]int64{seq}, sf.nodes[ei+1:]...)
 	sf.nodes = append(sf.nodes[:si], rest...)
+	sf.originals.onSurface(seq, e, shadowed)
 	return ""
 }
 
@@ -238,14 +277,11 @@ func (sf *surface) toolResultRewriteProblem(e *storedEvent, shadowed []int64) st
 	if len(shadowed) != 1 {
 		return "tool/result surface replacement must rewrite exactly one current node"
 	}
-	var original *storedEvent
-	if s := shadowed[0]; s >= 0 && s < int64(len(sf.events)) {
-		original = sf.events[s]
-	}
-	if original == nil || !original.get("type").strEq("tool/result") {
+	isToolResult, equal := sf.originals.toolResult(shadowed[0], withoutResultContent(e.get("data")))
+	if !isToolResult {
 		return "tool/result surface replacement must target a current tool/result"
 	}
-	if !deepEqual(withoutResultContent(original.get("data")), withoutResultContent(e.get("data"))) {
+	if !equal {
 		return "tool/result surface replacement may change only content"
 	}
 	return ""

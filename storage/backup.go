@@ -58,7 +58,7 @@ type backupTrailer struct {
 }
 
 // Tx gives typed read access to the snapshot's transaction.
-func (sn *Snapshot) Tx() *Tx { return &Tx{tx: sn.tx} }
+func (sn *Snapshot) Tx() *Tx { return &Tx{tx: sn.tx, fails: &sn.s.fails} }
 
 // DBBytes is the size of the database the snapshot copies.
 func (sn *Snapshot) DBBytes() int64 { return sn.tx.Size() }
@@ -261,7 +261,15 @@ func (t *Tx) ResetForNewCluster() error {
 	if err := m.Delete(keyClusterID); err != nil {
 		return err
 	}
-	return t.SetApplied(0, 0)
+	current := t.SumsCurrent()
+	if err := t.SetApplied(0, 0); err != nil {
+		return err
+	}
+	if !current {
+		// Still to convert: index 0 must not look current.
+		return m.Delete(keySums)
+	}
+	return nil
 }
 
 // SyncDir fsyncs a directory (after a rename into it).

@@ -51,7 +51,14 @@ const compactTmpSuffix = ".compact.tmp"
 // durable, and is then removed.
 func CompactState(path string) (CompactResult, error) {
 	return compactFile(path,
-		func(p string) (*bbolt.DB, error) { return openStateFile(p, StateOptions{}) },
+		func(p string) (*bbolt.DB, error) {
+			// bbolt trusts its file: a damaged page would crash the command
+			// inside bbolt's Open (statecheck.go).
+			if err := CheckStateFile(p); err != nil {
+				return nil, err
+			}
+			return openStateFile(p, StateOptions{})
+		},
 		func(p string) (func() error, func(*bbolt.DB) (string, error), error) {
 			s, err := OpenState(p, StateOptions{})
 			if err != nil {

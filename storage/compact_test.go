@@ -16,7 +16,7 @@ func cpDump(t *testing.T, s *StateDB) map[string][][]byte {
 	err := s.View(func(tx *Tx) error {
 		return tx.ForEachSession("", false, func(id string, rec []byte) error {
 			entry := [][]byte{bytes.Clone(rec)}
-			err := tx.ForEachEvent(id, 0, 1<<62, func(_ int64, ev []byte) error {
+			err := tx.ForEachEvent(id, 7, 0, tx.SumsEnd(id), func(_ int64, ev []byte) error {
 				entry = append(entry, bytes.Clone(ev))
 				return nil
 			})
@@ -48,7 +48,7 @@ func cpFill(t *testing.T, s *StateDB, sessions, rounds int) {
 					return err
 				}
 				ev := []byte(fmt.Sprintf(`{"type":"x","seq":%d,"data":%q}`, r, bytes.Repeat([]byte("e"), 200)))
-				if err := tx.PutEvents(id, int64(r), [][]byte{ev}); err != nil {
+				if err := tx.PutEvents(id, 7, int64(r), [][]byte{ev}); err != nil {
 					return err
 				}
 			}

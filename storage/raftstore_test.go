@@ -246,11 +246,15 @@ func TestOpenRaftStore(t *testing.T) {
 			if err := st.Put([]byte("LastVoteCand"), []byte("node-3")); err != nil {
 				return err
 			}
-			wm, err := tx.CreateBucket(bucketWatermarks)
+			wm, err := tx.CreateBucket(bucketWatermarksV0)
 			if err != nil {
 				return err
 			}
-			return wm.Put([]byte("session-a"), encodeWatermark(Watermark{LastIndex: 9, Bytes: 10, Frames: 2, Path: "a.jsonl.zst"}))
+			v0 := binary.BigEndian.AppendUint64(nil, 9)                               // last index
+			v0 = binary.BigEndian.AppendUint64(v0, 10)                                // bytes
+			v0 = binary.BigEndian.AppendUint64(v0, 2)                                 // frames
+			v0 = append(v0, "/old/data/artifacts/_no-cwd/session-a/"+ArtifactName...) // 2f2e872: absolute
+			return wm.Put([]byte("session-a"), v0)
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -270,8 +274,9 @@ func TestOpenRaftStore(t *testing.T) {
 			if v, err := s.Get([]byte("LastVoteCand")); err != nil || string(v) != "node-3" {
 				t.Errorf("round %d: Get(LastVoteCand) = %q, %v; want node-3, nil", round, v, err)
 			}
-			if ws, err := s.Watermarks(); err != nil || ws["session-a"].LastIndex != 9 {
-				t.Errorf("round %d: Watermarks() = %v, %v; want session-a at 9", round, ws, err)
+			wantPath := filepath.Join("/new/artifacts", "_no-cwd", "session-a", ArtifactName)
+			if ws, err := s.Watermarks("/new/artifacts"); err != nil || ws["session-a"].LastIndex != 9 || ws["session-a"].Path != wantPath || ws["session-a"].HasSum {
+				t.Errorf("round %d: Watermarks() = %v, %v; want session-a at 9 in %s", round, ws, err, wantPath)
 			}
 			if err := s.SetUint64([]byte("CurrentTerm"), 5); err != nil {
 				t.Errorf("round %d: SetUint64: %v", round, err)

@@ -3,10 +3,13 @@ package storage
 // Every bucket and key of the state database, in one place. Changing any of them
 // is a format change: bump StateFormatVersion and add a migration.
 //
-//	meta/                       applied_index, applied_term, cluster_id, clock_ms, format
+//	meta/                       applied_index, applied_term, cluster_id, clock_ms, format, sums
 //	sessions/<id>/              one nested bucket per session id (raw id bytes; ids may hold any byte)
 //	    r                       the session record (fsmpb.SessionRecord, encoded by fsm)
+//	    s                       CRC-32C of the record (4 BE, checksum.go)
 //	    e/<seq:8 BE>            event bytes, verbatim
+//	    c/<first seq:8 BE>      CRC-32C (4 BE each, checksum.go) of the events first, first+1, ...
+//	                            of one PutEvents call: one entry per append batch
 //	    f/<frame:8 BE>          end seq (exclusive, 8 BE) of artifact frame n (frame 0 is the header)
 //	    q/k<request id>         <order:8 BE><time ms:8 BE><encoded result>
 //	    q/o<order:8 BE>         <request id>
@@ -19,6 +22,15 @@ package storage
 //	                            format bump: older builds never read it, a missing bucket is 0)
 //	tombstones/<id>             fsmpb.Tombstone of a deleted session (what, when, the deleting
 //	                            request's answer); added without a format bump like principals/
+//
+// The checksums (s, c/ and meta sums) were added without a format bump too, so
+// 2f2e872 still reads a database, snapshot or backup of this build (a rolling
+// upgrade installs new snapshots on old voters). meta/sums is the applied index
+// up to which every record and event has its checksum: SetApplied advances it
+// with the applied index only when they were equal, and a build without
+// checksums (2f2e872) advances the applied index alone. When they differ at
+// open or after a snapshot install, fsm converts (EnsureChecksums): it adds
+// the missing checksums and recomputes the record ones.
 const StateFormatVersion = 1
 
 var (
@@ -32,9 +44,12 @@ var (
 	keyClusterID    = []byte("cluster_id")
 	keyClock        = []byte("clock_ms")
 	keyFormat       = []byte("format")
+	keySums         = []byte("sums")
 
 	keyRecord    = []byte("r")
+	keyRecordSum = []byte("s")
 	bucketEvents = []byte("e")
+	bucketSums   = []byte("c")
 	bucketFrames = []byte("f")
 	bucketReqs   = []byte("q")
 	keyReqNext   = []byte("n")

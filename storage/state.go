@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -44,7 +45,13 @@ type StateDB struct {
 
 	mu sync.RWMutex // guards db against the swap in Restore
 	db *bbolt.DB
+
+	fails atomic.Uint64 // checksum failures found by reads (ChecksumFailures)
 }
+
+// ChecksumFailures counts the stored values that failed their checksum when
+// read, since the database was opened (sessionstore_checksum_failures_total).
+func (s *StateDB) ChecksumFailures() uint64 { return s.fails.Load() }
 
 // ErrStateMissing is returned by OpenState with mustExist when there is no file.
 var ErrStateMissing = errors.New("state database missing")
@@ -79,6 +86,10 @@ func openStateFile(path string, opts StateOptions) (*bbolt.DB, error) {
 		}
 		switch v := meta.Get(keyFormat); {
 		case v == nil:
+			// A new file: nothing lacks a checksum (sums at applied index 0).
+			if err := meta.Put(keySums, u64(0)); err != nil {
+				return err
+			}
 			return meta.Put(keyFormat, u64(StateFormatVersion))
 		case len(v) != 8 || binary.BigEndian.Uint64(v) != StateFormatVersion:
 			return fmt.Errorf("state database format %x is not %d", v, StateFormatVersion)
@@ -126,14 +137,14 @@ func (s *StateDB) Check() error {
 func (s *StateDB) Update(fn func(*Tx) error) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.db.Update(func(tx *bbolt.Tx) error { return fn(&Tx{tx: tx}) })
+	return s.db.Update(func(tx *bbolt.Tx) error { return fn(&Tx{tx: tx, fails: &s.fails}) })
 }
 
 // View runs fn in a read transaction.
 func (s *StateDB) View(fn func(*Tx) error) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.db.View(func(tx *bbolt.Tx) error { return fn(&Tx{tx: tx}) })
+	return s.db.View(func(tx *bbolt.Tx) error { return fn(&Tx{tx: tx, fails: &s.fails}) })
 }
 
 // Size is the database file's size in bytes.
@@ -221,13 +232,19 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 }
 
 // Restore replaces the database with the snapshot read from r: it decodes into a
-// temporary file beside the live one, fsyncs it, renames it over the live file
-// and reopens. The previous state is gone afterwards. On error the live database
-// is left as it was.
-func (s *StateDB) Restore(r io.Reader) error {
+// temporary file beside the live one, fsyncs it, runs check on it (nil: none),
+// renames it over the live file and reopens. The previous state is gone
+// afterwards. On error, check's included, the live database is left as it was.
+func (s *StateDB) Restore(r io.Reader, check func(*Tx) error) error {
 	tmp, err := RestoreFile(r, s.path)
 	if err != nil {
 		return err
+	}
+	if check != nil {
+		if err := s.checkFile(tmp, check); err != nil {
+			os.Remove(tmp)
+			return fmt.Errorf("restore: snapshot refused: %w", err)
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -248,6 +265,15 @@ func (s *StateDB) Restore(r io.Reader) error {
 	}
 	s.db = db
 	return nil
+}
+
+func (s *StateDB) checkFile(path string, check func(*Tx) error) error {
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: time.Second, ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return db.View(func(tx *bbolt.Tx) error { return check(&Tx{tx: tx, fails: &s.fails}) })
 }
 
 // RestoreFile decodes a snapshot stream into a fsynced temporary file next to

@@ -287,3 +287,22 @@ func TestRestoreFileRefusesDamagedPages(t *testing.T) {
 		}
 	}
 }
+
+// TestCompactStateRefusesDamagedPages: the offline compaction checks the file
+// before bbolt opens it, so a damaged page is an error naming the damage, not
+// a crash of the command inside bbolt, and the original is left as it was.
+func TestCompactStateRefusesDamagedPages(t *testing.T) {
+	path, pristine := stateCheckFixture(t, t.TempDir(), 4, 40)
+	leaf := statePagesByType(t, path)["leaf"][0]
+	b := append([]byte(nil), pristine...)
+	clear(b[leaf*4096 : (leaf+1)*4096])
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := CompactState(path); !errors.Is(err, ErrStateDamaged) {
+		t.Fatalf("CompactState of a file with zeroed page %d: %v, want ErrStateDamaged", leaf, err)
+	}
+	if after, err := os.ReadFile(path); err != nil || !bytes.Equal(after, b) {
+		t.Errorf("the damaged original was changed (%v)", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"go.etcd.io/bbolt"
 )
@@ -12,7 +13,8 @@ import (
 // Tx is a state-database transaction with typed accessors. Byte slices returned
 // by getters are valid only inside the transaction (bbolt's rule); copy to keep.
 type Tx struct {
-	tx *bbolt.Tx
+	tx    *bbolt.Tx
+	fails *atomic.Uint64 // the StateDB's checksum failure count (nil: not counted)
 }
 
 func (t *Tx) meta() *bbolt.Bucket     { return t.tx.Bucket(bucketMeta) }
@@ -24,13 +26,36 @@ func (t *Tx) Applied() (index, term uint64) {
 	return getU64(m.Get(keyAppliedIndex)), getU64(m.Get(keyAppliedTerm))
 }
 
-// SetApplied records the last applied Raft index and term.
+// SetApplied records the last applied Raft index and term. Checksums stay
+// current (SumsCurrent) when they were: this build writes them with every
+// event and record. A build without checksums (2f2e872) advances the applied
+// index alone, which is how the next open or restore knows to convert.
 func (t *Tx) SetApplied(index, term uint64) error {
 	m := t.meta()
+	current := t.SumsCurrent()
 	if err := m.Put(keyAppliedIndex, u64(index)); err != nil {
 		return err
 	}
+	if current {
+		if err := m.Put(keySums, u64(index)); err != nil {
+			return err
+		}
+	}
 	return m.Put(keyAppliedTerm, u64(term))
+}
+
+// SumsCurrent reports whether every record and event holds its checksum: the
+// meta key sums equals the applied index (see schema.go).
+func (t *Tx) SumsCurrent() bool {
+	m := t.meta()
+	v := m.Get(keySums)
+	return len(v) == 8 && getU64(v) == getU64(m.Get(keyAppliedIndex))
+}
+
+// MarkSumsCurrent records that every record and event now holds its checksum.
+func (t *Tx) MarkSumsCurrent() error {
+	idx, _ := t.Applied()
+	return t.meta().Put(keySums, u64(idx))
 }
 
 // ClusterID is the cluster identity minted by the first leader ("" before).
@@ -52,8 +77,30 @@ func (t *Tx) session(id string) *bbolt.Bucket {
 	return t.sessions().Bucket([]byte(id))
 }
 
-// Record returns a session's encoded record, or nil when the id is unknown.
-func (t *Tx) Record(id string) []byte {
+// Record returns a session's encoded record, or nil when the id is unknown. A
+// record whose checksum does not match is a *ChecksumError (CORRUPTION), never
+// its bytes. Use RecordUnchecked only to convert data without checksums.
+func (t *Tx) Record(id string) ([]byte, error) {
+	b := t.session(id)
+	if b == nil {
+		return nil, nil
+	}
+	return t.checkRecord(id, b)
+}
+
+func (t *Tx) checkRecord(id string, b *bbolt.Bucket) ([]byte, error) {
+	rec := b.Get(keyRecord)
+	if rec == nil {
+		return nil, nil
+	}
+	if sum := b.Get(keyRecordSum); len(sum) != 4 || binary.BigEndian.Uint32(sum) != recordSum(id, rec) {
+		return nil, t.fail(&ChecksumError{Session: id, Seq: -1, What: "session record"})
+	}
+	return rec, nil
+}
+
+// RecordUnchecked returns a session's encoded record without verifying it.
+func (t *Tx) RecordUnchecked(id string) []byte {
 	b := t.session(id)
 	if b == nil {
 		return nil
@@ -61,13 +108,20 @@ func (t *Tx) Record(id string) []byte {
 	return b.Get(keyRecord)
 }
 
-// PutRecord stores a session's encoded record, creating the session's buckets.
+// HasSession reports whether a session id has a bucket (a record).
+func (t *Tx) HasSession(id string) bool { return t.session(id) != nil }
+
+// PutRecord stores a session's encoded record and its checksum, creating the
+// session's buckets.
 func (t *Tx) PutRecord(id string, rec []byte) error {
 	b, err := t.sessions().CreateBucketIfNotExists([]byte(id))
 	if err != nil {
 		return fmt.Errorf("session bucket: %w", err)
 	}
-	return b.Put(keyRecord, rec)
+	if err := b.Put(keyRecord, rec); err != nil {
+		return err
+	}
+	return b.Put(keyRecordSum, binary.BigEndian.AppendUint32(nil, recordSum(id, rec)))
 }
 
 func (t *Tx) sub(id string, name []byte, create bool) (*bbolt.Bucket, error) {
@@ -81,35 +135,59 @@ func (t *Tx) sub(id string, name []byte, create bool) (*bbolt.Bucket, error) {
 	return b.CreateBucket(name)
 }
 
-// PutEvents stores events at seqs first, first+1, ...
-func (t *Tx) PutEvents(id string, first int64, events [][]byte) error {
+// PutEvents stores events at seqs first, first+1, ... of incarnation inc, and
+// their checksums (one sums entry for the batch, see schema.go).
+func (t *Tx) PutEvents(id string, inc uint64, first int64, events [][]byte) error {
 	b, err := t.sub(id, bucketEvents, true)
 	if err != nil {
 		return err
 	}
 	b.FillPercent = 1.0 // append-only keys: pack pages full
+	sums := make([]byte, 0, 4*len(events))
+	base := sessionSum(id, inc)
 	for i, ev := range events {
-		if err := b.Put(u64(uint64(first+int64(i))), ev); err != nil {
+		seq := first + int64(i)
+		if err := b.Put(u64(uint64(seq)), ev); err != nil {
 			return err
 		}
+		sums = binary.BigEndian.AppendUint32(sums, eventSum(base, seq, ev))
 	}
-	return nil
-}
-
-// Event returns the stored event at seq, or nil.
-func (t *Tx) Event(id string, seq int64) []byte {
-	b, _ := t.sub(id, bucketEvents, false)
-	if b == nil || seq < 0 {
+	if len(events) == 0 {
 		return nil
 	}
-	return b.Get(u64(uint64(seq)))
+	return t.putSums(id, first, sums)
+}
+
+func (t *Tx) putSums(id string, first int64, sums []byte) error {
+	c, err := t.sub(id, bucketSums, true)
+	if err != nil {
+		return err
+	}
+	c.FillPercent = 1.0
+	return c.Put(u64(uint64(first)), sums)
+}
+
+// Event returns the stored event at seq of incarnation inc, verified; seq must
+// be below the session's next seq (a missing one is damage).
+func (t *Tx) Event(id string, inc uint64, seq int64) ([]byte, error) {
+	var out []byte
+	err := t.ForEachEvent(id, inc, seq, seq+1, func(_ int64, ev []byte) error {
+		out = ev
+		return nil
+	})
+	return out, err
 }
 
 // ErrStop ends a ForEachEvent walk early without an error.
 var ErrStop = errors.New("stop")
 
-// ForEachEvent calls fn for each stored event with from <= seq < to, in order.
-func (t *Tx) ForEachEvent(id string, from, to int64, fn func(seq int64, ev []byte) error) error {
+// ForEachEvent calls fn for each stored event with from <= seq < to, in order,
+// each verified against its checksum (id, incarnation inc, seq, bytes) before
+// fn sees it. A mismatch, a missing checksum, or a seq missing below the last
+// stored event (a key that moved) is a *ChecksumError: fn never sees bytes
+// that fail. Every seq in [from, to) must be stored: pass at most the
+// session's next seq as to.
+func (t *Tx) ForEachEvent(id string, inc uint64, from, to int64, fn func(seq int64, ev []byte) error) error {
 	b, _ := t.sub(id, bucketEvents, false)
 	if b == nil || from >= to {
 		return nil
@@ -117,12 +195,29 @@ func (t *Tx) ForEachEvent(id string, from, to int64, fn func(seq int64, ev []byt
 	if from < 0 {
 		from = 0
 	}
+	sums := t.sumsFrom(id, from)
+	base := sessionSum(id, inc)
 	c := b.Cursor()
+	want := from
 	for k, v := c.Seek(u64(uint64(from))); k != nil; k, v = c.Next() {
+		if len(k) != 8 {
+			return t.fail(&ChecksumError{Session: id, Seq: want, What: "missing event"})
+		}
 		seq := int64(binary.BigEndian.Uint64(k))
-		if seq >= to {
+		if seq >= to && want >= to {
 			break
 		}
+		if seq != want {
+			return t.fail(&ChecksumError{Session: id, Seq: want, What: "missing event"})
+		}
+		sum, ok := sums.at(seq)
+		if !ok {
+			return t.fail(&ChecksumError{Session: id, Seq: seq, What: "event without checksum"})
+		}
+		if eventSum(base, seq, v) != sum {
+			return t.fail(&ChecksumError{Session: id, Seq: seq, What: "event"})
+		}
+		want++
 		if err := fn(seq, v); err != nil {
 			if errors.Is(err, ErrStop) {
 				return nil
@@ -130,17 +225,23 @@ func (t *Tx) ForEachEvent(id string, from, to int64, fn func(seq int64, ev []byt
 			return err
 		}
 	}
+	if want < to {
+		return t.fail(&ChecksumError{Session: id, Seq: want, What: "missing event"})
+	}
 	return nil
 }
 
-// Events copies the stored events with from <= seq < to.
-func (t *Tx) Events(id string, from, to int64) ([][]byte, error) {
+// Events copies the stored events with from <= seq < to, verified.
+func (t *Tx) Events(id string, inc uint64, from, to int64) ([][]byte, error) {
 	var out [][]byte
-	err := t.ForEachEvent(id, from, to, func(_ int64, ev []byte) error {
+	err := t.ForEachEvent(id, inc, from, to, func(_ int64, ev []byte) error {
 		out = append(out, bytes.Clone(ev))
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // PutFrame records that artifact frame n (n >= 1) ends before seq end.
@@ -284,8 +385,19 @@ func (t *Tx) PutRequestResult(id, requestID string, nowMs int64, result []byte, 
 }
 
 // ForEachSession calls fn for every session id >= after (exclusive when
-// exclusive is set), in byte order, with its encoded record.
+// exclusive is set), in byte order, with its encoded record, verified (a
+// mismatch ends the walk with a *ChecksumError).
 func (t *Tx) ForEachSession(after string, exclusive bool, fn func(id string, rec []byte) error) error {
+	return t.forEachSession(after, exclusive, true, fn)
+}
+
+// ForEachSessionUnchecked is ForEachSession without verifying records: for
+// converting data written without checksums.
+func (t *Tx) ForEachSessionUnchecked(fn func(id string, rec []byte) error) error {
+	return t.forEachSession("", false, false, fn)
+}
+
+func (t *Tx) forEachSession(after string, exclusive, check bool, fn func(id string, rec []byte) error) error {
 	c := t.sessions().Cursor()
 	var k []byte
 	if after == "" {
@@ -301,7 +413,14 @@ func (t *Tx) ForEachSession(after string, exclusive bool, fn func(id string, rec
 		if b == nil {
 			continue
 		}
-		if err := fn(string(k), b.Get(keyRecord)); err != nil {
+		rec := b.Get(keyRecord)
+		if check {
+			var err error
+			if rec, err = t.checkRecord(string(k), b); err != nil {
+				return err
+			}
+		}
+		if err := fn(string(k), rec); err != nil {
 			if errors.Is(err, ErrStop) {
 				return nil
 			}
@@ -309,6 +428,37 @@ func (t *Tx) ForEachSession(after string, exclusive bool, fn func(id string, rec
 		}
 	}
 	return nil
+}
+
+// AddEventSums stores checksums for the events of a session from seq first on
+// that have none (written by a build without checksums): one sums entry.
+func (t *Tx) AddEventSums(id string, inc uint64, first int64) (int, error) {
+	b, _ := t.sub(id, bucketEvents, false)
+	if b == nil {
+		return 0, nil
+	}
+	var sums []byte
+	c := b.Cursor()
+	for k, v := c.Seek(u64(uint64(first))); k != nil; k, v = c.Next() {
+		sums = binary.BigEndian.AppendUint32(sums, EventSum(id, inc, int64(getU64(k)), v))
+	}
+	if len(sums) == 0 {
+		return 0, nil
+	}
+	return len(sums) / 4, t.putSums(id, first, sums)
+}
+
+// SumsEnd is the seq after the last event that has a checksum (0: none).
+func (t *Tx) SumsEnd(id string) int64 {
+	b, _ := t.sub(id, bucketSums, false)
+	if b == nil {
+		return 0
+	}
+	k, v := b.Cursor().Last()
+	if len(k) != 8 {
+		return 0
+	}
+	return int64(getU64(k)) + int64(len(v)/4)
 }
 
 // FrameEnd returns the end seq of frame n (0 for the header frame n = 0).

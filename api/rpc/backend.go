@@ -17,11 +17,8 @@ type Backend interface {
 	Locate(ctx context.Context, h sessionstore.Header) (kind, path, url string, err error)
 	Create(ctx context.Context, h sessionstore.Header, requestID string) error
 	Append(ctx context.Context, id string, events [][]byte, epoch uint64, expectedRevision string) (sessionstore.AppendResult, error)
-	Load(ctx context.Context, id, requestID string) (sessionstore.View, error)
-	Inspect(ctx context.Context, id string, c sessionstore.Consistency) (sessionstore.View, error)
-	Prepare(ctx context.Context, id, owner string, ttl time.Duration, requestID string) (sessionstore.View, error)
-	// The stream forms send the view in parts: the metadata with the first
-	// events, then events only.
+	// The views are sent in parts: the metadata with the first events, then
+	// events only (the unary forms collect them).
 	LoadStream(ctx context.Context, id, requestID string, send func(sessionstore.View) error) error
 	InspectStream(ctx context.Context, id string, c sessionstore.Consistency, send func(sessionstore.View) error) error
 	PrepareStream(ctx context.Context, id, owner string, ttl time.Duration, requestID string, send func(sessionstore.View) error) error

@@ -797,4 +797,16 @@ func TestStreamsFitMessageLimit(t *testing.T) {
 			t.Errorf("%s of %d events of %d bytes with a %d-byte message limit: %v", c.name, len(events), len(events[0]), limit, s.sendErr)
 		}
 	}
+	// The unary form, collected from the stream form, answers TOO_LARGE
+	// with the view's size (event bytes and their framing, 8 bytes each) and
+	// points to the stream form.
+	size := 0
+	for _, e := range events {
+		size += len(e) + 8
+	}
+	_, err := p.Inspect(context.Background(), &pb.InspectRequest{SessionId: "big"})
+	want := fmt.Sprintf("view is %d bytes, above the %d-byte message limit; use the stream form", size, limit)
+	if st, _ := status.FromError(err); st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), want) || fzCheckErr(err) != nil {
+		t.Errorf("unary Inspect of a view above the message limit: %v, want TOO_LARGE %q", err, want)
+	}
 }

@@ -171,7 +171,26 @@ func (g *Guard) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 	if err := g.check(ctx, info.FullMethod, p, req); err != nil {
 		return nil, err
 	}
+	release, err := g.acquire(ctx, info.FullMethod, p)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	return h(ctx, req)
+}
+
+// acquire takes a slot of the method's stream cap, if it has one.
+func (g *Guard) acquire(ctx context.Context, method string, p *auth.Principal) (release func(), err error) {
+	kind, ok := streamKindOf[method]
+	if !ok {
+		return func() {}, nil
+	}
+	release, err = g.cfg.Streams.Acquire(kind, p.Name)
+	if err != nil {
+		g.logger.Warn("stream refused", "method", method, "principal", p.Name, "err", err, "request_id", requestIDFrom(ctx))
+		return nil, toStatus(err)
+	}
+	return release, nil
 }
 
 func (g *Guard) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
@@ -179,14 +198,11 @@ func (g *Guard) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInf
 	if err != nil {
 		return err
 	}
-	if kind, ok := streamKindOf[info.FullMethod]; ok {
-		release, err := g.cfg.Streams.Acquire(kind, p.Name)
-		if err != nil {
-			g.logger.Warn("stream refused", "method", info.FullMethod, "principal", p.Name, "err", err, "request_id", requestIDFrom(ctx))
-			return toStatus(err)
-		}
-		defer release()
+	release, err := g.acquire(ctx, info.FullMethod, p)
+	if err != nil {
+		return err
 	}
+	defer release()
 	return h(srv, &guardedStream{ServerStream: ss, ctx: ctx, check: func(m any) error { return g.check(ctx, info.FullMethod, p, m) }})
 }
 

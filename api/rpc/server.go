@@ -36,7 +36,8 @@ type Persistence struct {
 	pb.UnimplementedSessionPersistenceServer
 	b Backend
 	// MaxMessageBytes is the gRPC message limit; unary views above it answer
-	// TOO_LARGE and point to the stream forms.
+	// TOO_LARGE and point to the stream forms (they are served by the stream
+	// forms of the backend, collected up to this limit).
 	MaxMessageBytes int
 	// WatchProgress is the interval of empty progress messages on Watch.
 	WatchProgress time.Duration
@@ -95,13 +96,40 @@ func (p *Persistence) Append(ctx context.Context, r *pb.AppendRequest) (*pb.Appe
 	return &pb.AppendResponse{Revision: res.Revision, NextSeq: res.NextSeq, Duplicate: res.Duplicate}, nil
 }
 
-func (p *Persistence) viewToPB(v sessionstore.View) (*pb.SessionView, error) {
-	if p.MaxMessageBytes > 0 && eventBytes(v.Events) > p.MaxMessageBytes-64<<10 {
-		return nil, sessionstore.Errorf(sessionstore.ReasonTooLarge,
-			"session %s view is %d bytes, above the %d-byte message limit; use the stream form", sessionstore.Quote(v.Header.ID), eventBytes(v.Events), p.MaxMessageBytes)
-	}
+func viewToPB(v sessionstore.View) *pb.SessionView {
 	return &pb.SessionView{Header: headerToPB(v.Header), Events: toStrings(v.Events), Revision: v.Revision,
-		Repaired: v.Repaired, NextSeq: v.NextSeq}, nil
+		Repaired: v.Repaired, NextSeq: v.NextSeq}
+}
+
+// collectView gathers, for a unary answer, the view a stream form of the
+// backend sends in parts. Above the message limit it drops the events but
+// keeps counting them, and answers TOO_LARGE with the view's size: a view
+// too large for one message holds no more than the limit here.
+func (p *Persistence) collectView(id string, stream func(send func(sessionstore.View) error) error) (sessionstore.View, error) {
+	var v sessionstore.View
+	var events [][]byte
+	first, size := true, 0
+	err := stream(func(part sessionstore.View) error {
+		if first {
+			v, first = part, false
+		}
+		size += eventBytes(part.Events)
+		if p.MaxMessageBytes > 0 && size > p.MaxMessageBytes-messageMargin {
+			events = nil
+			return nil
+		}
+		events = append(events, part.Events...)
+		return nil
+	})
+	if err != nil {
+		return sessionstore.View{}, err
+	}
+	if p.MaxMessageBytes > 0 && size > p.MaxMessageBytes-messageMargin {
+		return sessionstore.View{}, sessionstore.Errorf(sessionstore.ReasonTooLarge,
+			"session %s view is %d bytes, above the %d-byte message limit; use the stream form", sessionstore.Quote(id), size, p.MaxMessageBytes)
+	}
+	v.Events = events
+	return v, nil
 }
 
 // readOnly reports whether the caller lacks write permission: its Load is an
@@ -112,7 +140,9 @@ func (p *Persistence) Load(ctx context.Context, r *pb.LoadRequest) (*pb.SessionV
 	if readOnly(ctx) {
 		return p.Inspect(ctx, &pb.InspectRequest{SessionId: r.SessionId})
 	}
-	v, err := p.b.Load(ctx, r.SessionId, r.RequestId)
+	v, err := p.collectView(r.SessionId, func(send func(sessionstore.View) error) error {
+		return p.b.LoadStream(ctx, r.SessionId, r.RequestId, send)
+	})
 	if err != nil {
 		if nl := leaderOf(err); nl != nil {
 			out := new(pb.SessionView)
@@ -120,12 +150,13 @@ func (p *Persistence) Load(ctx context.Context, r *pb.LoadRequest) (*pb.SessionV
 		}
 		return nil, toStatus(err)
 	}
-	out, err := p.viewToPB(v)
-	return out, toStatus(err)
+	return viewToPB(v), nil
 }
 
 func (p *Persistence) Inspect(ctx context.Context, r *pb.InspectRequest) (*pb.SessionView, error) {
-	v, err := p.b.Inspect(ctx, r.SessionId, consistency(r.Consistency))
+	v, err := p.collectView(r.SessionId, func(send func(sessionstore.View) error) error {
+		return p.b.InspectStream(ctx, r.SessionId, consistency(r.Consistency), send)
+	})
 	if err != nil {
 		if nl := leaderOf(err); nl != nil {
 			out := new(pb.SessionView)
@@ -133,12 +164,13 @@ func (p *Persistence) Inspect(ctx context.Context, r *pb.InspectRequest) (*pb.Se
 		}
 		return nil, toStatus(err)
 	}
-	out, err := p.viewToPB(v)
-	return out, toStatus(err)
+	return viewToPB(v), nil
 }
 
 func (p *Persistence) Prepare(ctx context.Context, r *pb.PrepareRequest) (*pb.PrepareResponse, error) {
-	v, err := p.b.Prepare(ctx, r.SessionId, r.Owner, time.Duration(r.TtlMs)*time.Millisecond, r.RequestId)
+	v, err := p.collectView(r.SessionId, func(send func(sessionstore.View) error) error {
+		return p.b.PrepareStream(ctx, r.SessionId, r.Owner, time.Duration(r.TtlMs)*time.Millisecond, r.RequestId, send)
+	})
 	if err != nil {
 		if nl := leaderOf(err); nl != nil {
 			out := new(pb.PrepareResponse)
@@ -146,11 +178,7 @@ func (p *Persistence) Prepare(ctx context.Context, r *pb.PrepareRequest) (*pb.Pr
 		}
 		return nil, toStatus(err)
 	}
-	out, err := p.viewToPB(v)
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	return &pb.PrepareResponse{View: out, Lease: leaseToPB(v.Lease)}, nil
+	return &pb.PrepareResponse{View: viewToPB(v), Lease: leaseToPB(v.Lease)}, nil
 }
 
 // viewSender returns the send function of a view stream: the metadata (and

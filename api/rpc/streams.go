@@ -15,15 +15,19 @@ import (
 type StreamKind string
 
 const (
-	// StreamRead: a read that streams a session (ReadRaw, ReadFrom, the
-	// streamed views, HTTP downloads); each holds up to a chunk in memory.
+	// StreamRead: a read of a session's events (ReadRaw, ReadFrom, the
+	// views, HTTP downloads): a stream holds up to a chunk in memory, a
+	// unary view (Load, Inspect, Prepare) up to a message.
 	StreamRead StreamKind = "read"
 	// StreamWatch: Watch streams, mostly idle, so allowed in larger numbers.
 	StreamWatch StreamKind = "watch"
 )
 
-// streamKindOf is the class of each capped streaming method.
+// streamKindOf is the class of each capped method.
 var streamKindOf = map[string]StreamKind{
+	pb.SessionPersistence_Load_FullMethodName:          StreamRead,
+	pb.SessionPersistence_Inspect_FullMethodName:       StreamRead,
+	pb.SessionPersistence_Prepare_FullMethodName:       StreamRead,
 	pb.SessionPersistence_ReadRaw_FullMethodName:       StreamRead,
 	pb.SessionPersistence_ReadFrom_FullMethodName:      StreamRead,
 	pb.SessionPersistence_LoadStream_FullMethodName:    StreamRead,
@@ -58,7 +62,7 @@ func NewStreams(read, watch StreamLimit, reg prometheus.Registerer) *Streams {
 	s := &Streams{
 		limits: map[StreamKind]StreamLimit{StreamRead: read, StreamWatch: watch},
 		open: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "sessionstore_streams_open", Help: "Open read streams on this node, by kind (read: ReadRaw, ReadFrom, streamed views, HTTP downloads; watch)."},
+			Name: "sessionstore_streams_open", Help: "Open read streams on this node, by kind (read: ReadRaw, ReadFrom, views, HTTP downloads; watch)."},
 			[]string{"kind"}),
 		refuse: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sessionstore_streams_refused_total", Help: "Streams refused by a cap, by kind and scope (node, principal)."},

@@ -174,6 +174,8 @@ func registerNodeMetrics(reg *prometheus.Registry, node *cluster.Node) {
 			func() float64 { return float64(node.Raft().AppliedIndex()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sessionstore_state_db_bytes", Help: "Size of the state database file."},
 			func() float64 { return float64(node.State().Size()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sessionstore_checksum_failures_total", Help: "Stored records and events that failed their checksum when read (a damaged state database): never served."},
+			func() float64 { return float64(node.State().ChecksumFailures()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sessionstore_ready", Help: "1 when /readyz would answer 200."},
 			func() float64 {
 				if node.Ready() == nil {

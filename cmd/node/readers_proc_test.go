@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/sessionstore/sessionstore/api/sessionpb"
 )
@@ -40,9 +42,11 @@ func rdRssAnon(t *testing.T, pid int) int64 {
 
 // TestProcReaders_StalledStreamsKeepMemoryBounded (issue 13 item 10): on a
 // node process built without -race, ten ReadRaw streams, five ReadFrom
-// streams, three Watch streams from seq 0 and three HTTP downloads of a 100 MiB session whose clients never
-// read keep the node's anonymous memory within 256 MiB of idle (each held the
-// whole session, several copies of it, before: 3.1 GB for ten ReadRaw).
+// streams, three Watch streams from seq 0, three HTTP downloads, then three
+// InspectStream and three LoadStream views of a 100 MiB session whose clients
+// never read, and before them three unary Inspect calls, keep the node's anonymous
+// memory within 256 MiB of idle (each held the whole session, several copies
+// of it, before: 3.1 GB for ten ReadRaw; +398 MiB with the six views).
 func TestProcReaders_StalledStreamsKeepMemoryBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a node process with a 100 MiB session")
@@ -73,6 +77,39 @@ func TestProcReaders_StalledStreamsKeepMemoryBounded(t *testing.T) {
 	pid := nd.cur.cmd.Process.Pid
 	time.Sleep(3 * time.Second) // let the fill's garbage be collected
 	idle := rdRssAnon(t, pid)
+
+	// First three unary Inspect calls at once: each validates a chunk at a
+	// time and collects no more than the 16 MiB message limit, then answers
+	// TOO_LARGE (before: the whole view and about 2.5 times the log each).
+	conn, err := grpc.NewClient(nd.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	unary := sessionpb.NewSessionPersistenceClient(conn)
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() {
+			_, err := unary.Inspect(ctx, &sessionpb.InspectRequest{SessionId: id})
+			errs <- err
+		}()
+	}
+	peak := idle
+	for done := 0; done < 3; {
+		select {
+		case err := <-errs:
+			done++
+			if st, _ := status.FromError(err); st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), "use the stream form") {
+				t.Errorf("unary Inspect of the 100 MiB session: %v, want TOO_LARGE", err)
+			}
+		case <-time.After(100 * time.Millisecond):
+			peak = max(peak, rdRssAnon(t, pid))
+		}
+	}
+	t.Logf("RssAnon idle %d MiB, peak with 3 unary Inspect: %d MiB (+%d MiB)", idle>>20, peak>>20, (peak-idle)>>20)
+	if peak-idle > 256<<20 {
+		t.Fatalf("RssAnon grew by %d MiB with 3 unary Inspect, want under 256 MiB", (peak-idle)>>20)
+	}
 
 	stream := func(open func(sessionpb.SessionPersistenceClient) error) {
 		conn, err := grpc.NewClient(nd.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -137,4 +174,18 @@ func TestProcReaders_StalledStreamsKeepMemoryBounded(t *testing.T) {
 		})
 	}
 	peakFor("10 ReadRaw, 5 ReadFrom, 3 Watch and 3 downloads that never read", "18", "3")
+
+	// The streamed views: each validates the whole log before it sends, a
+	// chunk at a time (before, in memory: about 2.5 times the log each).
+	for range 3 {
+		stream(func(c sessionpb.SessionPersistenceClient) error {
+			_, err := c.InspectStream(ctx, &sessionpb.InspectRequest{SessionId: id})
+			return err
+		})
+		stream(func(c sessionpb.SessionPersistenceClient) error {
+			_, err := c.LoadStream(ctx, &sessionpb.LoadRequest{SessionId: id})
+			return err
+		})
+	}
+	peakFor("those and 3 InspectStream and 3 LoadStream that never read", "24", "3")
 }

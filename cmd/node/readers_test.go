@@ -364,8 +364,14 @@ func TestStreams_CappedAndEndedWhenClientStopsReading(t *testing.T) {
 	if resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("third download: %d, want 429", resp.StatusCode)
 	}
-	if v := dfMetric(t, n.srv.httpAddr, "sessionstore_streams_refused_total", "kind", "read", "scope", "principal"); v != 2 {
-		t.Fatalf("refusals counted: %v, want 2", v)
+	// A unary view counts too (it holds the view it answers).
+	if _, err := ctRaw(n).Inspect(n.ctx(), &sessionpb.InspectRequest{SessionId: id}); err == nil {
+		t.Fatal("unary Inspect above the cap: answered")
+	} else if code, se := ctStatus(err); code != codes.ResourceExhausted || se == nil || se.Reason != sessionstore.ReasonQuotaExceeded {
+		t.Fatalf("unary Inspect above the cap: %v, want RESOURCE_EXHAUSTED / QUOTA_EXCEEDED", err)
+	}
+	if v := dfMetric(t, n.srv.httpAddr, "sessionstore_streams_refused_total", "kind", "read", "scope", "principal"); v != 3 {
+		t.Fatalf("refusals counted: %v, want 3", v)
 	}
 
 	// Neither client reads: both streams are ended and their slots freed.
@@ -374,6 +380,25 @@ func TestStreams_CappedAndEndedWhenClientStopsReading(t *testing.T) {
 	if got := ctReadRaw(t, n, id).GetContent(); int64(len(got)) < 24<<20-12*1000 {
 		t.Fatalf("ReadRaw after the stalled streams ended: %d bytes", len(got))
 	}
+	// The 24 MiB view is above the 16 MiB message limit: a unary view says so
+	// (with its size) and points to the stream form.
+	for name, call := range map[string]func() error{
+		"Inspect": func() error {
+			_, err := ctRaw(n).Inspect(n.ctx(), &sessionpb.InspectRequest{SessionId: id})
+			return err
+		},
+		"Load": func() error {
+			_, err := ctRaw(n).Load(n.ctx(), &sessionpb.LoadRequest{SessionId: id})
+			return err
+		},
+	} {
+		err := call()
+		if code, se := ctStatus(err); code != codes.ResourceExhausted || se == nil || se.Reason != sessionstore.ReasonTooLarge ||
+			!strings.Contains(se.Message, "above the 16777216-byte message limit; use the stream form") {
+			t.Fatalf("unary %s of a 24 MiB view: %v, want TOO_LARGE pointing to the stream form", name, err)
+		}
+	}
+	rdWaitMetric(t, n, 0, open[0], open[1:]...)
 }
 
 // rdViewStream assembles a SessionViewPart stream.

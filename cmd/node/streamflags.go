@@ -24,7 +24,7 @@ func defaultStreamConfig() streamConfig {
 }
 
 func streamFlags(cfg *streamConfig, fs *flag.FlagSet) {
-	fs.IntVar(&cfg.Read.Node, "max-read-streams", cfg.Read.Node, "concurrent session reads this node streams (ReadRaw, ReadFrom, LoadStream, InspectStream, PrepareStream, HTTP downloads; 0: unlimited); more get RESOURCE_EXHAUSTED / QUOTA_EXCEEDED (HTTP 429)")
+	fs.IntVar(&cfg.Read.Node, "max-read-streams", cfg.Read.Node, "concurrent session reads this node serves (ReadRaw, ReadFrom, the views Load, Inspect, Prepare and their stream forms, HTTP downloads; 0: unlimited); more get RESOURCE_EXHAUSTED / QUOTA_EXCEEDED (HTTP 429)")
 	fs.IntVar(&cfg.Read.PerPrincipal, "max-read-streams-per-principal", cfg.Read.PerPrincipal, "concurrent session reads one principal may have open on this node (0: unlimited)")
 	fs.IntVar(&cfg.Watch.Node, "max-watch-streams", cfg.Watch.Node, "concurrent Watch streams on this node (0: unlimited)")
 	fs.IntVar(&cfg.Watch.PerPrincipal, "max-watch-streams-per-principal", cfg.Watch.PerPrincipal, "concurrent Watch streams one principal may have open on this node (0: unlimited)")

@@ -1,0 +1,211 @@
+package main
+
+// Integrity of what a node serves (issue 13 items 4 and 14): damage flipped
+// into real files is never served. Helpers start with "ig".
+
+import (
+	"bytes"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/api/sessionpb"
+)
+
+// igArtifactPath is the one artifact under a node's data directory.
+func igArtifactPath(t *testing.T, dir string) string {
+	t.Helper()
+	var found []string
+	err := filepath.WalkDir(filepath.Join(dir, "artifacts"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Name() == "session.jsonl.zstd" {
+			found = append(found, p)
+		}
+		return err
+	})
+	if err != nil || len(found) != 1 {
+		t.Fatalf("artifacts under %s: %v, %v; want exactly one", dir, found, err)
+	}
+	return found[0]
+}
+
+// igGet downloads u and returns the status and body.
+func igGet(t *testing.T, n *testNode, u string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(n.ctx(), http.MethodGet, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+	return resp.StatusCode, body
+}
+
+// An artifact byte flipped while the node is stopped keeps the file's size,
+// so the start-up check passes it; the HTTP download verifies the artifact
+// against its watermark's checksum, serves the state database's encoding
+// instead (200, the right bytes), counts the failure and rewrites the file.
+func TestArtifactFlippedWhileStoppedIsNotServed(t *testing.T) {
+	n := startTestNode(t, "")
+	const id = "ig-artifact"
+	owSession(t, n, id, owOneTurnLog()...)
+	n.WaitArtifacts()
+	want := ctReadRaw(t, n, id).GetContent()
+	path := igArtifactPath(t, n.dir)
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Close()
+	bad := bytes.Clone(good)
+	bad[len(bad)/2] ^= 0x01
+	if err := os.WriteFile(path, bad, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n = n.Restart()
+	n.WaitArtifacts()
+
+	code, body := igGet(t, n, "http://"+n.srv.httpAddr+"/v1/sessions/"+url.PathEscape(id)+"/session.jsonl.zstd")
+	if code != http.StatusOK || bytes.Equal(body, bad) {
+		t.Fatalf("GET session.jsonl.zstd: %d, damaged bytes served: %v", code, bytes.Equal(body, bad))
+	}
+	if got := owDecodeZstd(t, body); !bytes.Equal(got, want) {
+		t.Errorf("GET session.jsonl.zstd decodes to\n%s\nwant ReadRaw's\n%s", got, want)
+	}
+	if v, _ := mtValue(mtScrape(t, n.srv.httpAddr), "sessionstore_artifact_verify_failures_total"); v != 1 {
+		t.Errorf("sessionstore_artifact_verify_failures_total = %v, want 1", v)
+	}
+	n.WaitArtifacts()
+	if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, good) {
+		t.Errorf("artifact after the download: %d bytes, %v; want rewritten to the %d bytes first written", len(got), err, len(good))
+	}
+}
+
+// A byte flipped in a stored event (state.db, node stopped; the artifact is
+// intact) is never served: ReadFrom answers DATA_LOSS with reason CORRUPTION,
+// sessionstore_checksum_failures_total counts it, and the node rewrites the
+// event from its artifact, so the next ReadFrom returns the stored events.
+func TestStoredEventFlippedIsNotServed(t *testing.T) {
+	n := startTestNode(t, "")
+	const id = "ig-event"
+	events := owOneTurnLog()
+	owSession(t, n, id, events...)
+	n.WaitArtifacts()
+	want := owStored(t, n, id)
+	n.Close()
+
+	// "hello" becomes "hgllo": still valid JSON, so only a checksum can tell.
+	target := []byte(want[3])
+	at := bytes.Index(target, []byte(`"hello"`)) + 2
+	if at < 2 {
+		t.Fatalf("event 3 = %s, want the fixture's assistant message", target)
+	}
+	path := filepath.Join(n.dir, "state.db")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flipped := 0
+	for i := 0; ; {
+		j := bytes.Index(b[i:], target)
+		if j < 0 {
+			break
+		}
+		b[i+j+at] ^= 0x02
+		flipped++
+		i += j + len(target)
+	}
+	if flipped == 0 {
+		t.Fatalf("event %q not found in state.db", target)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n = n.Restart()
+
+	// (The client turns the DATA_LOSS status and its ErrorInfo back into the
+	// domain error: api/rpc/errors.go maps CORRUPTION to DATA_LOSS.)
+	r, err := n.Client.ReadFrom(n.ctx(), &sessionpb.ReadFromRequest{SessionId: id})
+	if de := ctDomainErr(t, "ReadFrom of a damaged event", err, sessionstore.ReasonCorruption); r != nil && len(r.GetEvents()) > 0 {
+		t.Fatalf("ReadFrom of a damaged event served %d events (%v)", len(r.GetEvents()), de)
+	}
+	if v, _ := mtValue(mtScrape(t, n.srv.httpAddr), "sessionstore_checksum_failures_total"); v < 1 {
+		t.Errorf("sessionstore_checksum_failures_total = %v, want >= 1", v)
+	}
+	if got := owStored(t, n, id); !slices.Equal(got, want) {
+		t.Errorf("ReadFrom after the repair = %q, want %q", got, want)
+	}
+}
+
+// A damaged session record cannot be rebuilt from the artifact: reads answer
+// CORRUPTION until the operator moves state.db aside, and the restarted node
+// rebuilds it from its snapshot and Raft log with the right record.
+func TestStoredRecordFlippedIsRefusedUntilRebuilt(t *testing.T) {
+	n := startTestNode(t, "")
+	const id, cwd = "ig-record", "/ig/record-cwd"
+	owCreate(t, n, owMeta(id, cwd))
+	owAppend(t, n, id, 0, owOneTurnLog()...)
+	want := owStored(t, n, id)
+	n.Close()
+
+	path := filepath.Join(n.dir, "state.db")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flipped := 0
+	for i := 0; ; {
+		j := bytes.Index(b[i:], []byte(cwd))
+		if j < 0 {
+			break
+		}
+		b[i+j+4] ^= 0x01 // "/ig/record-cwd" → "/ig/secord-cwd"
+		flipped++
+		i += j + len(cwd)
+	}
+	if flipped == 0 {
+		t.Fatalf("cwd %q not found in state.db", cwd)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Not ready while damaged (the artifact writer cannot read the record and
+	// says so in /readyz); wait for reads only.
+	n = startTestNodeWith(t, n.dir, nil)
+	for deadline := time.Now().Add(30 * time.Second); !n.srv.node.ReadyForReads(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reads after 30 s: %v", n.srv.node.Ready())
+		}
+	}
+	_, err = n.Client.ReadFrom(n.ctx(), &sessionpb.ReadFromRequest{SessionId: id})
+	ctDomainErr(t, "ReadFrom of a session with a damaged record", err, sessionstore.ReasonCorruption)
+	_, err = n.Client.ReadFrom(n.ctx(), &sessionpb.ReadFromRequest{SessionId: id})
+	ctDomainErr(t, "ReadFrom again (no artifact repair for a record)", err, sessionstore.ReasonCorruption)
+
+	// The operator's repair (README "Failure modes").
+	n.Close()
+	if err := os.Rename(path, path+".damaged"); err != nil {
+		t.Fatal(err)
+	}
+	n = n.Restart()
+	if got := owStored(t, n, id); !slices.Equal(got, want) {
+		t.Errorf("ReadFrom after the rebuild = %q, want %q", got, want)
+	}
+	h := owListAll(t, n, "", 0)
+	if len(h) != 1 || h[0].GetCwd() != cwd {
+		t.Errorf("List after the rebuild = %v, want the header with cwd %q", h, cwd)
+	}
+}
