@@ -54,12 +54,13 @@ const (
 	logHandshake    = "Raft connection refused by the handshake"
 )
 
-// sameSizeArtifactFlips makes corrupt-disk also flip bits in artifacts
-// without changing their size. Off: today a node notices a damaged artifact
-// at start-up only when its size disagrees with the watermark (it rebuilds
-// it then); a same-size flip would be served as it is until the artifact is
-// rewritten. Turn it on once artifacts are verified when served.
-const sameSizeArtifactFlips = false
+// sameSizeArtifactFlips makes half of corrupt-disk's artifact damage a bare
+// bit flip that keeps the file's size. The start-up pass compares sizes with
+// the watermarks only; a same-size flip is caught when the artifact is
+// served (its CRC-32C against the watermark's): the download comes from the
+// state database and the artifact is rewritten. The undo downloads it to
+// see both. (Off, every damage also changes the size.)
+const sameSizeArtifactFlips = true
 
 // diskDamage is what corrupt-disk did to one node, for verify and undo.
 type diskDamage struct {
@@ -206,7 +207,7 @@ func verifyCorruptDisk(ctx context.Context, r *run, targets []cluster.Node) (boo
 	}
 	art := "no artifact yet"
 	if dmg.artPath != "" {
-		art = fmt.Sprintf("artifact %s: bit flipped at byte %d, torn to %d bytes", filepath.Base(filepath.Dir(dmg.artPath)), dmg.artFlip, dmg.artTotal)
+		art = fmt.Sprintf("artifact %s: bit flipped at byte %d, now %d bytes (was %d)", filepath.Base(filepath.Dir(dmg.artPath)), dmg.artFlip, dmg.artTotal, len(dmg.artOrig))
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	var logs string
@@ -259,7 +260,7 @@ func repairDisk(ctx context.Context, r *run, db diskBackend, dmg *diskDamage) er
 	if err := waitServing(ctx, r, n); err != nil {
 		return err
 	}
-	return waitArtifactRebuilt(ctx, dmg)
+	return waitArtifactRebuilt(ctx, r, dmg)
 }
 
 // waitServing waits until n answers Status with a leader.
@@ -282,21 +283,34 @@ func waitServing(ctx context.Context, r *run, n cluster.Node) error {
 	return fmt.Errorf("%s does not serve: %s", n, last)
 }
 
-// waitArtifactRebuilt waits until the damaged artifact holds its original
-// bytes again up to and past the flipped one (a rebuild writes the same
-// bytes; the artifact may have grown since).
-func waitArtifactRebuilt(ctx context.Context, dmg *diskDamage) error {
+// waitArtifactRebuilt downloads the damaged artifact from the node, as a
+// client would, until what it serves holds the original bytes up to and
+// past the flipped one (a rebuild writes the same bytes; the artifact may
+// have grown since), and the file holds them too (rebuilt at start-up when
+// its size was wrong, else after the download found the damage).
+func waitArtifactRebuilt(ctx context.Context, r *run, dmg *diskDamage) error {
 	if dmg.artPath == "" {
 		return nil
 	}
 	want := dmg.artOrig[:dmg.artFlip+1]
+	id := filepath.Base(filepath.Dir(dmg.artPath)) // the workload's ids are their own path segment
+	last := "not checked"
 	for ctx.Err() == nil {
-		if b, err := os.ReadFile(dmg.artPath); err == nil && bytes.HasPrefix(b, want) {
+		served, err := artifactBytes(ctx, r.b.HTTPAddr(dmg.node), id)
+		file, ferr := os.ReadFile(dmg.artPath)
+		switch {
+		case err != nil:
+			last = "download: " + err.Error()
+		case !bytes.HasPrefix(served, want):
+			last = fmt.Sprintf("the node served %d bytes that do not start with the original %d", len(served), len(want))
+		case ferr != nil || !bytes.HasPrefix(file, want):
+			last = "served right, the file not rebuilt yet"
+		default:
 			return nil
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	return fmt.Errorf("the damaged artifact %s was not rebuilt", dmg.artPath)
+	return fmt.Errorf("the damaged artifact %s: %s", dmg.artPath, last)
 }
 
 func lastLines(s string, k int) string {
