@@ -92,23 +92,29 @@ func (r *run) nodeCopies(ctx context.Context, final history.Final) map[string]ma
 // artifactDigest is the SHA-256 of the node's compressed artifact of a
 // session (the HTTP download serves the node's own copy).
 func artifactDigest(ctx context.Context, addr, id string) (string, error) {
+	b, err := artifactBytes(ctx, addr, id)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:]), nil
+}
+
+// artifactBytes downloads the node's compressed artifact of a session.
+func artifactBytes(ctx context.Context, addr, id string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/sessions/"+url.PathEscape(id)+"/session.jsonl.zstd", nil)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("%s: %s", req.URL, resp.Status)
+		return nil, fmt.Errorf("%s: %s", req.URL, resp.Status)
 	}
-	h := sha256.New()
-	if _, err := io.Copy(h, resp.Body); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return io.ReadAll(resp.Body)
 }

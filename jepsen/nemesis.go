@@ -18,6 +18,12 @@ type fault struct {
 	weight int
 	inject func(ctx context.Context, r *run) (targets []cluster.Node, undo func(context.Context) error, err error)
 	verify func(ctx context.Context, r *run, targets []cluster.Node) (bool, string)
+	// undoLimit bounds the undo (default a minute): a node that rejoins
+	// empty waits out the leader's quiet time after its removal.
+	undoLimit time.Duration
+	// ready reports whether the fault's preparation is done (nil: always);
+	// the first round takes ready faults first.
+	ready func(r *run) bool
 }
 
 // faultRecord is one injected fault, for the summary and the report.
@@ -40,7 +46,13 @@ var faultMenu = []fault{
 	{name: "isolate-one", weight: 10, inject: isolate(false), verify: verifyLeaderKnown},
 	{name: "kill-one", weight: 10, inject: kill(false), verify: verifyDown},
 	{name: "loss", weight: 5, inject: loss, verify: verifyLeaderKnown},
+	{name: "corrupt-disk", weight: 10, inject: corruptDisk, verify: verifyCorruptDisk},
+	{name: "foreign-volume", weight: 3, inject: foreignVolume, verify: verifyForeign, undoLimit: 3 * time.Minute, ready: foreignReady},
 }
+
+// processFaults are the network and process faults (the menu before the
+// disk faults): the default of the scenarios that do not name their own.
+var processFaults = []string{"isolate-leader", "kill-leader", "pause-leader", "bridge", "isolate-one", "kill-one", "loss"}
 
 // FaultNames lists the fault menu.
 func FaultNames() []string {
@@ -209,20 +221,33 @@ func (r *run) nemesis(ctx context.Context, total time.Duration) error {
 	for _, f := range menu {
 		weight += f.weight
 	}
+	// The first faults go through the menu once, in a seeded order, so a
+	// short run injects each kind; then the weights choose.
+	first := r.rng.Perm(len(menu))
 	n := 0
 	for weight > 0 && time.Since(start)+14*time.Second < total-tail {
 		if err := r.waitHealthy(ctx, 30*time.Second); err != nil {
 			r.logf("health check before a fault failed: %v", err)
 			return fmt.Errorf("cluster unhealthy between faults: %w", err)
 		}
-		pick := r.rng.Intn(weight)
 		var f fault
-		for _, c := range menu {
-			if pick < c.weight {
-				f = c
-				break
+		if n < len(first) {
+			for k := n; k < len(first); k++ {
+				if c := menu[first[k]]; c.ready == nil || c.ready(r) {
+					first[n], first[k] = first[k], first[n]
+					break
+				}
 			}
-			pick -= c.weight
+			f = menu[first[n]]
+		} else {
+			pick := r.rng.Intn(weight)
+			for _, c := range menu {
+				if pick < c.weight {
+					f = c
+					break
+				}
+				pick -= c.weight
+			}
 		}
 		n++
 		phase := fmt.Sprintf("%s#%d", f.name, n)
@@ -244,7 +269,11 @@ func (r *run) nemesis(ctx context.Context, total time.Duration) error {
 		}
 		var uerr error
 		if undo != nil {
-			uctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			limit := f.undoLimit
+			if limit == 0 {
+				limit = time.Minute
+			}
+			uctx, cancel := context.WithTimeout(context.Background(), limit)
 			uerr = undo(uctx)
 			cancel()
 		}

@@ -13,6 +13,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,6 +75,9 @@ type run struct {
 	phases  []phaseMark
 	faults  []faultRecord
 	unknown []string // reasons the run proved nothing (liveness)
+
+	disk  diskState    // the disk faults' (nemesis only)
+	quiet sync.RWMutex // locked: processes start no new operation
 }
 
 type phaseMark struct {
@@ -177,6 +181,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	r.logf("scenario %s, seed %d, backend %s, %v of traffic; outputs in %s", cfg.Scenario, cfg.Seed, r.b.Name(), cfg.Duration, cfg.Out)
 	r.beginPhase("setup")
+	if menu, err := r.menu(); err != nil {
+		return nil, err
+	} else if slices.ContainsFunc(menu, func(f fault) bool { return f.name == "foreign-volume" }) {
+		// A second deployment takes tens of seconds to form and stop: it
+		// runs alongside the set-up and the warm-up.
+		startForeign(ctx, r)
+		defer r.disk.waitForeign()
+	}
 	upCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	err = r.b.Up(upCtx)
 	cancel()
@@ -283,6 +295,8 @@ func (r *run) startWorkers(ctx context.Context, wg *sync.WaitGroup) {
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
+				r.quiet.RLock() // held by the nemesis while it wants no new writes
+				r.quiet.RUnlock()
 				r.wl.step(ctx, r, p)
 				// Pace the processes (about 20 operations a second each), and
 				// back off after a failure: a node that refuses connections

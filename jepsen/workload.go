@@ -30,7 +30,9 @@ type workload interface {
 func newWorkload(scenario string) (workload, error) {
 	switch scenario {
 	case "faults":
-		return newAppendWorkload("faults"), nil
+		return newAppendWorkload("faults", processFaults), nil
+	case "disk":
+		return newAppendWorkload("disk", diskFaults), nil
 	case "creators-planmode":
 		return newCreatorsPlanMode(), nil
 	case "lease":
@@ -40,7 +42,7 @@ func newWorkload(scenario string) (workload, error) {
 }
 
 // Scenarios lists the scenarios.
-func Scenarios() []string { return []string{"faults", "creators-planmode", "lease"} }
+func Scenarios() []string { return []string{"faults", "creators-planmode", "lease", "disk"} }
 
 // sessionPool is the set of sessions of a workload: a few live ones that
 // receive traffic, rotated after maxAppends acknowledged appends.
@@ -111,14 +113,18 @@ func (sp *sessionPool) ids() []string {
 // markers, and linearizable reads of whole logs (jepsen-anchors §8.3.1).
 type appendWorkload struct {
 	name string
+	menu []string
 	pool *sessionPool
 }
 
-func newAppendWorkload(name string) *appendWorkload {
-	return &appendWorkload{name: name, pool: &sessionPool{prefix: "s", live: 6, maxAppends: 120}}
+func newAppendWorkload(name string, menu []string) *appendWorkload {
+	return &appendWorkload{name: name, menu: menu, pool: &sessionPool{prefix: "s", live: 6, maxAppends: 120}}
 }
 
-func (w *appendWorkload) faults() []string { return FaultNames() }
+// diskFaults is the disk scenario's menu.
+var diskFaults = []string{"corrupt-disk", "foreign-volume"}
+
+func (w *appendWorkload) faults() []string { return w.menu }
 func (w *appendWorkload) sessions() []string {
 	return w.pool.ids()
 }

@@ -30,6 +30,10 @@ type DockerConfig struct {
 	Compose []string
 	// Image is the node image (default sessionstore:dev).
 	Image string
+	// ForeignNet is the first three octets of the network of a second,
+	// short-lived deployment that makes foreign data directories (default:
+	// Net's third octet plus 100).
+	ForeignNet string
 }
 
 // Docker runs the repository's docker-compose.yml (three nodes) with the
@@ -40,8 +44,9 @@ type Docker struct {
 	cfg   DockerConfig
 	ports map[Node][2]int // gRPC, HTTP on the host's loopback
 
-	mu    sync.Mutex
-	ruled map[Node]bool // nodes whose namespace holds the jepsen table
+	mu      sync.Mutex
+	ruled   map[Node]bool // nodes whose namespace holds the jepsen table
+	imageID string        // the image the nodes run, by id (Up)
 }
 
 // nodeUID is the user and group the image runs the node as.
@@ -60,6 +65,14 @@ func NewDocker(cfg DockerConfig) (*Docker, error) {
 	}
 	if cfg.Image == "" {
 		cfg.Image = "sessionstore:dev"
+	}
+	if cfg.ForeignNet == "" {
+		o := strings.Split(cfg.Net, ".")
+		third, err := strconv.Atoi(o[len(o)-1])
+		if len(o) != 3 || err != nil || third+100 > 254 {
+			return nil, fmt.Errorf("net %q: want three octets with a third below 155, or set ForeignNet", cfg.Net)
+		}
+		cfg.ForeignNet = fmt.Sprintf("%s.%s.%d", o[0], o[1], third+100)
 	}
 	for _, tool := range []string{"docker", "nsenter", "nft"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -123,17 +136,23 @@ func (d *Docker) IP(n Node) string {
 func (d *Docker) container(n Node) string { return d.cfg.Project + "-" + string(n) }
 
 func (d *Docker) env() []string {
+	return d.deployment(d.cfg.Project, d.cfg.DataDir, d.cfg.Net, d.ports)
+}
+
+// deployment is the compose environment of one deployment of the compose
+// files: its project, data directories, network and host ports.
+func (d *Docker) deployment(project, data, net string, ports map[Node][2]int) []string {
 	env := append(os.Environ(),
-		"JEPSEN_PROJECT="+d.cfg.Project,
+		"JEPSEN_PROJECT="+project,
 		"JEPSEN_IMAGE="+d.cfg.Image,
-		"JEPSEN_DATA="+d.cfg.DataDir,
-		"JEPSEN_NET="+d.cfg.Net,
-		"JEPSEN_SUBNET="+d.cfg.Net+".0/24",
+		"JEPSEN_DATA="+data,
+		"JEPSEN_NET="+net,
+		"JEPSEN_SUBNET="+net+".0/24",
 	)
 	for i, n := range dockerNodes {
 		env = append(env,
-			fmt.Sprintf("SESSIONSTORE_NODE%d_GRPC_PORT=%d", i+1, d.ports[n][0]),
-			fmt.Sprintf("SESSIONSTORE_NODE%d_HTTP_PORT=%d", i+1, d.ports[n][1]))
+			fmt.Sprintf("SESSIONSTORE_NODE%d_GRPC_PORT=%d", i+1, ports[n][0]),
+			fmt.Sprintf("SESSIONSTORE_NODE%d_HTTP_PORT=%d", i+1, ports[n][1]))
 	}
 	return env
 }
@@ -152,27 +171,62 @@ func run(ctx context.Context, env []string, stdin []byte, name string, args ...s
 }
 
 func (d *Docker) compose(ctx context.Context, args ...string) (string, error) {
-	argv := append(append([]string(nil), d.cfg.Compose[1:]...), "-p", d.cfg.Project,
+	return d.composeAs(ctx, d.cfg.Project, d.env(), args...)
+}
+
+func (d *Docker) composeAs(ctx context.Context, project string, env []string, args ...string) (string, error) {
+	argv := append(append([]string(nil), d.cfg.Compose[1:]...), "-p", project,
 		"-f", filepath.Join(d.cfg.Repo, "docker-compose.yml"),
 		"-f", filepath.Join(d.cfg.Repo, "jepsen", "compose.jepsen.yml"))
-	return run(ctx, d.env(), nil, d.cfg.Compose[0], append(argv, args...)...)
+	return run(ctx, env, nil, d.cfg.Compose[0], append(argv, args...)...)
+}
+
+// makeDataDirs creates each node's data directory under root, writable by
+// the image's user.
+func makeDataDirs(root string) error {
+	for _, n := range dockerNodes {
+		dir := filepath.Join(root, string(n))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		// The image runs the node as uid/gid 65532 (see Dockerfile).
+		if err := os.Chown(dir, nodeUID, nodeUID); err != nil {
+			return fmt.Errorf("data directory of %s: %w", n, err)
+		}
+	}
+	return nil
 }
 
 // Up removes what an earlier run of the project left, then starts the
 // three nodes on empty data directories.
 func (d *Docker) Up(ctx context.Context) error {
 	_, _ = d.compose(ctx, "down", "-v", "--remove-orphans", "-t", "1")
-	for _, n := range dockerNodes {
-		if err := os.MkdirAll(d.DataDir(n), 0o755); err != nil {
-			return err
-		}
-		// The image runs the node as uid/gid 65532 (see Dockerfile).
-		if err := os.Chown(d.DataDir(n), nodeUID, nodeUID); err != nil {
-			return fmt.Errorf("data directory of %s: %w", n, err)
-		}
+	if err := makeDataDirs(d.cfg.DataDir); err != nil {
+		return err
 	}
-	_, err := d.compose(ctx, "up", "-d", "--force-recreate")
-	return err
+	if _, err := d.compose(ctx, "up", "-d", "--force-recreate"); err != nil {
+		return err
+	}
+	// Offline commands and the foreign deployment run the very image the
+	// nodes run, even if the tag moves meanwhile.
+	out, err := run(ctx, nil, nil, "docker", "inspect", "-f", "{{.Image}}", d.container(dockerNodes[0]))
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.imageID = strings.TrimSpace(out)
+	d.mu.Unlock()
+	return nil
+}
+
+// image is the nodes' image by id once Up has run, else the configured name.
+func (d *Docker) image() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.imageID != "" {
+		return d.imageID
+	}
+	return d.cfg.Image
 }
 
 // Down removes the containers and the network; the data directories stay.

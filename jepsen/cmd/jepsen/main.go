@@ -46,6 +46,7 @@ func run() int {
 	repo := fs.String("repo", ".", "repository root (docker-compose.yml)")
 	keep := fs.Bool("keep", false, "keep the outputs of valid runs too")
 	build := fs.Bool("build", true, "build the node image first (scripts/docker-build.sh)")
+	image := fs.String("image", "sessionstore:dev", "the node image (its own tag keeps a run apart from others on a shared machine)")
 	_ = fs.Parse(os.Args[1:])
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -57,7 +58,7 @@ func run() int {
 	}
 	if *build {
 		fmt.Println("building the node image (scripts/docker-build.sh)")
-		if b, err := cluster.BuildImage(ctx, root, "", ""); err != nil {
+		if b, err := cluster.BuildImage(ctx, root, *image, ""); err != nil {
 			fmt.Fprintf(os.Stderr, "%v\n%s", err, b)
 			return 2
 		}
@@ -83,7 +84,7 @@ func run() int {
 		if s == 0 || i > 0 {
 			s = time.Now().UnixNano() % 1_000_000_000
 		}
-		code, line := once(ctx, root, *out, sc, s, *dur, menu, *procs, *keep)
+		code, line := once(ctx, root, *out, sc, s, *dur, menu, *procs, *keep, *image)
 		lines = append(lines, line)
 		if code > worst {
 			worst = code
@@ -105,12 +106,12 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 	return set
 }
 
-func once(ctx context.Context, root, outRoot, scenario string, seed int64, d time.Duration, menu []string, procs int, keep bool) (int, string) {
+func once(ctx context.Context, root, outRoot, scenario string, seed int64, d time.Duration, menu []string, procs int, keep bool, image string) (int, string) {
 	dir, err := filepath.Abs(filepath.Join(outRoot, scenario, fmt.Sprintf("%s-%d", time.Now().UTC().Format("20060102T150405Z"), seed)))
 	if err != nil {
 		return 2, err.Error()
 	}
-	b, err := cluster.NewDocker(cluster.DockerConfig{Repo: root, Project: "jepsen", DataDir: filepath.Join(dir, "data"), Net: "10.211.20"})
+	b, err := cluster.NewDocker(cluster.DockerConfig{Repo: root, Project: "jepsen", DataDir: filepath.Join(dir, "data"), Net: "10.211.20", Image: image})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2, fmt.Sprintf("%s seed %d: %v", scenario, seed, err)
