@@ -77,7 +77,7 @@ func checkIdentity(dir, nodeID string, state *storage.StateDB, logs raft.LogStor
 	}
 	if rec.NodeID != nodeID || rec.ClusterID != known {
 		if rec.NodeID == "" {
-			logger.Info("recording this data directory's identity", "node_id", nodeID, "cluster_id", known, "file", identityPath(dir))
+			logger.Info("recording this data directory's identity", "cluster_id", known, "file", identityPath(dir)) // the logger names the node
 		}
 		if err := writeIdentity(dir, identity{NodeID: nodeID, ClusterID: known}); err != nil {
 			return "", false, err
