@@ -37,7 +37,10 @@ type ufRelease struct {
 }
 
 // ufReleases are the releases with committed fixtures, oldest first.
-var ufReleases = []ufRelease{{Commit: "2f2e872", Dir: filepath.Join("..", "..", "testdata", "upgrade", "2f2e872")}}
+var ufReleases = []ufRelease{
+	{Commit: "2f2e872", Dir: filepath.Join("..", "..", "testdata", "upgrade", "2f2e872")},
+	{Commit: "2a3df2f", Dir: filepath.Join("..", "..", "testdata", "upgrade", "2a3df2f")}, // issue 13's build: checksums, relative watermarks, identity.json
+}
 
 // ufExpect is what the old node answered just before it was stopped.
 type ufExpect struct {
