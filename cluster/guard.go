@@ -22,7 +22,7 @@ import (
 // state (README "Damaged files").
 var ErrLogBehindState = errors.New("the Raft log lost committed entries")
 
-// guardState is DESIGN.md §1's start-up guard, run before Raft starts. It
+// guardState is the start-up guard (README "Damaged files"), run before Raft starts. It
 // checks the state database, opens the Raft log (WAL) with the evidence of
 // what was committed, and, when the state file is missing, damaged, cannot be
 // opened, or is older than the latest snapshot (a crash during a snapshot

@@ -301,7 +301,7 @@ func (n *Node) InspectStream(ctx context.Context, id string, c sessionstore.Cons
 }
 
 // LoadStream sends the balanced view, committing the crash repair of a cold
-// session through the replicated log first (persistence-spec §5.4); see
+// session through the replicated log first (the reference's load repair); see
 // InspectStream.
 func (n *Node) LoadStream(ctx context.Context, id, requestID string, send func(sessionstore.View) error) error {
 	v, inc, err := n.repairView(ctx, id, requestID, fsmpb.Repair_LOAD, "", 0)

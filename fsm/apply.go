@@ -111,7 +111,7 @@ type request struct {
 }
 
 // deduped returns the stored result of a repeated request id, or runs fn and
-// remembers its result (DESIGN.md "Retries and outcomes"). A bound command
+// remembers its result, so a client's retry gets the first answer. A bound command
 // keys every id alike, replays only a result of the same operation
 // (requests.go) and stores its own with it.
 func (a *applier) deduped(r request, fn func() (*fsmpb.Result, bool, error)) (*fsmpb.Result, string, error) {
