@@ -224,7 +224,9 @@ func crNodeEnv() []string {
 			env = append(env, kv)
 		}
 	}
-	return env
+	// A run that hangs at shutdown is sent SIGQUIT: every goroutine's stack
+	// then lands in its log.
+	return append(env, "GOTRACEBACK=all")
 }
 
 // Log is the current (or last) run's stderr.
@@ -257,10 +259,15 @@ func (n *crNode) Term() {
 	select {
 	case <-r.exited:
 	case <-time.After(20 * time.Second):
-		_ = r.cmd.Process.Kill()
-		<-r.exited
+		_ = r.cmd.Process.Signal(syscall.SIGQUIT) // stacks into the log
+		select {
+		case <-r.exited:
+		case <-time.After(5 * time.Second):
+			_ = r.cmd.Process.Kill()
+			<-r.exited
+		}
 		n.cur = nil
-		n.t.Fatalf("node run %d did not exit within 20 s of SIGTERM", r.n)
+		n.t.Fatalf("node run %d did not exit within 20 s of SIGTERM (goroutine stacks at the end of its log)", r.n)
 	}
 	n.cur = nil
 	if r.err != nil {
