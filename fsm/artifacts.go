@@ -218,58 +218,14 @@ func (a *Artifacts) Run(ctx context.Context) {
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	for {
-		a.mu.Lock()
-		all := a.all
-		dirty := a.dirty
-		pending := a.pending
-		deleted := a.deleted
-		damaged := make(map[string]struct{}, len(a.damaged))
-		for id := range a.damaged {
-			damaged[id] = struct{}{}
-		}
-		work := all || len(dirty) > 0 || len(deleted) > 0
-		a.running = work
-		a.all = false
-		a.dirty = map[string]struct{}{}
-		a.pending, a.pendingBytes, a.deleted = nil, 0, nil
-		marks := a.marks
-		a.mu.Unlock()
-		if work {
-			err := a.pass(all, dirty, deleted, damaged, marks, pending)
-			a.mu.Lock()
-			a.running = false
-			a.lastErr = err
-			if err == nil {
-				for id := range damaged {
-					delete(a.damaged, id)
-				}
+		if err := a.step(); err != nil {
+			retry.Reset(time.Second)
+			select {
+			case <-ctx.Done():
+				return
+			case <-retry.C:
 			}
-			if err != nil {
-				// Retry the whole pass later; keep what was pending.
-				a.all = a.all || all
-				for id := range dirty {
-					a.dirty[id] = struct{}{}
-				}
-				for id := range deleted {
-					a.dirty[id] = struct{}{} // sync removes what has no record
-				}
-			}
-			if !a.all && len(a.dirty) == 0 {
-				close(a.idle)
-				a.idle = make(chan struct{})
-			}
-			a.mu.Unlock()
-			if err != nil {
-				a.metrics.ArtifactErrors.Inc()
-				a.logger.Error("artifact write failed; will retry", "err", err)
-				retry.Reset(time.Second)
-				select {
-				case <-ctx.Done():
-					return
-				case <-retry.C:
-				}
-				continue
-			}
+			continue
 		}
 		var flush <-chan time.Time
 		if len(a.unflushed) > 0 {
@@ -288,6 +244,59 @@ func (a *Artifacts) Run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// step runs one pass over what is pending, if anything; an error (counted and
+// logged here) means the pass is to be retried.
+func (a *Artifacts) step() error {
+	a.mu.Lock()
+	all := a.all
+	dirty := a.dirty
+	pending := a.pending
+	deleted := a.deleted
+	damaged := make(map[string]struct{}, len(a.damaged))
+	for id := range a.damaged {
+		damaged[id] = struct{}{}
+	}
+	work := all || len(dirty) > 0 || len(deleted) > 0
+	a.running = work
+	a.all = false
+	a.dirty = map[string]struct{}{}
+	a.pending, a.pendingBytes, a.deleted = nil, 0, nil
+	marks := a.marks
+	a.mu.Unlock()
+	if !work {
+		return nil
+	}
+	err := a.pass(all, dirty, deleted, damaged, marks, pending)
+	a.mu.Lock()
+	a.running = false
+	a.lastErr = err
+	if err == nil {
+		for id := range damaged {
+			delete(a.damaged, id)
+		}
+	}
+	if err != nil {
+		// Retry the whole pass later; keep what was pending.
+		a.all = a.all || all
+		for id := range dirty {
+			a.dirty[id] = struct{}{}
+		}
+		for id := range deleted {
+			a.dirty[id] = struct{}{} // sync removes what has no record
+		}
+	}
+	if !a.all && len(a.dirty) == 0 {
+		close(a.idle)
+		a.idle = make(chan struct{})
+	}
+	a.mu.Unlock()
+	if err != nil {
+		a.metrics.ArtifactErrors.Inc()
+		a.logger.Error("artifact write failed; will retry", "err", err)
+	}
+	return err
 }
 
 // pass brings the given sessions (or all) up to date.
