@@ -544,8 +544,10 @@ const (
 const (
 	syncBatch     = 64
 	syncHeldBytes = 4 << 20
-	maxScratch    = 1 << 20
 )
+
+// maxScratch bounds the scratch buffers the writer keeps between sessions.
+const maxScratch = 1 << 20
 
 // syncAll brings the artifacts of jobs up to date from the state database
 // and returns their results, in the order of jobs. A catch-up (a wiped or
@@ -721,22 +723,43 @@ func EncodeHeaderFrame(h sessionstore.Header) []byte {
 }
 
 // appendFrames appends to dst the encoded event frames from..to of a
-// session, as EncodeFrames encodes them, and returns the extended slice.
+// session, as EncodeFrames encodes them, and returns the extended slice. The
+// events of all those frames are read in one pass over the session's events
+// (not one per frame), split at the frames' ends.
 func appendFrames(dst []byte, tx *storage.Tx, id string, inc uint64, from, to uint64) ([]byte, error) {
-	var plain []byte
-	end := tx.FrameEnd(id, from-1)
-	for n := from; n <= to && n >= 1; n++ {
-		start := end
-		end = tx.FrameEnd(id, n)
-		plain = plain[:0]
-		err := tx.ForEachEvent(id, inc, start, end, func(_ int64, ev []byte) error {
-			plain = append(append(plain, ev...), '\n')
-			return nil
-		})
-		if err != nil {
+	if from < 1 || from > to {
+		return dst, nil
+	}
+	start := tx.FrameEnd(id, from-1)
+	ends := make([]int64, 0, to-from+1)
+	for n, prev := from, start; n <= to; n++ {
+		end := tx.FrameEnd(id, n)
+		if end < prev {
+			// Not a layout this writer made: frame by frame, as EncodeFrames.
+			frames, err := EncodeFrames(tx, id, inc, from, to)
+			for _, f := range frames {
+				dst = append(dst, f...)
+			}
 			return dst, err
 		}
+		ends, prev = append(ends, end), end
+	}
+	var plain []byte
+	k := 0
+	err := tx.ForEachEvent(id, inc, start, ends[len(ends)-1], func(seq int64, ev []byte) error {
+		for seq >= ends[k] { // frame k is complete (an empty one too)
+			dst = storage.EncodeFrame(dst, plain)
+			plain, k = plain[:0], k+1
+		}
+		plain = append(append(plain, ev...), '\n')
+		return nil
+	})
+	if err != nil {
+		return dst, err
+	}
+	for ; k < len(ends); k++ {
 		dst = storage.EncodeFrame(dst, plain)
+		plain = plain[:0]
 	}
 	return dst, nil
 }
