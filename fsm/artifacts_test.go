@@ -425,3 +425,48 @@ func TestArtifactDescriptorsAreClosed(t *testing.T) {
 		t.Errorf("%d artifacts open after the writer stopped", open)
 	}
 }
+
+// appendFrames, which reads a session's events in one pass, encodes every
+// range of frames exactly as EncodeFrames does frame by frame, also when the
+// stored frame ends are not increasing (not written by this build).
+func TestAppendFramesMatchesEncodeFrames(t *testing.T) {
+	f, db := newTestFSM(t)
+	f.ApplyBatch([]*raft.Log{
+		entry(t, 1, 100, createCmd("s")),
+		entry(t, 2, 100, appendCmd("s", 0, openTurn...)),
+		entry(t, 3, 100, appendCmd("s", 2, `{"type":"x/e","seq":2,"time":3,"data":1}`)),
+		entry(t, 4, 100, appendCmd("s", 3, `{"type":"x/e","seq":3,"time":3,"data":2}`, `{"type":"x/e","seq":4,"time":3,"data":3}`)),
+		entry(t, 5, 100, appendCmd("s", 5, `{"type":"x/e","seq":5,"time":3,"data":4}`)),
+	})
+	check := func(t *testing.T) {
+		t.Helper()
+		err := db.View(func(tx *storage.Tx) error {
+			rec, err := ReadRecord(tx, "s")
+			if err != nil || rec == nil || rec.Frames != 4 {
+				t.Fatalf("record: %+v, %v", rec, err)
+			}
+			for from := uint64(1); from <= rec.Frames+1; from++ {
+				for to := from - 1; to <= rec.Frames; to++ {
+					frames, err := EncodeFrames(tx, "s", rec.Incarnation, from, to)
+					if err != nil {
+						return err
+					}
+					want := bytes.Join(frames, nil)
+					got, err := appendFrames([]byte("x"), tx, "s", rec.Incarnation, from, to)
+					if err != nil || !bytes.Equal(got, append([]byte("x"), want...)) {
+						t.Errorf("frames %d..%d: %d bytes, %v; want %d bytes", from, to, len(got)-1, err, len(want))
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("as written", check)
+	if err := db.Update(func(tx *storage.Tx) error { return tx.PutFrame("s", 2, 1) }); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("frame ends not increasing", check)
+}
