@@ -238,9 +238,10 @@ func (n *Node) runLeadership() {
 		}
 		term := n.raft.CurrentTerm()
 		if n.isLeaderReady() && n.ClusterID() != "" {
+			n.convertLayout()
 			continue
 		}
-		if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
+		if err := n.await(n.raft.Barrier(n.cfg.ApplyTimeout)); err != nil {
 			continue
 		}
 		if n.ClusterID() == "" {
@@ -252,6 +253,37 @@ func (n *Node) runLeadership() {
 			n.logger.Info("cluster id minted", "cluster_id", n.ClusterID())
 		}
 		n.setReadyTerm(term)
+	}
+}
+
+// await waits for a Raft future, or until the node closes: hashicorp/raft
+// can shut down without answering a future queued just before, and a loop
+// waiting on it would hold Close, and the process, forever (seen with a
+// Barrier queued as the node became leader and was told to stop).
+func (n *Node) await(f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-n.ctx.Done():
+		return raft.ErrRaftShutdown
+	}
+}
+
+// convertLayout proposes ConvertLayout once every voter applies command
+// version 6 and the state is still in layout 1: every replica then converts
+// at the same index. Until then the state stays in layout 1, whose snapshots
+// an older voter reads (a rolling upgrade).
+func (n *Node) convertLayout() {
+	layout := 2
+	_ = n.state.View(func(tx *storage.Tx) error { layout = tx.Layout(); return nil })
+	if layout >= 2 || !n.votersSupport(fsm.LayoutVersion) {
+		return
+	}
+	n.logger.Info("every voter supports layout 2: converting the state database")
+	if _, err := n.propose(n.ctx, &fsmpb.Command{Cmd: &fsmpb.Command_ConvertLayout{ConvertLayout: &fsmpb.ConvertLayout{Layout: 2}}}); err != nil {
+		n.logger.Warn("converting the state database to layout 2 failed; will retry", "err", err)
 	}
 }
 

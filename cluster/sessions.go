@@ -653,6 +653,9 @@ func (n *Node) List(ctx context.Context, c sessionstore.Consistency, pageSize in
 	next := ""
 	err := n.state.View(func(tx *storage.Tx) error {
 		cid := tx.ClusterID()
+		if cwdPrefix != "" && tx.CwdIndexed() {
+			return listUnderCwd(tx, cid, after, cwdPrefix, pageSize, &out, &next)
+		}
 		return tx.ForEachSession(after, true, func(id string, raw []byte) error {
 			rec, err := fsm.DecodeRecord(raw)
 			if err != nil || rec == nil || !rec.Materialized {
@@ -674,6 +677,37 @@ func (n *Node) List(ctx context.Context, c sessionstore.Consistency, pageSize in
 		return nil, "", storageErr(err)
 	}
 	return out, next, nil
+}
+
+// listUnderCwd is List with a cwd prefix from the cwd index: it reads only
+// the matching sessions' records, in id order.
+func listUnderCwd(tx *storage.Tx, cid, after, prefix string, pageSize int, out *[]sessionstore.Snapshot, next *string) error {
+	for _, id := range tx.SessionsUnderCwd(prefix) {
+		if after != "" && id <= after {
+			continue
+		}
+		raw, err := tx.Record(id)
+		if err != nil {
+			return err
+		}
+		rec, err := fsm.DecodeRecord(raw)
+		if err != nil {
+			return err
+		}
+		if rec == nil || !rec.Materialized {
+			continue
+		}
+		h := fsm.HeaderFromPB(rec.Header)
+		if h.Cwd == nil || !strings.HasPrefix(*h.Cwd, prefix) {
+			continue // the index and the record disagree: the record decides
+		}
+		if len(*out) == pageSize {
+			*next = url.QueryEscape((*out)[len(*out)-1].Header.ID)
+			return nil
+		}
+		*out = append(*out, sessionstore.Snapshot{Header: h, Revision: fsm.Revision(cid, rec)})
+	}
+	return nil
 }
 
 // Watch streams a session's events from from on, then each newly committed
