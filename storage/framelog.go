@@ -254,6 +254,9 @@ func (t *Tx) hotBucket() *bbolt.Bucket { return t.tx.Bucket(bucketHot) }
 // hot2 reads a session's hot record; a missing one is a zero hot with ok
 // false; one that fails its checksum is a *ChecksumError.
 func (t *Tx) hot2(id string) (hot, bool, error) {
+	if h, ok := t.hots[id]; ok {
+		return h, true, nil
+	}
 	b := t.hotBucket()
 	if b == nil {
 		return hot{}, false, nil
@@ -269,8 +272,31 @@ func (t *Tx) hot2(id string) (hot, bool, error) {
 	return h, true, nil
 }
 
+// putHot2 stages a session's hot record; flushHot writes it once per
+// transaction, however many commands of the batch changed it (an append
+// changes it twice: the frame, then the record).
 func (t *Tx) putHot2(id string, h hot) error {
-	return t.hotBucket().Put([]byte(id), encodeHot(id, h))
+	if t.hots == nil {
+		t.hots = map[string]hot{}
+	}
+	h.fsm = bytes.Clone(h.fsm) // it may alias a page of this transaction
+	t.hots[id] = h
+	return nil
+}
+
+// flushHot writes the staged hot records (StateDB.Update, before commit).
+func (t *Tx) flushHot() error {
+	if len(t.hots) == 0 {
+		return nil
+	}
+	b := t.hotBucket()
+	for id, h := range t.hots {
+		if err := b.Put([]byte(id), encodeHot(id, h)); err != nil {
+			return err
+		}
+	}
+	t.hots = nil
+	return nil
 }
 
 // appendFrame2 stores events first.. of incarnation inc as frame n of id
@@ -576,6 +602,7 @@ func (t *Tx) deleteSession2(id string, inc uint64) error {
 			}
 		}
 	}
+	delete(t.hots, id)
 	if err := t.hotBucket().Delete([]byte(id)); err != nil {
 		return err
 	}

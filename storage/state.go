@@ -140,7 +140,13 @@ func (s *StateDB) Check() error {
 func (s *StateDB) Update(fn func(*Tx) error) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.db.Update(func(tx *bbolt.Tx) error { return fn(newTx(tx, &s.fails)) })
+	return s.db.Update(func(tx *bbolt.Tx) error {
+		t := newTx(tx, &s.fails)
+		if err := fn(t); err != nil {
+			return err
+		}
+		return t.flushHot()
+	})
 }
 
 // View runs fn in a read transaction.

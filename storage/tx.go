@@ -22,6 +22,9 @@ type Tx struct {
 	// index being applied and the frames it has stored so far.
 	entryIndex uint64
 	entryPos   uint32
+	// hots are the hot records changed by this transaction (layout 2),
+	// written once each before it commits.
+	hots map[string]hot
 }
 
 func newTx(tx *bbolt.Tx, fails *atomic.Uint64) *Tx {
