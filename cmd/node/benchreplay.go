@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -217,6 +218,8 @@ type replayStats struct {
 	// Settled is false when the servers did not go quiet within the settle
 	// timeout (ServerCPU is then a lower bound).
 	Settled bool `json:"settled,omitempty"`
+	// FirstErrors is one message per error reason (some agent's first).
+	FirstErrors map[string]string `json:"first_errors,omitempty"`
 }
 
 // replayRun is one agent's record of a level.
@@ -225,6 +228,7 @@ type replayRun struct {
 	events, ackedAll int             // events in lat's Appends; all acknowledged events
 	replays, leases  int
 	errs             map[string]int
+	firstErr         map[string]string // the first message of each reason, for the report
 	lastDone         time.Time
 }
 
@@ -232,7 +236,10 @@ func (r *replayRun) fail(ctx context.Context, what string, err error) {
 	if ctx.Err() != nil {
 		return
 	}
-	r.errs[what+errReason(err)]++
+	k := what + errReason(err)
+	if r.errs[k]++; r.errs[k] == 1 {
+		r.firstErr[k] = err.Error()
+	}
 	time.Sleep(benchErrorPause)
 }
 
@@ -252,7 +259,7 @@ func (b *bencher) replayLevel(ctx context.Context, sessions []replaySession, n i
 		c := b.writerClient(i)
 		go func(r *replayRun) {
 			defer done.Done()
-			r.errs = map[string]int{}
+			r.errs, r.firstErr = map[string]int{}, map[string]string{}
 			<-start
 			for k := 0; ctx.Err() == nil && time.Now().Before(end); k++ {
 				s := &sessions[(i+k)%len(sessions)]
@@ -277,7 +284,7 @@ func (b *bencher) replayLevel(ctx context.Context, sessions []replaySession, n i
 		selfErr = err
 	}
 
-	st := replayStats{Agents: n}
+	st := replayStats{Agents: n, FirstErrors: map[string]string{}}
 	var all []time.Duration
 	errs := map[string]int{}
 	last, acked := end, 0
@@ -289,6 +296,9 @@ func (b *bencher) replayLevel(ctx context.Context, sessions []replaySession, n i
 		acked += r.ackedAll
 		for k, v := range r.errs {
 			errs[k] += v
+		}
+		for k, m := range r.firstErr {
+			st.FirstErrors[k] = m
 		}
 		if r.lastDone.After(last) {
 			last = r.lastDone
@@ -360,9 +370,7 @@ func (b *bencher) replayOnce(ctx context.Context, c *client.Client, s *replaySes
 			r.lastDone = t0.Add(d)
 		}
 		if epoch == 0 && bt.balanced && i < len(s.batches)-1 {
-			cctx, cancel := context.WithTimeout(ctx, benchCallTimeout)
-			v, l, err := c.Prepare(cctx, &sessionpb.PrepareRequest{SessionId: id, Owner: replayOwner, TtlMs: replayLeaseTTL.Milliseconds()})
-			cancel()
+			v, l, err := b.replayPrepare(ctx, c, id, r, end)
 			if err == nil && (v.GetRepaired() || v.GetNextSeq() != int64(bt.end)) {
 				err = fmt.Errorf("prepare of %s at seq %d repaired the log (next seq %d)", id, bt.end, v.GetNextSeq())
 			}
@@ -384,6 +392,22 @@ func (b *bencher) replayOnce(ctx context.Context, c *client.Client, s *replaySes
 		}
 	}
 	return true
+}
+
+// replayPrepare takes the lease on id. A QUOTA_EXCEEDED refusal (e.g. the
+// principal's open read streams on the node, which Prepare counts against)
+// is definite, nothing applied, so it is counted and retried until end, as
+// an agent host would.
+func (b *bencher) replayPrepare(ctx context.Context, c *client.Client, id string, r *replayRun, end time.Time) (*sessionpb.SessionView, *sessionpb.Lease, error) {
+	for {
+		cctx, cancel := context.WithTimeout(ctx, benchCallTimeout)
+		v, l, err := c.Prepare(cctx, &sessionpb.PrepareRequest{SessionId: id, Owner: replayOwner, TtlMs: replayLeaseTTL.Milliseconds()})
+		cancel()
+		if !errors.Is(err, sessionstore.ErrQuotaExceeded) || ctx.Err() != nil || !time.Now().Before(end) {
+			return v, l, err
+		}
+		r.fail(ctx, "Prepare ", err)
+	}
 }
 
 // settle waits until every --addr node has applied the same index and the
@@ -543,6 +567,9 @@ func (b *bencher) replayMain(ctx context.Context, stdout, stderr io.Writer) erro
 			return err
 		}
 		out.Levels = append(out.Levels, st)
+		for _, k := range slices.Sorted(maps.Keys(st.FirstErrors)) {
+			fmt.Fprintf(stderr, "  %s, e.g.: %s\n", k, st.FirstErrors[k])
+		}
 	}
 	if b.cfg.json {
 		return json.NewEncoder(stdout).Encode(out)
