@@ -64,7 +64,8 @@ type Node struct {
 	// startClusterID is the cluster this data directory belonged to at start
 	// (identity.go); the Raft handshake uses it until state.db has the id.
 	startClusterID string
-	hsGossip       atomic.Pointer[gossip] // the handshake's view of gossip, set once it runs
+	hsGossip       atomic.Pointer[gossip]    // the handshake's view of gossip, set once it runs
+	voterCache     atomic.Pointer[voterView] // voters.go: the last view, reused while current
 
 	mu          sync.Mutex
 	clusterID   string
