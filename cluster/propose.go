@@ -1,8 +1,30 @@
 package cluster
 
+// The proposer: client commands queue on Node.proposals; one goroutine
+// groups them into Raft entries (group commit), so one Raft round, one WAL
+// fdatasync per node and one FSM batch serve many clients. At most
+// Config.InFlight entries are outstanding; commands arriving meanwhile queue
+// and form the next group.
+//
+// Adaptive hold. Taking whatever is queued the moment a slot frees makes
+// small groups under moderate load: with a few entries in flight, the next
+// command finds a free slot and goes out nearly alone, and each entry costs
+// the same Raft, WAL and transport work whatever it carries. So a group that
+// has room is held briefly, but only while another entry is in flight (a
+// lone writer, whose previous entry has committed, never waits) and only
+// when commands arrive fast enough to fill it: the hold lasts at most
+// wait = min(half the recent commit time, Config.MaxGroupWait), and only if
+// the recent arrival rate predicts at least holdMinArrivals more commands
+// within it. It ends as soon as the group is full or no other entry is in
+// flight any more (an idle pipeline must not wait). Both rates are moving
+// averages: the commit time of entries (Apply to answer) and the gap between
+// command arrivals. The wait therefore grows with commit latency and
+// vanishes when the load is light; MaxGroupWait 0 turns holding off.
+
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -83,11 +105,69 @@ func (n *Node) propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, 
 	}
 }
 
-// runProposer groups queued commands into Raft entries. At most InFlight
-// entries are outstanding; commands that arrive meanwhile wait and are grouped
-// into the next entry, so one Raft commit and one bbolt commit serve many
-// clients (group commit).
+const (
+	// holdMinArrivals is how many more commands a hold must expect (at the
+	// recent arrival rate) to be worth its wait.
+	holdMinArrivals = 2
+	// ewmaShift weights the moving averages: each sample counts 1/8.
+	ewmaShift = 3
+)
+
+// groupPacer holds what the adaptive hold decides by (see the top of the
+// file). arrivalGap is the proposer goroutine's own; commitNanos is written
+// by the goroutines that wait for entries.
+type groupPacer struct {
+	maxWait     time.Duration
+	arrivalGap  time.Duration // moving average of the gap between command arrivals
+	lastArrival time.Time
+	commitNanos atomic.Int64  // moving average of the commit time of entries
+	landed      chan struct{} // a token after each entry is answered (capacity 1)
+}
+
+func newGroupPacer(maxWait time.Duration) *groupPacer {
+	return &groupPacer{maxWait: maxWait, landed: make(chan struct{}, 1)}
+}
+
+// arrived records a command that entered the queue at t.
+func (g *groupPacer) arrived(t time.Time) {
+	if t.IsZero() {
+		return
+	}
+	if !g.lastArrival.IsZero() {
+		// A gap longer than a few waits only says "too slow to hold":
+		// clamped, so the average recovers quickly when load returns.
+		gap := min(max(t.Sub(g.lastArrival), 0), 4*g.maxWait)
+		g.arrivalGap += (gap - g.arrivalGap) >> ewmaShift
+	}
+	if t.After(g.lastArrival) {
+		g.lastArrival = t
+	}
+}
+
+// committed records an entry answered after d and wakes a holding proposer.
+func (g *groupPacer) committed(d time.Duration) {
+	old := g.commitNanos.Load()
+	g.commitNanos.Store(old + (int64(d)-old)>>ewmaShift)
+	select {
+	case g.landed <- struct{}{}:
+	default:
+	}
+}
+
+// wait is how long the next group may be held (0: not at all).
+func (g *groupPacer) wait() time.Duration {
+	w := min(time.Duration(g.commitNanos.Load())/2, g.maxWait)
+	if w <= 0 || g.arrivalGap*holdMinArrivals > w {
+		return 0
+	}
+	return w
+}
+
+// runProposer groups queued commands into Raft entries: see the top of the
+// file.
 func (n *Node) runProposer() {
+	hold := time.NewTimer(time.Hour)
+	hold.Stop()
 	for {
 		select {
 		case n.slots <- struct{}{}:
@@ -102,17 +182,46 @@ func (n *Node) runProposer() {
 			n.drainProposals()
 			return
 		}
+		n.pacer.arrived(first.enqueued)
 		group := []*proposal{first}
 		size := first.size
+		room := func() bool { return len(group) < n.cfg.MaxGroupCommands && size < n.cfg.MaxGroupBytes }
 	gather:
-		for len(group) < n.cfg.MaxGroupCommands && size < n.cfg.MaxGroupBytes {
+		for room() {
 			select {
 			case p := <-n.proposals:
+				n.pacer.arrived(p.enqueued)
 				group = append(group, p)
 				size += p.size
 			default:
 				break gather
 			}
+		}
+		// othersInFlight: the slots taken, less this group's own.
+		othersInFlight := func() bool { return len(n.slots) > 1 }
+		if w := n.pacer.wait(); w > 0 && room() && othersInFlight() {
+			hold.Reset(w)
+		held:
+			for room() && othersInFlight() {
+				select {
+				case p := <-n.proposals:
+					n.pacer.arrived(p.enqueued)
+					group = append(group, p)
+					size += p.size
+				case <-n.pacer.landed: // an entry was answered: recheck
+				case <-hold.C:
+					break held
+				case <-n.ctx.Done():
+					// Never enqueued in Raft: a definite failure.
+					for _, p := range group {
+						p.done <- proposalResult{err: sessionstore.ErrShuttingDown}
+					}
+					<-n.slots
+					n.drainProposals()
+					return
+				}
+			}
+			hold.Stop()
 		}
 		n.submit(group)
 	}
@@ -153,8 +262,10 @@ func (n *Node) submit(group []*proposal) {
 	fut := n.raft.Apply(data, n.cfg.ApplyTimeout)
 	go func() {
 		err := fut.Error()
-		n.metrics.CommitSeconds.Observe(time.Since(submitted).Seconds())
+		took := time.Since(submitted)
+		n.metrics.CommitSeconds.Observe(took.Seconds())
 		<-n.slots
+		n.pacer.committed(took)
 		if err != nil {
 			err = translate(err)
 			for _, p := range group {
