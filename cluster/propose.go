@@ -7,19 +7,18 @@ package cluster
 // and form the next group.
 //
 // Adaptive hold. Taking whatever is queued the moment a slot frees makes
-// small groups under moderate load: with a few entries in flight, the next
-// command finds a free slot and goes out nearly alone, and each entry costs
-// the same Raft, WAL and transport work whatever it carries. So a group that
-// has room is held briefly, but only while another entry is in flight (a
-// lone writer, whose previous entry has committed, never waits) and only
-// when commands arrive fast enough to fill it: the hold lasts at most
-// wait = min(half the recent commit time, Config.MaxGroupWait), and only if
-// the recent arrival rate predicts at least holdMinArrivals more commands
-// within it. It ends as soon as the group is full or no other entry is in
-// flight any more (an idle pipeline must not wait). Both rates are moving
-// averages: the commit time of entries (Apply to answer) and the gap between
-// command arrivals. The wait therefore grows with commit latency and
-// vanishes when the load is light; MaxGroupWait 0 turns holding off.
+// small groups under moderate load: commands come back in bursts (the
+// writers an entry answered send their next ones within a round trip), and
+// the first of a burst finds a free slot and goes out nearly alone, though
+// each entry costs the same Raft, WAL and transport work whatever it
+// carries. So a group that has room lingers while commands keep arriving:
+// it goes once none has arrived for a quarter of its wait, or once it has
+// waited wait = min(half the recent commit time, Config.MaxGroupWait) in
+// all, is full, or no other entry is in flight any more. It only lingers
+// while another entry is in flight: a lone writer, whose previous entry has
+// committed, never waits, and an idle pipeline is never kept waiting. The
+// commit time is a moving average (Apply to answer), so the wait shrinks on
+// fast disks; MaxGroupWait 0 turns lingering off.
 
 import (
 	"context"
@@ -105,21 +104,13 @@ func (n *Node) propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, 
 	}
 }
 
-const (
-	// holdMinArrivals is how many more commands a hold must expect (at the
-	// recent arrival rate) to be worth its wait.
-	holdMinArrivals = 2
-	// ewmaShift weights the moving averages: each sample counts 1/8.
-	ewmaShift = 3
-)
+// ewmaShift weights the moving average of commit times: each sample counts 1/8.
+const ewmaShift = 3
 
 // groupPacer holds what the adaptive hold decides by (see the top of the
-// file). arrivalGap is the proposer goroutine's own; commitNanos is written
-// by the goroutines that wait for entries.
+// file); it is written by the goroutines that wait for entries.
 type groupPacer struct {
 	maxWait     time.Duration
-	arrivalGap  time.Duration // moving average of the gap between command arrivals
-	lastArrival time.Time
 	commitNanos atomic.Int64  // moving average of the commit time of entries
 	landed      chan struct{} // a token after each entry is answered (capacity 1)
 }
@@ -128,23 +119,7 @@ func newGroupPacer(maxWait time.Duration) *groupPacer {
 	return &groupPacer{maxWait: maxWait, landed: make(chan struct{}, 1)}
 }
 
-// arrived records a command that entered the queue at t.
-func (g *groupPacer) arrived(t time.Time) {
-	if t.IsZero() {
-		return
-	}
-	if !g.lastArrival.IsZero() {
-		// A gap longer than a few waits only says "too slow to hold":
-		// clamped, so the average recovers quickly when load returns.
-		gap := min(max(t.Sub(g.lastArrival), 0), 4*g.maxWait)
-		g.arrivalGap += (gap - g.arrivalGap) >> ewmaShift
-	}
-	if t.After(g.lastArrival) {
-		g.lastArrival = t
-	}
-}
-
-// committed records an entry answered after d and wakes a holding proposer.
+// committed records an entry answered after d and wakes a lingering proposer.
 func (g *groupPacer) committed(d time.Duration) {
 	old := g.commitNanos.Load()
 	g.commitNanos.Store(old + (int64(d)-old)>>ewmaShift)
@@ -154,13 +129,14 @@ func (g *groupPacer) committed(d time.Duration) {
 	}
 }
 
-// wait is how long the next group may be held (0: not at all).
-func (g *groupPacer) wait() time.Duration {
-	w := min(time.Duration(g.commitNanos.Load())/2, g.maxWait)
-	if w <= 0 || g.arrivalGap*holdMinArrivals > w {
-		return 0
+// wait is how long the next group may linger in all, and without a new
+// command (0: not at all).
+func (g *groupPacer) wait() (total, idle time.Duration) {
+	total = min(time.Duration(g.commitNanos.Load())/2, g.maxWait)
+	if total <= 0 {
+		return 0, 0
 	}
-	return w
+	return total, total / 4
 }
 
 // runProposer groups queued commands into Raft entries: see the top of the
@@ -182,7 +158,6 @@ func (n *Node) runProposer() {
 			n.drainProposals()
 			return
 		}
-		n.pacer.arrived(first.enqueued)
 		group := []*proposal{first}
 		size := first.size
 		room := func() bool { return len(group) < n.cfg.MaxGroupCommands && size < n.cfg.MaxGroupBytes }
@@ -190,7 +165,6 @@ func (n *Node) runProposer() {
 		for room() {
 			select {
 			case p := <-n.proposals:
-				n.pacer.arrived(p.enqueued)
 				group = append(group, p)
 				size += p.size
 			default:
@@ -199,18 +173,23 @@ func (n *Node) runProposer() {
 		}
 		// othersInFlight: the slots taken, less this group's own.
 		othersInFlight := func() bool { return len(n.slots) > 1 }
-		if w := n.pacer.wait(); w > 0 && room() && othersInFlight() {
-			hold.Reset(w)
-		held:
+		if total, idle := n.pacer.wait(); total > 0 && room() && othersInFlight() {
+			deadline := time.Now().Add(total)
+			hold.Reset(idle)
+		linger:
 			for room() && othersInFlight() {
 				select {
 				case p := <-n.proposals:
-					n.pacer.arrived(p.enqueued)
 					group = append(group, p)
 					size += p.size
+					left := time.Until(deadline)
+					if left <= 0 {
+						break linger
+					}
+					hold.Reset(min(idle, left))
 				case <-n.pacer.landed: // an entry was answered: recheck
 				case <-hold.C:
-					break held
+					break linger
 				case <-n.ctx.Done():
 					// Never enqueued in Raft: a definite failure.
 					for _, p := range group {
