@@ -44,6 +44,7 @@ type Node struct {
 
 	proposals  chan *proposal
 	slots      chan struct{}
+	pacer      *groupPacer // propose.go: the adaptive hold
 	commandIDs *commandIDs // /plan command ids this node mints
 
 	pendingMu    sync.Mutex
@@ -64,7 +65,8 @@ type Node struct {
 	// startClusterID is the cluster this data directory belonged to at start
 	// (identity.go); the Raft handshake uses it until state.db has the id.
 	startClusterID string
-	hsGossip       atomic.Pointer[gossip] // the handshake's view of gossip, set once it runs
+	hsGossip       atomic.Pointer[gossip]    // the handshake's view of gossip, set once it runs
+	voterCache     atomic.Pointer[voterView] // voters.go: the last view, reused while current
 
 	mu          sync.Mutex
 	clusterID   string
@@ -93,7 +95,7 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 		return nil, err
 	}
 	n := &Node{cfg: cfg, logger: logger.With("component", "cluster", "node_id", cfg.NodeID),
-		proposals: make(chan *proposal, 4096), pendingFreed: make(chan struct{}), slots: make(chan struct{}, cfg.InFlight), commandIDs: newCommandIDs(),
+		proposals: make(chan *proposal, 4096), pendingFreed: make(chan struct{}), slots: make(chan struct{}, cfg.InFlight), pacer: newGroupPacer(cfg.MaxGroupWait), commandIDs: newCommandIDs(),
 		metrics: NewMetrics(reg)}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.dialCtx, n.dialCancel = context.WithCancel(context.Background())
