@@ -688,9 +688,12 @@ func (t *Tx) record2(id string, b *bbolt.Bucket) ([]byte, error) {
 	if err != nil || cold == nil {
 		return cold, err
 	}
-	h, _, err := t.hot2(id)
+	h, ok, err := t.hot2(id)
 	if err != nil {
 		return nil, err
+	}
+	if !ok { // every session gets one with its record: a lost key
+		return nil, t.fail(&ChecksumError{Session: id, Seq: -1, What: "session counters (missing)"})
 	}
 	out := make([]byte, 0, len(cold)+len(h.fsm))
 	return append(append(out, cold...), h.fsm...), nil

@@ -241,6 +241,21 @@ func TestLayout2DamageIsFoundAndRepaired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A lost hot record is damage, not an empty session.
+	err = s.Update(func(tx *Tx) error {
+		v := bytes.Clone(tx.hotBucket().Get([]byte("s")))
+		if err := tx.hotBucket().Delete([]byte("s")); err != nil {
+			return err
+		}
+		var ce *ChecksumError
+		if _, err := tx.Record("s"); !errors.As(err, &ce) {
+			return fmt.Errorf("record without its hot part: %v, want a checksum error", err)
+		}
+		return tx.hotBucket().Put([]byte("s"), v)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	// A damaged frame header, a damaged hot record: errors, not panics.
 	for _, bucket := range [][]byte{bucketLog, bucketHot} {
 		err = s.Update(func(tx *Tx) error {
