@@ -43,7 +43,7 @@ func (n *Node) Backup(ctx context.Context, meta func(sessionstore.BackupMeta) er
 		n.logger.Error("backup refused: the state database is damaged", "err", err)
 		return sessionstore.BackupTrailer{}, err
 	}
-	m := sessionstore.BackupMeta{Time: time.Now(), DBBytes: sn.DBBytes(), NodeID: n.cfg.NodeID, StateFormat: storage.StateFormatVersion}
+	m := sessionstore.BackupMeta{Time: time.Now(), DBBytes: sn.DBBytes(), NodeID: n.cfg.NodeID, StateFormat: uint32(sn.Format())}
 	m.AppliedIndex, m.Term = sn.Tx().Applied()
 	m.ClusterID = sn.Tx().ClusterID()
 	if err := meta(m); err != nil {
@@ -216,7 +216,7 @@ func (n *Node) compactForSeed() (uint64, error) {
 			n.logger.Error("restoring TrailingLogs after the seed snapshot failed", "err", err)
 		}
 	}()
-	if err := n.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+	if err := n.await(n.raft.Snapshot()); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
 		return 0, err
 	}
 	metas, err := n.snaps.List()

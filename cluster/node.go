@@ -44,6 +44,7 @@ type Node struct {
 
 	proposals  chan *proposal
 	slots      chan struct{}
+	pacer      *groupPacer // propose.go: the adaptive hold
 	commandIDs *commandIDs // /plan command ids this node mints
 
 	pendingMu    sync.Mutex
@@ -64,7 +65,8 @@ type Node struct {
 	// startClusterID is the cluster this data directory belonged to at start
 	// (identity.go); the Raft handshake uses it until state.db has the id.
 	startClusterID string
-	hsGossip       atomic.Pointer[gossip] // the handshake's view of gossip, set once it runs
+	hsGossip       atomic.Pointer[gossip]    // the handshake's view of gossip, set once it runs
+	voterCache     atomic.Pointer[voterView] // voters.go: the last view, reused while current
 
 	mu          sync.Mutex
 	clusterID   string
@@ -93,7 +95,7 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 		return nil, err
 	}
 	n := &Node{cfg: cfg, logger: logger.With("component", "cluster", "node_id", cfg.NodeID),
-		proposals: make(chan *proposal, 4096), pendingFreed: make(chan struct{}), slots: make(chan struct{}, cfg.InFlight), commandIDs: newCommandIDs(),
+		proposals: make(chan *proposal, 4096), pendingFreed: make(chan struct{}), slots: make(chan struct{}, cfg.InFlight), pacer: newGroupPacer(cfg.MaxGroupWait), commandIDs: newCommandIDs(),
 		metrics: NewMetrics(reg)}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.dialCtx, n.dialCancel = context.WithCancel(context.Background())
@@ -238,9 +240,10 @@ func (n *Node) runLeadership() {
 		}
 		term := n.raft.CurrentTerm()
 		if n.isLeaderReady() && n.ClusterID() != "" {
+			n.convertLayout()
 			continue
 		}
-		if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
+		if err := n.await(n.raft.Barrier(n.cfg.ApplyTimeout)); err != nil {
 			continue
 		}
 		if n.ClusterID() == "" {
@@ -252,6 +255,37 @@ func (n *Node) runLeadership() {
 			n.logger.Info("cluster id minted", "cluster_id", n.ClusterID())
 		}
 		n.setReadyTerm(term)
+	}
+}
+
+// await waits for a Raft future, or until the node closes: hashicorp/raft
+// can shut down without answering a future queued just before, and a loop
+// waiting on it would hold Close, and the process, forever (seen with a
+// Barrier queued as the node became leader and was told to stop).
+func (n *Node) await(f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-n.ctx.Done():
+		return raft.ErrRaftShutdown
+	}
+}
+
+// convertLayout proposes ConvertLayout once every voter applies command
+// version 6 and the state is still in layout 1: every replica then converts
+// at the same index. Until then the state stays in layout 1, whose snapshots
+// an older voter reads (a rolling upgrade).
+func (n *Node) convertLayout() {
+	layout := 2
+	_ = n.state.View(func(tx *storage.Tx) error { layout = tx.Layout(); return nil })
+	if layout >= 2 || !n.votersSupport(fsm.LayoutVersion) {
+		return
+	}
+	n.logger.Info("every voter supports layout 2: converting the state database")
+	if _, err := n.propose(n.ctx, &fsmpb.Command{Cmd: &fsmpb.Command_ConvertLayout{ConvertLayout: &fsmpb.ConvertLayout{Layout: 2}}}); err != nil {
+		n.logger.Warn("converting the state database to layout 2 failed; will retry", "err", err)
 	}
 }
 

@@ -85,7 +85,7 @@ func (n *Node) reconcile() {
 			// With Raft TLS: not added, and a configured server keeps its
 			// address, until that address shows a node certificate of our CA.
 		case !ok:
-			if err := n.raft.AddNonvoter(raft.ServerID(id), addr, 0, 5*time.Second).Error(); err != nil {
+			if err := n.await(n.raft.AddNonvoter(raft.ServerID(id), addr, 0, 5*time.Second)); err != nil {
 				n.logger.Warn("adding a server as non-voter failed", "peer_id", id, "err", err)
 				continue
 			}
@@ -93,15 +93,15 @@ func (n *Node) reconcile() {
 		case s.Address != addr:
 			var err error
 			if s.Suffrage == raft.Voter {
-				err = n.raft.AddVoter(raft.ServerID(id), addr, 0, 5*time.Second).Error()
+				err = n.await(n.raft.AddVoter(raft.ServerID(id), addr, 0, 5*time.Second))
 			} else {
-				err = n.raft.AddNonvoter(raft.ServerID(id), addr, 0, 5*time.Second).Error()
+				err = n.await(n.raft.AddNonvoter(raft.ServerID(id), addr, 0, 5*time.Second))
 			}
 			if err == nil {
 				n.logger.Info("updated a server's raft address", "peer_id", id, "raft_addr", addr)
 			}
 		case s.Suffrage == raft.Nonvoter && p.meta.Applied+promoteLag >= commit && p.meta.Applied > 0:
-			if err := n.raft.AddVoter(raft.ServerID(id), addr, 0, 5*time.Second).Error(); err != nil {
+			if err := n.await(n.raft.AddVoter(raft.ServerID(id), addr, 0, 5*time.Second)); err != nil {
 				n.logger.Warn("promoting a non-voter failed", "peer_id", id, "err", err)
 				continue
 			}
@@ -144,7 +144,7 @@ func (n *Node) reapDead(configured map[string]raft.Server, peers map[string]peer
 		if s.Suffrage == raft.Voter && voters-1 < n.cfg.bootstrapExpect() {
 			continue
 		}
-		if err := n.raft.RemoveServer(raft.ServerID(id), 0, 5*time.Second).Error(); err != nil {
+		if err := n.await(n.raft.RemoveServer(raft.ServerID(id), 0, 5*time.Second)); err != nil {
 			n.logger.Warn("reaping a dead server failed", "peer_id", id, "err", err)
 			continue
 		}

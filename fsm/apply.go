@@ -23,6 +23,8 @@ type applier struct {
 	// metrics are side effects only: never read back (determinism).
 	metrics  *Metrics
 	repairer Repairer // nil: a damaged event stops the node
+	// converted counts the sessions a ConvertLayout moved (for the log).
+	converted int
 }
 
 // events reads a session's events [from, to), verified. A damaged event is
@@ -73,6 +75,8 @@ func (a *applier) apply(c *fsmpb.Command) (*fsmpb.Result, string, error) {
 		return a.delete(cmd.Delete, c.BindRequest)
 	case *fsmpb.Command_Sweep:
 		return a.sweep(cmd.Sweep)
+	case *fsmpb.Command_ConvertLayout:
+		return a.convertLayout(cmd.ConvertLayout)
 	case *fsmpb.Command_PlanSet:
 		return a.deduped(request{bind: c.BindRequest, id: cmd.PlanSet.SessionId, requestID: cmd.PlanSet.RequestId, planKind: "PlanSet", op: func() requestOp { return planSetOp(cmd.PlanSet) }}, func() (*fsmpb.Result, bool, error) {
 			return a.planSet(cmd.PlanSet)
@@ -202,11 +206,7 @@ func (a *applier) record(id string) (*fsmpb.SessionRecord, error) {
 }
 
 func (a *applier) putRecord(id string, r *fsmpb.SessionRecord) error {
-	b, err := proto.Marshal(r)
-	if err != nil {
-		return err
-	}
-	return a.tx.PutRecord(id, b)
+	return PutRecord(a.tx, id, r)
 }
 
 func (a *applier) revision(r *fsmpb.SessionRecord) string {
@@ -248,6 +248,11 @@ func (a *applier) create(c *fsmpb.Create, principal string, lim *fsmpb.Limits) (
 		EventBytes: &zero, Creator: principal}
 	if err := a.putRecord(id, rec); err != nil {
 		return nil, false, err
+	}
+	if h.Cwd != nil {
+		if err := a.tx.IndexCwd(id, h.GetCwd(), false); err != nil {
+			return nil, false, err
+		}
 	}
 	// Counted whether or not a quota is set, so one set later sees every session.
 	if err := a.tx.AddPrincipalSession(principal, 1); err != nil {
@@ -320,7 +325,7 @@ func (a *applier) append(c *fsmpb.Append, lim *fsmpb.Limits) (*fsmpb.Result, str
 
 // writeFrame appends events as one artifact frame and advances the record.
 func (a *applier) writeFrame(id string, rec *fsmpb.SessionRecord, events [][]byte) error {
-	if err := a.tx.PutEvents(id, rec.Incarnation, rec.NextSeq, events); err != nil {
+	if err := a.tx.AppendFrame(id, rec.Incarnation, rec.Frames+1, rec.NextSeq, events); err != nil {
 		return err
 	}
 	size := a.eventBytes(id, rec) + batchBytes(events)
@@ -331,9 +336,6 @@ func (a *applier) writeFrame(id string, rec *fsmpb.SessionRecord, events [][]byt
 	rec.LastAppendUnixMs = a.now
 	rec.Frames++
 	rec.LastChangeIndex = a.index
-	if err := a.tx.PutFrame(id, rec.Frames, rec.NextSeq); err != nil {
-		return err
-	}
 	if a.frames != nil {
 		*a.frames = append(*a.frames, Frame{SessionID: id, N: rec.Frames, Index: a.index, Header: rec.Header, Events: events})
 	}
@@ -391,8 +393,13 @@ func (a *applier) delete(c *fsmpb.Delete, bind bool) (*fsmpb.Result, string, err
 // tombstone (with the deleting request's answer) and tells the artifact
 // writer.
 func (a *applier) remove(id string, rec *fsmpb.SessionRecord, requestID string, res *fsmpb.Result) error {
-	if err := a.tx.DeleteSession(id); err != nil {
+	if err := a.tx.DeleteSession(id, rec.Incarnation); err != nil {
 		return err
+	}
+	if h := rec.GetHeader(); h.Cwd != nil {
+		if err := a.tx.IndexCwd(id, h.GetCwd(), true); err != nil {
+			return err
+		}
 	}
 	if err := a.tx.AddPrincipalSession(rec.Creator, -1); err != nil {
 		return err
@@ -417,6 +424,21 @@ func (a *applier) remove(id string, rec *fsmpb.SessionRecord, requestID string, 
 		*a.frames = append(kept, Frame{SessionID: id, Index: a.index, Deleted: true})
 	}
 	return nil
+}
+
+// convertLayout converts the state to layout 2 (version 6; see
+// ConvertLayout). A state already converted, or a request for another
+// layout, changes nothing.
+func (a *applier) convertLayout(c *fsmpb.ConvertLayout) (*fsmpb.Result, string, error) {
+	if c.Layout != 2 || a.tx.Layout() >= 2 {
+		return &fsmpb.Result{}, "", nil
+	}
+	n, err := ConvertLayout(a.tx, a.index)
+	if err != nil {
+		return nil, "", fmt.Errorf("converting the state to layout 2: %w", err)
+	}
+	a.converted = n
+	return &fsmpb.Result{}, "", nil
 }
 
 // sweep deletes what the retention policies say has expired at the entry's

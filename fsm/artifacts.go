@@ -771,7 +771,7 @@ func EncodeFrames(tx *storage.Tx, id string, inc uint64, from, to uint64) ([][]b
 	var out [][]byte
 	var plain []byte
 	for n := from; n <= to && n >= 1; n++ {
-		start, end := tx.FrameEnd(id, n-1), tx.FrameEnd(id, n)
+		start, end := tx.FrameEnd(id, inc, n-1), tx.FrameEnd(id, inc, n)
 		plain = plain[:0]
 		err := tx.ForEachEvent(id, inc, start, end, func(_ int64, ev []byte) error {
 			plain = append(append(plain, ev...), '\n')

@@ -16,8 +16,9 @@ import (
 // Version 3 added principals and limits to Create and Append, version 4
 // Delete and Sweep, version 5 request ids bound to their operation
 // (Command.bind_request, requests.go) and a session byte quota that counts
-// the header and kept answers (Limits.count_stored, also on plan-mode calls).
-const CommandVersion = 5
+// the header and kept answers (Limits.count_stored, also on plan-mode calls),
+// version 6 ConvertLayout (the state's layout 2, layout.go).
+const CommandVersion = 6
 
 // Encode serialises an entry for the Raft log, stamped with the oldest
 // version that knows all its commands, so an entry an older replica cannot
@@ -38,6 +39,9 @@ func Encode(e *fsmpb.Entry) ([]byte, error) {
 		}
 		if c.BindRequest || c.Limits.GetCountStored() {
 			e.Version = max(e.Version, 5)
+		}
+		if _, ok := c.Cmd.(*fsmpb.Command_ConvertLayout); ok {
+			e.Version = max(e.Version, layoutVersion)
 		}
 	}
 	return proto.Marshal(e)

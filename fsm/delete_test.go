@@ -48,7 +48,7 @@ func TestApplyDelete(t *testing.T) {
 	}
 	_ = db.View(func(tx *storage.Tx) error {
 		rec, _ := ReadRecord(tx, "s")
-		if rec.Incarnation != 8 || rec.NextSeq != 1 || tx.SumsEnd("s") != 1 {
+		if evs, err := tx.Events("s", rec.Incarnation, 0, rec.NextSeq); rec.Incarnation != 8 || rec.NextSeq != 1 || err != nil || len(evs) != 1 {
 			t.Fatalf("new incarnation: %+v", rec)
 		}
 		if tx.PrincipalSessions("alice") != 0 {

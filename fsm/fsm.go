@@ -24,7 +24,7 @@ type GroupResult struct {
 type Applied struct {
 	Index    uint64
 	Sessions []string // sessions whose log or record changed
-	Restored bool     // the whole state was replaced by a snapshot
+	Restored bool     // the whole state was replaced (a snapshot) or converted
 	Frames   []Frame  // artifact frames written by this batch, in log order
 }
 
@@ -200,6 +200,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	var order []string
 	var frames []Frame
 	var lastIndex uint64
+	converted := false // the layout changed: artifacts are checked whole
 	err := f.db.Update(func(tx *storage.Tx) error {
 		applied, _ := tx.Applied()
 		var last *raft.Log
@@ -220,11 +221,18 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 				panic(fmt.Sprintf("fsm: undecodable entry at index %d: %v", l.Index, err))
 			}
 			a := &applier{tx: tx, index: l.Index, now: clamp(tx, e.NowUnixMs), frames: &frames, metrics: f.metrics, repairer: f.repair}
+			tx.BeginEntry(l.Index)
 			res := make([]*fsmpb.Result, len(e.Commands))
 			for j, c := range e.Commands {
+				layout := tx.Layout()
 				r, touched, err := a.apply(c)
 				if err != nil {
 					return fmt.Errorf("apply index %d command %d: %w", l.Index, j, err)
+				}
+				if tx.Layout() != layout {
+					f.logger.Info("state database converted to layout 2 (events stored once, in apply order)",
+						"raft_index", l.Index, "sessions", a.converted, "dur", time.Since(start))
+					converted = true
 				}
 				res[j] = r
 				ids := r.GetDeleted() // a sweep touches every session it deleted
@@ -254,7 +262,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	}
 	f.metrics.observeBatch(len(logs), time.Since(start))
 	if lastIndex > 0 {
-		f.published(Applied{Index: lastIndex, Sessions: order, Frames: frames})
+		f.published(Applied{Index: lastIndex, Sessions: order, Frames: frames, Restored: converted})
 	}
 	return out
 }

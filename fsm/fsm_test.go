@@ -17,13 +17,30 @@ import (
 	"github.com/sessionstore/sessionstore/storage"
 )
 
+// newTestFSM returns an FSM over a new state database in layout 2 (what a
+// cluster converts to as soon as every voter can); newTestFSM1 keeps layout 1.
 func newTestFSM(t *testing.T) (*FSM, *storage.StateDB) {
+	t.Helper()
+	return newTestFSMLayout(t, 2)
+}
+
+func newTestFSM1(t *testing.T) (*FSM, *storage.StateDB) {
+	t.Helper()
+	return newTestFSMLayout(t, 1)
+}
+
+func newTestFSMLayout(t testing.TB, layout int) (*FSM, *storage.StateDB) {
 	t.Helper()
 	db, err := storage.OpenState(filepath.Join(t.TempDir(), "state.db"), storage.StateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
+	if layout == 2 {
+		if err := db.Update(func(tx *storage.Tx) error { _, err := ConvertLayout(tx, 1); return err }); err != nil {
+			t.Fatal(err)
+		}
+	}
 	f, err := New(db, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +122,7 @@ func TestApplyCreateAppendRepair(t *testing.T) {
 		if len(evs) != 4 || !strings.Contains(string(evs[3]), `"interrupted"`) {
 			t.Errorf("stored events = %q", evs)
 		}
-		if got := tx.FrameEnds("s"); fmt.Sprint(got) != "[2 4]" {
+		if got := tx.FrameEnds("s", rec.Incarnation); fmt.Sprint(got) != "[2 4]" {
 			t.Errorf("frame ends = %v, want [2 4]", got)
 		}
 		return nil

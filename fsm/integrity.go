@@ -60,7 +60,7 @@ func VerifyAll(tx *storage.Tx) error {
 func EnsureChecksums(db *storage.StateDB) (int, error) {
 	n := 0
 	err := db.Update(func(tx *storage.Tx) error {
-		if tx.SumsCurrent() {
+		if tx.SumsCurrent() || tx.Layout() >= 2 {
 			return nil
 		}
 		type rec struct {
@@ -84,7 +84,7 @@ func EnsureChecksums(db *storage.StateDB) (int, error) {
 		}
 		// Written after the walk: bbolt cursors must not see their bucket change.
 		for _, r := range recs {
-			if err := tx.PutRecord(r.id, r.raw); err != nil {
+			if err := tx.PutRecord(r.id, r.raw, nil); err != nil {
 				return err
 			}
 			if _, err := tx.AddEventSums(r.id, r.inc, tx.SumsEnd(r.id)); err != nil {

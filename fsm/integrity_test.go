@@ -266,7 +266,7 @@ func TestChecksumsAddedToOldState(t *testing.T) {
 		{"appended by an old voter", 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f, db := newTestFSM(t)
+			f, db := newTestFSM1(t) // checksums were missing only in layout 1
 			f.ApplyBatch([]*raft.Log{
 				entry(t, 1, 100, createCmd("s")),
 				entry(t, 2, 100, appendCmd("s", 0, openTurn...)),

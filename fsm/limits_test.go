@@ -100,7 +100,7 @@ func TestEventBytesOfOldRecords(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return tx.PutRecord("s", b)
+		return tx.PutRecord("s", b, nil)
 	})
 	if err != nil {
 		t.Fatal(err)

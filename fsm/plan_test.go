@@ -105,7 +105,7 @@ func TestPlanCommandsFollowTheRulesAtTheStoredSeq(t *testing.T) {
 	}
 	// The artifact frames: plan/mode, agent batch, plan/mode.
 	_ = db.View(func(tx *storage.Tx) error {
-		if got := fmt.Sprint(tx.FrameEnds("s")); got != "[1 3 4]" {
+		if got := fmt.Sprint(tx.FrameEnds("s", rec.Incarnation)); got != "[1 3 4]" {
 			t.Errorf("frame ends %s", got)
 		}
 		return nil
@@ -157,7 +157,7 @@ func TestPlanSummaryRebuiltForOldRecords(t *testing.T) {
 		}
 		rec.PlanSummary = nil
 		b, _ := proto.Marshal(rec)
-		return tx.PutRecord("s", b)
+		return tx.PutRecord("s", b, nil)
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,8 +1,7 @@
 package fsm
 
 import (
-	"google.golang.org/protobuf/proto"
-
+	"github.com/sessionstore/sessionstore/fsm/fsmpb"
 	"github.com/sessionstore/sessionstore/storage"
 )
 
@@ -43,7 +42,7 @@ func Reseed(db *storage.StateDB) (ReseedStats, error) {
 		}
 		type upd struct {
 			id  string
-			rec []byte
+			rec *fsmpb.SessionRecord
 		}
 		var ups []upd
 		err := tx.ForEachSession("", false, func(id string, raw []byte) error {
@@ -57,11 +56,7 @@ func Reseed(db *storage.StateDB) (ReseedStats, error) {
 				rec.Lease = nil
 			}
 			rec.LastChangeIndex = 0
-			b, err := proto.Marshal(rec)
-			if err != nil {
-				return err
-			}
-			ups = append(ups, upd{id, b})
+			ups = append(ups, upd{id, rec})
 			return nil
 		})
 		if err != nil {
@@ -69,7 +64,7 @@ func Reseed(db *storage.StateDB) (ReseedStats, error) {
 		}
 		// Written after the walk: bbolt cursors must not see their bucket change.
 		for _, u := range ups {
-			if err := tx.PutRecord(u.id, u.rec); err != nil {
+			if err := PutRecord(tx, u.id, u.rec); err != nil {
 				return err
 			}
 		}

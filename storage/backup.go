@@ -149,8 +149,8 @@ func parseBackup(f *os.File) (*BackupFile, error) {
 	if h.Version != BackupVersion {
 		return nil, fmt.Errorf("%w: backup version %d, this build reads %d", ErrBackupInvalid, h.Version, BackupVersion)
 	}
-	if h.StateFormat != StateFormatVersion {
-		return nil, fmt.Errorf("%w: state format %d, this build reads %d", ErrBackupInvalid, h.StateFormat, StateFormatVersion)
+	if h.StateFormat < 1 || h.StateFormat > StateFormatVersion {
+		return nil, fmt.Errorf("%w: state format %d, this build reads 1 to %d", ErrBackupInvalid, h.StateFormat, StateFormatVersion)
 	}
 	headLen := int64(len(line))
 	tailLen := min(size-headLen, 4096)

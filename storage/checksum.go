@@ -125,6 +125,9 @@ func (sc *sumCursor) at(seq int64) (uint32, bool) {
 // RepairEvent stores ev at seq when ev has the event's stored checksum and the
 // stored value does not (damaged or missing); ok reports whether it wrote.
 func (t *Tx) RepairEvent(id string, inc uint64, seq int64, ev []byte) (ok bool, err error) {
+	if t.layout >= 2 {
+		return t.repairEvent2(id, inc, seq, ev)
+	}
 	sum, found := t.sumsFrom(id, seq).at(seq)
 	if !found || EventSum(id, inc, seq, ev) != sum {
 		return false, nil

@@ -55,7 +55,7 @@ func TestEventChecksums(t *testing.T) {
 			}
 			defer db.Close()
 			err = db.Update(func(tx *Tx) error {
-				if err := tx.PutRecord("s", []byte("rec")); err != nil {
+				if err := tx.PutRecord("s", []byte("rec"), nil); err != nil {
 					return err
 				}
 				if err := tx.PutEvents("s", 1, 0, evs[:2]); err != nil {
@@ -100,7 +100,7 @@ func TestRecordChecksum(t *testing.T) {
 	}
 	defer db.Close()
 	err = db.Update(func(tx *Tx) error {
-		if err := tx.PutRecord("s", []byte("rec")); err != nil {
+		if err := tx.PutRecord("s", []byte("rec"), nil); err != nil {
 			return err
 		}
 		s := tx.tx.Bucket(bucketSessions).Bucket([]byte("s"))

@@ -44,7 +44,7 @@ func cpFill(t *testing.T, s *StateDB, sessions, rounds int) {
 				if r == rounds-1 {
 					rec = []byte(fmt.Sprintf("record %s final", id))
 				}
-				if err := tx.PutRecord(id, rec); err != nil {
+				if err := tx.PutRecord(id, rec, nil); err != nil {
 					return err
 				}
 				ev := []byte(fmt.Sprintf(`{"type":"x","seq":%d,"data":%q}`, r, bytes.Repeat([]byte("e"), 200)))

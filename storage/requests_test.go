@@ -67,7 +67,7 @@ func TestRequestBytesFollowsKeptResults(t *testing.T) {
 		}},
 		{"after the stale sum", func(tx *Tx) error { return tx.PutRequestResult("s", "next", RequestIDLifetime+30, []byte("n"), true) }},
 	}
-	if err := s.Update(func(tx *Tx) error { return tx.PutRecord("s", []byte("rec")) }); err != nil {
+	if err := s.Update(func(tx *Tx) error { return tx.PutRecord("s", []byte("rec"), nil) }); err != nil {
 		t.Fatal(err)
 	}
 	for _, st := range steps {

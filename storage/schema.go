@@ -31,7 +31,21 @@ package storage
 // checksums (2f2e872) advances the applied index alone. When they differ at
 // open or after a snapshot install, fsm converts (EnsureChecksums): it adds
 // the missing checksums and recomputes the record ones.
-const StateFormatVersion = 1
+//
+// Format 2 (layout 2, framelog.go) stores events once, in apply order:
+//
+//	log/<raft index:8 BE><position:4 BE>   one frame: one Append or repair of one session
+//	ix/<len(id):4 BE><id><inc:8 BE><block:8 BE>  index block: 32 consecutive frames of a session
+//	hot/<id>                               the counters an append changes, and the last frame
+//	cwd/<cwd>\x00<id>                      → id: the cwd index of List
+//	sessions/<id>/r, s, q/                 the cold record, its checksum, request results
+//
+// A database is created in format 1 and converted in place by the
+// ConvertLayout command (fsm), which the leader proposes once every voter
+// applies command version 6; so a cluster with an older voter keeps format
+// 1, whose snapshots that voter reads. A format-2 database or snapshot is
+// refused by older builds, by its format number.
+const StateFormatVersion = 2
 
 var (
 	bucketMeta       = []byte("meta")

@@ -90,9 +90,12 @@ func openStateFile(path string, opts StateOptions) (*bbolt.DB, error) {
 			if err := meta.Put(keySums, u64(0)); err != nil {
 				return err
 			}
-			return meta.Put(keyFormat, u64(StateFormatVersion))
-		case len(v) != 8 || binary.BigEndian.Uint64(v) != StateFormatVersion:
-			return fmt.Errorf("state database format %x is not %d", v, StateFormatVersion)
+			// Layout 1 until the cluster converts (ConvertLayout): a new
+			// replica of a cluster with older voters must send them
+			// snapshots they read.
+			return meta.Put(keyFormat, u64(1))
+		case len(v) != 8 || binary.BigEndian.Uint64(v) < 1 || binary.BigEndian.Uint64(v) > StateFormatVersion:
+			return fmt.Errorf("state database format %x is not one this build reads (1 to %d)", v, StateFormatVersion)
 		}
 		return nil
 	})
@@ -137,14 +140,20 @@ func (s *StateDB) Check() error {
 func (s *StateDB) Update(fn func(*Tx) error) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.db.Update(func(tx *bbolt.Tx) error { return fn(&Tx{tx: tx, fails: &s.fails}) })
+	return s.db.Update(func(tx *bbolt.Tx) error {
+		t := newTx(tx, &s.fails)
+		if err := fn(t); err != nil {
+			return err
+		}
+		return t.flushHot()
+	})
 }
 
 // View runs fn in a read transaction.
 func (s *StateDB) View(fn func(*Tx) error) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.db.View(func(tx *bbolt.Tx) error { return fn(&Tx{tx: tx, fails: &s.fails}) })
+	return s.db.View(func(tx *bbolt.Tx) error { return fn(newTx(tx, &s.fails)) })
 }
 
 // Size is the database file's size in bytes.
@@ -189,7 +198,7 @@ func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) { return sn.writeTo(w, n
 // (nil: nowhere), e.g. a hash for a backup's checksum.
 func (sn *Snapshot) writeTo(w io.Writer, plain io.Writer) (int64, error) {
 	cw := &countingWriter{w: w}
-	if _, err := cw.Write(append(append([]byte{}, snapshotMagic...), StateFormatVersion)); err != nil {
+	if _, err := cw.Write(append(append([]byte{}, snapshotMagic...), byte(sn.Format()))); err != nil {
 		return cw.n, err
 	}
 	enc, err := zstd.NewWriter(cw, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderCRC(true), zstd.WithEncoderConcurrency(1))
@@ -209,6 +218,9 @@ func (sn *Snapshot) writeTo(w io.Writer, plain io.Writer) (int64, error) {
 	}
 	return cw.n, nil
 }
+
+// Format is the state format (layout) of the snapshot's database.
+func (sn *Snapshot) Format() int { return newTx(sn.tx, nil).Layout() }
 
 // Release ends the read transaction. Safe to call more than once.
 func (sn *Snapshot) Release() {
@@ -273,7 +285,7 @@ func (s *StateDB) checkFile(path string, check func(*Tx) error) error {
 		return err
 	}
 	defer db.Close()
-	return db.View(func(tx *bbolt.Tx) error { return check(&Tx{tx: tx, fails: &s.fails}) })
+	return db.View(func(tx *bbolt.Tx) error { return check(newTx(tx, &s.fails)) })
 }
 
 // RestoreFile decodes a snapshot stream into a fsynced temporary file next to
@@ -286,8 +298,8 @@ func RestoreFile(r io.Reader, path string) (string, error) {
 	if !bytes.Equal(head[:len(snapshotMagic)], snapshotMagic) {
 		return "", errors.New("restore: not a sessionstore snapshot")
 	}
-	if head[len(snapshotMagic)] != StateFormatVersion {
-		return "", fmt.Errorf("restore: snapshot format %d is not %d", head[len(snapshotMagic)], StateFormatVersion)
+	if f := head[len(snapshotMagic)]; f < 1 || f > StateFormatVersion {
+		return "", fmt.Errorf("restore: snapshot format %d is not one this build reads (1 to %d)", f, StateFormatVersion)
 	}
 	dec, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1))
 	if err != nil {

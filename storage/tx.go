@@ -15,7 +15,32 @@ import (
 type Tx struct {
 	tx    *bbolt.Tx
 	fails *atomic.Uint64 // the StateDB's checksum failure count (nil: not counted)
+	// layout is the state format (1 or 2, schema.go) the transaction reads
+	// and writes; ConvertLayout changes it.
+	layout int
+	// entryIndex and entryPos name the next frame (layout 2): the Raft
+	// index being applied and the frames it has stored so far.
+	entryIndex uint64
+	entryPos   uint32
+	// hots are the hot records changed by this transaction (layout 2),
+	// written once each before it commits.
+	hots map[string]hot
 }
+
+func newTx(tx *bbolt.Tx, fails *atomic.Uint64) *Tx {
+	t := &Tx{tx: tx, fails: fails, layout: 1}
+	if m := tx.Bucket(bucketMeta); m != nil && getU64(m.Get(keyFormat)) == 2 {
+		t.layout = 2
+	}
+	return t
+}
+
+// Layout is the state format this transaction works in (1 or 2).
+func (t *Tx) Layout() int { return t.layout }
+
+// BeginEntry names the Raft entry whose commands are applied next: frames
+// appended until the next BeginEntry are keyed by it, in order.
+func (t *Tx) BeginEntry(index uint64) { t.entryIndex, t.entryPos = index, 0 }
 
 func (t *Tx) meta() *bbolt.Bucket     { return t.tx.Bucket(bucketMeta) }
 func (t *Tx) sessions() *bbolt.Bucket { return t.tx.Bucket(bucketSessions) }
@@ -85,6 +110,9 @@ func (t *Tx) Record(id string) ([]byte, error) {
 	if b == nil {
 		return nil, nil
 	}
+	if t.layout >= 2 {
+		return t.record2(id, b)
+	}
 	return t.checkRecord(id, b)
 }
 
@@ -111,9 +139,19 @@ func (t *Tx) RecordUnchecked(id string) []byte {
 // HasSession reports whether a session id has a bucket (a record).
 func (t *Tx) HasSession(id string) bool { return t.session(id) != nil }
 
-// PutRecord stores a session's encoded record and its checksum, creating the
-// session's buckets.
-func (t *Tx) PutRecord(id string, rec []byte) error {
+// PutRecord stores a session's record given as its cold part (what an
+// append does not change) and its hot part; fsm encodes both so that cold
+// followed by hot decodes as the whole record. Layout 1 stores them as one
+// value; layout 2 rewrites the cold part only when it changed.
+func (t *Tx) PutRecord(id string, cold, hot []byte) error {
+	if t.layout >= 2 {
+		return t.putRecord2(id, cold, hot)
+	}
+	rec := make([]byte, 0, len(cold)+len(hot))
+	return t.putRecord1(id, append(append(rec, cold...), hot...))
+}
+
+func (t *Tx) putRecord1(id string, rec []byte) error {
 	b, err := t.sessions().CreateBucketIfNotExists([]byte(id))
 	if err != nil {
 		return fmt.Errorf("session bucket: %w", err)
@@ -135,8 +173,25 @@ func (t *Tx) sub(id string, name []byte, create bool) (*bbolt.Bucket, error) {
 	return b.CreateBucket(name)
 }
 
+// AppendFrame stores events at seqs first, first+1, ... of incarnation inc
+// as the session's frame n (one Append or repair; n counts from 1), with
+// their checksums.
+func (t *Tx) AppendFrame(id string, inc, n uint64, first int64, events [][]byte) error {
+	if len(events) == 0 {
+		return errors.New("append frame: no events")
+	}
+	if t.layout >= 2 {
+		return t.appendFrame2(id, inc, n, first, events)
+	}
+	if err := t.PutEvents(id, inc, first, events); err != nil {
+		return err
+	}
+	return t.PutFrame(id, n, first+int64(len(events)))
+}
+
 // PutEvents stores events at seqs first, first+1, ... of incarnation inc, and
-// their checksums (one sums entry for the batch, see schema.go).
+// their checksums (one sums entry for the batch, see schema.go). Layout 1
+// only: AppendFrame is the write path.
 func (t *Tx) PutEvents(id string, inc uint64, first int64, events [][]byte) error {
 	b, err := t.sub(id, bucketEvents, true)
 	if err != nil {
@@ -188,6 +243,9 @@ var ErrStop = errors.New("stop")
 // that fail. Every seq in [from, to) must be stored: pass at most the
 // session's next seq as to.
 func (t *Tx) ForEachEvent(id string, inc uint64, from, to int64, fn func(seq int64, ev []byte) error) error {
+	if t.layout >= 2 {
+		return t.forEachEvent2(id, inc, from, to, fn)
+	}
 	b, _ := t.sub(id, bucketEvents, false)
 	if b == nil || from >= to {
 		return nil
@@ -245,6 +303,7 @@ func (t *Tx) Events(id string, inc uint64, from, to int64) ([][]byte, error) {
 }
 
 // PutFrame records that artifact frame n (n >= 1) ends before seq end.
+// Layout 1 only.
 func (t *Tx) PutFrame(id string, n uint64, end int64) error {
 	b, err := t.sub(id, bucketFrames, true)
 	if err != nil {
@@ -254,8 +313,11 @@ func (t *Tx) PutFrame(id string, n uint64, end int64) error {
 	return b.Put(u64(n), u64(uint64(end)))
 }
 
-// FrameEnds returns the end seqs of frames 1..n in order.
-func (t *Tx) FrameEnds(id string) []int64 {
+// FrameEnds returns the end seqs of frames 1..n of incarnation inc in order.
+func (t *Tx) FrameEnds(id string, inc uint64) []int64 {
+	if t.layout >= 2 {
+		return t.frameEnds2(id, inc)
+	}
 	b, _ := t.sub(id, bucketFrames, false)
 	if b == nil {
 		return nil
@@ -414,7 +476,13 @@ func (t *Tx) forEachSession(after string, exclusive, check bool, fn func(id stri
 			continue
 		}
 		rec := b.Get(keyRecord)
-		if check {
+		switch {
+		case t.layout >= 2:
+			var err error
+			if rec, err = t.record2(string(k), b); err != nil {
+				return err
+			}
+		case check:
 			var err error
 			if rec, err = t.checkRecord(string(k), b); err != nil {
 				return err
@@ -461,10 +529,14 @@ func (t *Tx) SumsEnd(id string) int64 {
 	return int64(getU64(k)) + int64(len(v)/4)
 }
 
-// FrameEnd returns the end seq of frame n (0 for the header frame n = 0).
-func (t *Tx) FrameEnd(id string, n uint64) int64 {
+// FrameEnd returns the end seq of frame n (0 for the header frame n = 0) of
+// incarnation inc.
+func (t *Tx) FrameEnd(id string, inc, n uint64) int64 {
 	if n == 0 {
 		return 0
+	}
+	if t.layout >= 2 {
+		return t.frameEnd2(id, inc, n)
 	}
 	b, _ := t.sub(id, bucketFrames, false)
 	if b == nil {
@@ -494,12 +566,15 @@ func (t *Tx) AddPrincipalSession(name string, delta int64) error {
 	return b.Put(k, u64(uint64(n)))
 }
 
-// DeleteSession removes everything stored under a session: record, events,
-// frame ends and request results. Freed pages are reused by later writes;
-// the file shrinks only by compaction.
-func (t *Tx) DeleteSession(id string) error {
+// DeleteSession removes everything stored under a session (incarnation
+// inc): record, events, frame ends and request results. Freed pages are
+// reused by later writes; the file shrinks only by compaction.
+func (t *Tx) DeleteSession(id string, inc uint64) error {
 	if t.session(id) == nil {
 		return nil
+	}
+	if t.layout >= 2 {
+		return t.deleteSession2(id, inc)
 	}
 	return t.sessions().DeleteBucket([]byte(id))
 }

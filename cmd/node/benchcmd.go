@@ -41,6 +41,10 @@ type benchConfig struct {
 	levels                          []int
 	addrs                           []string          // parsed --addr; writer i uses addrs[i%len(addrs)]
 	dial                            []grpc.DialOption // TLS and token (clientflags.go)
+
+	// --replay mode (benchreplay.go)
+	replay, agents, serverPIDs string
+	agentLevels, pids          []int
 }
 
 // benchStats is one measured loop: a count, a rate and latency percentiles.
@@ -70,6 +74,9 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.BoolVar(&cfg.keepalive, "keepalive", true, "also measure KeepAlive (one Raft commit each), 1 caller for 2s")
 	fs.BoolVar(&cfg.json, "json", false, "print one JSON object instead of the table")
 	fs.StringVar(&cfg.prefix, "session-prefix", "", "prefix of the benchmark's session ids (default bench-<random>)")
+	fs.StringVar(&cfg.replay, "replay", "", "replay the recorded session logs (*.jsonl) in this directory, or this one file, instead of one-event Appends (e.g. testdata/recorded)")
+	fs.StringVar(&cfg.agents, "agents", "16,64,256", "with --replay: comma-separated agent counts, one level each")
+	fs.StringVar(&cfg.serverPIDs, "server-pids", "", "with --replay: comma-separated PIDs of the server processes (this machine) whose CPU per event to report from /proc")
 	conn := addClientFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: node bench [flags]
@@ -83,6 +90,14 @@ spread over the nodes would (a follower forwards to the leader); the set-up
 session and KeepAlive use the first address. Every flag can also be set as
 SESSIONSTORE_<FLAG> (e.g. SESSIONSTORE_ADDR); flags win.
 
+With --replay DIR it measures recorded traffic instead: per --agents count,
+that many closed-loop agents replay the reference JSONL logs in DIR (agent i
+starts at log i mod n and goes round robin, a fresh session id per replay),
+sending one Append per turn/step boundary as a write-behind buffer would,
+taking the lease at the first balanced point and carrying its epoch. It
+reports events/s, Appends/s, events per Append, Append latency and, with
+--server-pids, the servers' CPU per event; no fsync probe or KeepAlive.
+
 Flags:
 `)
 		fs.PrintDefaults()
@@ -93,6 +108,11 @@ Flags:
 	var err error
 	if cfg.addrs, err = parseAddrs(cfg.addr); err == nil {
 		cfg.levels, err = parseWriters(cfg.writers)
+	}
+	if err == nil && cfg.replay != "" {
+		if cfg.agentLevels, err = parseCounts("--agents", cfg.agents, "16,64,256"); err == nil {
+			cfg.pids, err = parsePIDs(cfg.serverPIDs)
+		}
 	}
 	if err == nil {
 		switch {
@@ -131,6 +151,9 @@ Flags:
 		b.clients = append(b.clients, c)
 	}
 	b.c = b.clients[0]
+	if cfg.replay != "" {
+		return b.replayMain(ctx, stdout, stderr)
+	}
 
 	// Setup session: checks that the node answers before anything is measured,
 	// and is the session KeepAlive later renews (Prepare needs a stored event).
@@ -457,12 +480,15 @@ func parseAddrs(s string) ([]string, error) {
 }
 
 // parseWriters parses a comma-separated list of positive writer counts.
-func parseWriters(s string) ([]int, error) {
+func parseWriters(s string) ([]int, error) { return parseCounts("--writers", s, "1,16,64") }
+
+// parseCounts parses flag's comma-separated list of positive counts.
+func parseCounts(flag, s, example string) ([]int, error) {
 	var out []int
 	for _, f := range strings.Split(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n <= 0 {
-			return nil, benchUsage("--writers %q: want a comma-separated list of positive counts, e.g. 1,16,64", s)
+			return nil, benchUsage("%s %q: want a comma-separated list of positive counts, e.g. %s", flag, s, example)
 		}
 		out = append(out, n)
 	}

@@ -832,6 +832,18 @@ func crGrep(log, sub string) []string {
 	return out
 }
 
+// crWaitLog waits until the node's current run has logged a line holding sub.
+func crWaitLog(t *testing.T, n *crNode, sub string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for len(crGrep(n.Log(), sub)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no log line with %q within %v", sub, within)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // crMetric returns the value of a gauge from the node's /metrics ("?" if
 // it cannot be read).
 func crMetric(t *testing.T, n *crNode, name string) string {

@@ -237,6 +237,9 @@ func TestUpgrade_DataDirOfOlderRelease(t *testing.T) {
 				n.Start()
 				c := crDial(t, n.GRPCAddr)
 				n.WaitReady(c)
+				// The lone voter runs this build: the state is converted to
+				// layout 2 before the checks read it.
+				crWaitLog(t, n, "converted to layout 2", 30*time.Second)
 				ufCheckSessions(t, c, e, true)
 				ufCheckWrites(t, c, e)
 				// Restarted, the converted directory opens again.
@@ -265,6 +268,7 @@ func TestUpgrade_BackupOfOlderRelease(t *testing.T) {
 			n.Start()
 			c := crDial(t, n.GRPCAddr)
 			n.WaitReady(c)
+			crWaitLog(t, n, "converted to layout 2", 30*time.Second)
 			ufCheckSessions(t, c, e, false)
 			ufCheckWrites(t, c, e)
 		})
@@ -319,11 +323,14 @@ var ufOld struct {
 }
 
 // TestUpgrade_RollingFromOlderRelease upgrades a three-node cluster of the
-// oldest fixture release's real binary one node at a time. Half-way, the
-// upgraded node leads and one voter still on the old build is stopped while
-// the log is compacted past it, so on its return it is sent a snapshot by the
-// new leader: it must install it and hold byte-identical artifacts. Then the
-// last nodes are upgraded and the cluster goes on writing and deleting.
+// oldest fixture release's real binary one node at a time. The first
+// upgraded node is stopped while an old leader compacts past it, so it is
+// sent the old leader's snapshot; then it leads, and one voter still on the
+// old build is stopped the same way, so it is sent a snapshot by the new
+// leader. Both must install it and hold byte-identical artifacts. The state
+// stays in layout 1 while an old voter remains; once the last node is
+// upgraded every node converts it to layout 2, and the cluster goes on
+// writing and deleting.
 func TestUpgrade_RollingFromOlderRelease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("three node processes of two releases")
@@ -351,12 +358,40 @@ func TestUpgrade_RollingFromOlderRelease(t *testing.T) {
 	}
 	write(nodes[0].C, 3)
 
-	// n1 runs this build and becomes leader.
+	// n1 runs this build…
 	nodes[0].Term()
 	nodes[0].bin = newBin
 	nodes[0].Start()
 	pcWaitLeader(t, nodes, all, "n1 upgraded")
 	write(nodes[1].C, 2)
+
+	// …and, stopped while an old leader compacts past it, is sent that
+	// leader's snapshot on its return (the reverse direction).
+	for {
+		li := pcWaitLeader(t, nodes, all, "an old leader")
+		if li != 0 {
+			st, err := nodes[0].C.Status(crCtx(t, 10*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			nodes[0].Term()
+			crWaitSnapshot(t, nodes[li].Dir, st.AppliedIndex+64, func() { write(nodes[li].C, 1) })
+			break
+		}
+		if err := nodes[0].C.TransferLeadership(crCtx(t, 10*time.Second), "n2"); err != nil {
+			t.Logf("transfer leadership to n2: %v (retrying)", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	nodes[0].Start()
+	pcWaitLeader(t, nodes, all, "new n1 back")
+	write(nodes[1].C, 1)
+	pcCheckIdentical(t, nodes, ss)
+	if got := crMetric(t, nodes[0].crNode, "sessionstore_fsm_snapshot_restores_total"); got == "?" || got == "0" {
+		t.Errorf("the new voter's snapshot restores: %s; it should have installed the old leader's snapshot", got)
+	}
+
+	// n1 becomes leader.
 	for {
 		li := pcWaitLeader(t, nodes, all, "transfer to n1")
 		if li == 0 {
@@ -384,7 +419,13 @@ func TestUpgrade_RollingFromOlderRelease(t *testing.T) {
 		t.Errorf("the old-release voter's snapshot restores: %s (before its stop: %s); it should have installed the new leader's snapshot", got, restores)
 	}
 
-	// The rest of the cluster is upgraded.
+	// While an old voter remains, the state keeps layout 1 (its snapshots
+	// are what the old voter just read).
+	if l := crGrep(nodes[0].Log(), "converted to layout 2"); len(l) > 0 {
+		t.Errorf("n1 converted the state while old voters remained: %q", l)
+	}
+
+	// The rest of the cluster is upgraded; then every node converts.
 	for _, i := range []int{1, 2} {
 		nodes[i].Term()
 		nodes[i].bin = newBin
@@ -392,6 +433,11 @@ func TestUpgrade_RollingFromOlderRelease(t *testing.T) {
 		pcWaitLeader(t, nodes, all, nodes[i].ID+" upgraded")
 	}
 	write(nodes[2].C, 2)
+	for _, nd := range nodes {
+		crWaitLog(t, nd.crNode, "converted to layout 2", 30*time.Second)
+	}
+	write(nodes[2].C, 2)
+	pcCheckIdentical(t, nodes, ss)
 	if _, err := nodes[1].C.Delete(crCtx(t, 30*time.Second), &sessionpb.DeleteRequest{SessionId: ss[0].ID}); err != nil {
 		t.Fatalf("delete after the upgrade: %v", err)
 	}

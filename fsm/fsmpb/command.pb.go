@@ -67,7 +67,7 @@ func (x Repair_Mode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Repair_Mode.Descriptor instead.
 func (Repair_Mode) EnumDescriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{11, 0}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{12, 0}
 }
 
 // Entry is one Raft log entry: a group of commands proposed together by the leader.
@@ -257,6 +257,7 @@ type Command struct {
 	//	*Command_PlanExit
 	//	*Command_Delete
 	//	*Command_Sweep
+	//	*Command_ConvertLayout
 	Cmd isCommand_Cmd `protobuf_oneof:"cmd"`
 	// The principal the receiving node authenticated ("" when authentication is
 	// off) and the proposer's limits; the FSM decides quotas from these, so
@@ -419,6 +420,15 @@ func (x *Command) GetSweep() *Sweep {
 	return nil
 }
 
+func (x *Command) GetConvertLayout() *ConvertLayout {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_ConvertLayout); ok {
+			return x.ConvertLayout
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetPrincipal() string {
 	if x != nil {
 		return x.Principal
@@ -492,6 +502,10 @@ type Command_Sweep struct {
 	Sweep *Sweep `protobuf:"bytes,12,opt,name=sweep,proto3,oneof"`
 }
 
+type Command_ConvertLayout struct {
+	ConvertLayout *ConvertLayout `protobuf:"bytes,13,opt,name=convert_layout,json=convertLayout,proto3,oneof"`
+}
+
 func (*Command_SetClusterId) isCommand_Cmd() {}
 
 func (*Command_Create) isCommand_Cmd() {}
@@ -515,6 +529,8 @@ func (*Command_PlanExit) isCommand_Cmd() {}
 func (*Command_Delete) isCommand_Cmd() {}
 
 func (*Command_Sweep) isCommand_Cmd() {}
+
+func (*Command_ConvertLayout) isCommand_Cmd() {}
 
 // Limits are the proposing node's quotas; 0 = unlimited. Repair closers and
 // server-written plan-mode events are exempt (they close what was written).
@@ -743,6 +759,54 @@ func (x *Sweep) GetPolicies() []*RetentionPolicy {
 	return nil
 }
 
+// ConvertLayout (version 6) converts the state database to layout 2 (events
+// stored once, in apply order, with a per-session index; see storage's
+// framelog.go). The leader proposes it once every voter applies version 6;
+// every replica converts at the same index, so their states stay equal.
+type ConvertLayout struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Layout        uint32                 `protobuf:"varint,1,opt,name=layout,proto3" json:"layout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConvertLayout) Reset() {
+	*x = ConvertLayout{}
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConvertLayout) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConvertLayout) ProtoMessage() {}
+
+func (x *ConvertLayout) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConvertLayout.ProtoReflect.Descriptor instead.
+func (*ConvertLayout) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ConvertLayout) GetLayout() uint32 {
+	if x != nil {
+		return x.Layout
+	}
+	return 0
+}
+
 type RetentionPolicy struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	CwdPrefix     string                 `protobuf:"bytes,1,opt,name=cwd_prefix,json=cwdPrefix,proto3" json:"cwd_prefix,omitempty"` // "": every session, with or without a cwd
@@ -753,7 +817,7 @@ type RetentionPolicy struct {
 
 func (x *RetentionPolicy) Reset() {
 	*x = RetentionPolicy{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[7]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -765,7 +829,7 @@ func (x *RetentionPolicy) String() string {
 func (*RetentionPolicy) ProtoMessage() {}
 
 func (x *RetentionPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[7]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -778,7 +842,7 @@ func (x *RetentionPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetentionPolicy.ProtoReflect.Descriptor instead.
 func (*RetentionPolicy) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{7}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RetentionPolicy) GetCwdPrefix() string {
@@ -810,7 +874,7 @@ type Tombstone struct {
 
 func (x *Tombstone) Reset() {
 	*x = Tombstone{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[8]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -822,7 +886,7 @@ func (x *Tombstone) String() string {
 func (*Tombstone) ProtoMessage() {}
 
 func (x *Tombstone) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[8]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -835,7 +899,7 @@ func (x *Tombstone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tombstone.ProtoReflect.Descriptor instead.
 func (*Tombstone) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{8}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Tombstone) GetIncarnation() uint64 {
@@ -883,7 +947,7 @@ type Create struct {
 
 func (x *Create) Reset() {
 	*x = Create{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[9]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -895,7 +959,7 @@ func (x *Create) String() string {
 func (*Create) ProtoMessage() {}
 
 func (x *Create) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[9]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -908,7 +972,7 @@ func (x *Create) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Create.ProtoReflect.Descriptor instead.
 func (*Create) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{9}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Create) GetHeader() *Header {
@@ -938,7 +1002,7 @@ type Append struct {
 
 func (x *Append) Reset() {
 	*x = Append{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[10]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -950,7 +1014,7 @@ func (x *Append) String() string {
 func (*Append) ProtoMessage() {}
 
 func (x *Append) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[10]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -963,7 +1027,7 @@ func (x *Append) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Append.ProtoReflect.Descriptor instead.
 func (*Append) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{10}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Append) GetSessionId() string {
@@ -1019,7 +1083,7 @@ type Repair struct {
 
 func (x *Repair) Reset() {
 	*x = Repair{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[11]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1031,7 +1095,7 @@ func (x *Repair) String() string {
 func (*Repair) ProtoMessage() {}
 
 func (x *Repair) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[11]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1044,7 +1108,7 @@ func (x *Repair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Repair.ProtoReflect.Descriptor instead.
 func (*Repair) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{11}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Repair) GetSessionId() string {
@@ -1101,7 +1165,7 @@ type KeepAlive struct {
 
 func (x *KeepAlive) Reset() {
 	*x = KeepAlive{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[12]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1113,7 +1177,7 @@ func (x *KeepAlive) String() string {
 func (*KeepAlive) ProtoMessage() {}
 
 func (x *KeepAlive) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[12]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1126,7 +1190,7 @@ func (x *KeepAlive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAlive.ProtoReflect.Descriptor instead.
 func (*KeepAlive) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{12}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *KeepAlive) GetSessionId() string {
@@ -1168,7 +1232,7 @@ type Release struct {
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[13]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1180,7 +1244,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[13]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1193,7 +1257,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{13}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Release) GetSessionId() string {
@@ -1237,7 +1301,7 @@ type PlanSet struct {
 
 func (x *PlanSet) Reset() {
 	*x = PlanSet{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[14]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1249,7 +1313,7 @@ func (x *PlanSet) String() string {
 func (*PlanSet) ProtoMessage() {}
 
 func (x *PlanSet) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[14]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1262,7 +1326,7 @@ func (x *PlanSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanSet.ProtoReflect.Descriptor instead.
 func (*PlanSet) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{14}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PlanSet) GetSessionId() string {
@@ -1313,7 +1377,7 @@ type PlanPreStep struct {
 
 func (x *PlanPreStep) Reset() {
 	*x = PlanPreStep{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[15]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1325,7 +1389,7 @@ func (x *PlanPreStep) String() string {
 func (*PlanPreStep) ProtoMessage() {}
 
 func (x *PlanPreStep) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[15]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1338,7 +1402,7 @@ func (x *PlanPreStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanPreStep.ProtoReflect.Descriptor instead.
 func (*PlanPreStep) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{15}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PlanPreStep) GetSessionId() string {
@@ -1391,7 +1455,7 @@ type PlanCommand struct {
 
 func (x *PlanCommand) Reset() {
 	*x = PlanCommand{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[16]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1403,7 +1467,7 @@ func (x *PlanCommand) String() string {
 func (*PlanCommand) ProtoMessage() {}
 
 func (x *PlanCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[16]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1416,7 +1480,7 @@ func (x *PlanCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanCommand.ProtoReflect.Descriptor instead.
 func (*PlanCommand) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{16}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PlanCommand) GetSessionId() string {
@@ -1481,7 +1545,7 @@ type PlanExit struct {
 
 func (x *PlanExit) Reset() {
 	*x = PlanExit{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[17]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1493,7 +1557,7 @@ func (x *PlanExit) String() string {
 func (*PlanExit) ProtoMessage() {}
 
 func (x *PlanExit) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[17]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1506,7 +1570,7 @@ func (x *PlanExit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanExit.ProtoReflect.Descriptor instead.
 func (*PlanExit) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{17}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PlanExit) GetSessionId() string {
@@ -1554,7 +1618,7 @@ type ReviewAnswer struct {
 
 func (x *ReviewAnswer) Reset() {
 	*x = ReviewAnswer{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[18]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1566,7 +1630,7 @@ func (x *ReviewAnswer) String() string {
 func (*ReviewAnswer) ProtoMessage() {}
 
 func (x *ReviewAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[18]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1579,7 +1643,7 @@ func (x *ReviewAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewAnswer.ProtoReflect.Descriptor instead.
 func (*ReviewAnswer) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{18}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReviewAnswer) GetAnswers() []*AnswerItem {
@@ -1607,7 +1671,7 @@ type AnswerItem struct {
 
 func (x *AnswerItem) Reset() {
 	*x = AnswerItem{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[19]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1619,7 +1683,7 @@ func (x *AnswerItem) String() string {
 func (*AnswerItem) ProtoMessage() {}
 
 func (x *AnswerItem) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[19]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1632,7 +1696,7 @@ func (x *AnswerItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerItem.ProtoReflect.Descriptor instead.
 func (*AnswerItem) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{19}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AnswerItem) GetId() string {
@@ -1667,7 +1731,7 @@ type PlanState struct {
 
 func (x *PlanState) Reset() {
 	*x = PlanState{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[20]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1679,7 +1743,7 @@ func (x *PlanState) String() string {
 func (*PlanState) ProtoMessage() {}
 
 func (x *PlanState) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[20]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1692,7 +1756,7 @@ func (x *PlanState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanState.ProtoReflect.Descriptor instead.
 func (*PlanState) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{20}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PlanState) GetPending() *PendingSelection {
@@ -1719,7 +1783,7 @@ type PendingSelection struct {
 
 func (x *PendingSelection) Reset() {
 	*x = PendingSelection{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[21]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1731,7 +1795,7 @@ func (x *PendingSelection) String() string {
 func (*PendingSelection) ProtoMessage() {}
 
 func (x *PendingSelection) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[21]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1744,7 +1808,7 @@ func (x *PendingSelection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingSelection.ProtoReflect.Descriptor instead.
 func (*PendingSelection) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{21}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PendingSelection) GetActive() bool {
@@ -1774,7 +1838,7 @@ type PlanSummary struct {
 
 func (x *PlanSummary) Reset() {
 	*x = PlanSummary{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[22]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1786,7 +1850,7 @@ func (x *PlanSummary) String() string {
 func (*PlanSummary) ProtoMessage() {}
 
 func (x *PlanSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[22]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1799,7 +1863,7 @@ func (x *PlanSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanSummary.ProtoReflect.Descriptor instead.
 func (*PlanSummary) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{22}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PlanSummary) GetFold() bool {
@@ -1849,7 +1913,7 @@ type PlanResult struct {
 
 func (x *PlanResult) Reset() {
 	*x = PlanResult{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[23]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1861,7 +1925,7 @@ func (x *PlanResult) String() string {
 func (*PlanResult) ProtoMessage() {}
 
 func (x *PlanResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[23]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1874,7 +1938,7 @@ func (x *PlanResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanResult.ProtoReflect.Descriptor instead.
 func (*PlanResult) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{23}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PlanResult) GetOutcome() int32 {
@@ -1958,7 +2022,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[24]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1970,7 +2034,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[24]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1983,7 +2047,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{24}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Lease) GetOwner() string {
@@ -2032,7 +2096,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[25]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2044,7 +2108,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[25]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2057,7 +2121,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{25}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Result) GetReason() string {
@@ -2168,7 +2232,7 @@ type SessionRecord struct {
 
 func (x *SessionRecord) Reset() {
 	*x = SessionRecord{}
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[26]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2180,7 +2244,7 @@ func (x *SessionRecord) String() string {
 func (*SessionRecord) ProtoMessage() {}
 
 func (x *SessionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_command_proto_msgTypes[26]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2193,7 +2257,7 @@ func (x *SessionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRecord.ProtoReflect.Descriptor instead.
 func (*SessionRecord) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{26}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SessionRecord) GetHeader() *Header {
@@ -2327,7 +2391,7 @@ const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"\f_seed_lengthB\t\n" +
 	"\a_originB\x13\n" +
 	"\x11_delegation_depthB\x0f\n" +
-	"\r_agent_preset\"\xe4\x06\n" +
+	"\r_agent_preset\"\xb1\a\n" +
 	"\aCommand\x12I\n" +
 	"\x0eset_cluster_id\x18\x01 \x01(\v2!.sessionstore.fsm.v1.SetClusterIDH\x00R\fsetClusterId\x125\n" +
 	"\x06create\x18\x02 \x01(\v2\x1b.sessionstore.fsm.v1.CreateH\x00R\x06create\x125\n" +
@@ -2342,7 +2406,8 @@ const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"\tplan_exit\x18\n" +
 	" \x01(\v2\x1d.sessionstore.fsm.v1.PlanExitH\x00R\bplanExit\x125\n" +
 	"\x06delete\x18\v \x01(\v2\x1b.sessionstore.fsm.v1.DeleteH\x00R\x06delete\x122\n" +
-	"\x05sweep\x18\f \x01(\v2\x1a.sessionstore.fsm.v1.SweepH\x00R\x05sweep\x12\x1c\n" +
+	"\x05sweep\x18\f \x01(\v2\x1a.sessionstore.fsm.v1.SweepH\x00R\x05sweep\x12K\n" +
+	"\x0econvert_layout\x18\r \x01(\v2\".sessionstore.fsm.v1.ConvertLayoutH\x00R\rconvertLayout\x12\x1c\n" +
 	"\tprincipal\x18\x14 \x01(\tR\tprincipal\x123\n" +
 	"\x06limits\x18\x15 \x01(\v2\x1b.sessionstore.fsm.v1.LimitsR\x06limits\x12!\n" +
 	"\fbind_request\x18\x16 \x01(\bR\vbindRequestB\x05\n" +
@@ -2362,7 +2427,9 @@ const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x03 \x01(\tR\trequestId\"I\n" +
 	"\x05Sweep\x12@\n" +
-	"\bpolicies\x18\x01 \x03(\v2$.sessionstore.fsm.v1.RetentionPolicyR\bpolicies\"N\n" +
+	"\bpolicies\x18\x01 \x03(\v2$.sessionstore.fsm.v1.RetentionPolicyR\bpolicies\"'\n" +
+	"\rConvertLayout\x12\x16\n" +
+	"\x06layout\x18\x01 \x01(\rR\x06layout\"N\n" +
 	"\x0fRetentionPolicy\x12\x1d\n" +
 	"\n" +
 	"cwd_prefix\x18\x01 \x01(\tR\tcwdPrefix\x12\x1c\n" +
@@ -2542,7 +2609,7 @@ func file_fsm_fsmpb_command_proto_rawDescGZIP() []byte {
 }
 
 var file_fsm_fsmpb_command_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fsm_fsmpb_command_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_fsm_fsmpb_command_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_fsm_fsmpb_command_proto_goTypes = []any{
 	(Repair_Mode)(0),         // 0: sessionstore.fsm.v1.Repair.Mode
 	(*Entry)(nil),            // 1: sessionstore.fsm.v1.Entry
@@ -2552,60 +2619,62 @@ var file_fsm_fsmpb_command_proto_goTypes = []any{
 	(*SetClusterID)(nil),     // 5: sessionstore.fsm.v1.SetClusterID
 	(*Delete)(nil),           // 6: sessionstore.fsm.v1.Delete
 	(*Sweep)(nil),            // 7: sessionstore.fsm.v1.Sweep
-	(*RetentionPolicy)(nil),  // 8: sessionstore.fsm.v1.RetentionPolicy
-	(*Tombstone)(nil),        // 9: sessionstore.fsm.v1.Tombstone
-	(*Create)(nil),           // 10: sessionstore.fsm.v1.Create
-	(*Append)(nil),           // 11: sessionstore.fsm.v1.Append
-	(*Repair)(nil),           // 12: sessionstore.fsm.v1.Repair
-	(*KeepAlive)(nil),        // 13: sessionstore.fsm.v1.KeepAlive
-	(*Release)(nil),          // 14: sessionstore.fsm.v1.Release
-	(*PlanSet)(nil),          // 15: sessionstore.fsm.v1.PlanSet
-	(*PlanPreStep)(nil),      // 16: sessionstore.fsm.v1.PlanPreStep
-	(*PlanCommand)(nil),      // 17: sessionstore.fsm.v1.PlanCommand
-	(*PlanExit)(nil),         // 18: sessionstore.fsm.v1.PlanExit
-	(*ReviewAnswer)(nil),     // 19: sessionstore.fsm.v1.ReviewAnswer
-	(*AnswerItem)(nil),       // 20: sessionstore.fsm.v1.AnswerItem
-	(*PlanState)(nil),        // 21: sessionstore.fsm.v1.PlanState
-	(*PendingSelection)(nil), // 22: sessionstore.fsm.v1.PendingSelection
-	(*PlanSummary)(nil),      // 23: sessionstore.fsm.v1.PlanSummary
-	(*PlanResult)(nil),       // 24: sessionstore.fsm.v1.PlanResult
-	(*Lease)(nil),            // 25: sessionstore.fsm.v1.Lease
-	(*Result)(nil),           // 26: sessionstore.fsm.v1.Result
-	(*SessionRecord)(nil),    // 27: sessionstore.fsm.v1.SessionRecord
+	(*ConvertLayout)(nil),    // 8: sessionstore.fsm.v1.ConvertLayout
+	(*RetentionPolicy)(nil),  // 9: sessionstore.fsm.v1.RetentionPolicy
+	(*Tombstone)(nil),        // 10: sessionstore.fsm.v1.Tombstone
+	(*Create)(nil),           // 11: sessionstore.fsm.v1.Create
+	(*Append)(nil),           // 12: sessionstore.fsm.v1.Append
+	(*Repair)(nil),           // 13: sessionstore.fsm.v1.Repair
+	(*KeepAlive)(nil),        // 14: sessionstore.fsm.v1.KeepAlive
+	(*Release)(nil),          // 15: sessionstore.fsm.v1.Release
+	(*PlanSet)(nil),          // 16: sessionstore.fsm.v1.PlanSet
+	(*PlanPreStep)(nil),      // 17: sessionstore.fsm.v1.PlanPreStep
+	(*PlanCommand)(nil),      // 18: sessionstore.fsm.v1.PlanCommand
+	(*PlanExit)(nil),         // 19: sessionstore.fsm.v1.PlanExit
+	(*ReviewAnswer)(nil),     // 20: sessionstore.fsm.v1.ReviewAnswer
+	(*AnswerItem)(nil),       // 21: sessionstore.fsm.v1.AnswerItem
+	(*PlanState)(nil),        // 22: sessionstore.fsm.v1.PlanState
+	(*PendingSelection)(nil), // 23: sessionstore.fsm.v1.PendingSelection
+	(*PlanSummary)(nil),      // 24: sessionstore.fsm.v1.PlanSummary
+	(*PlanResult)(nil),       // 25: sessionstore.fsm.v1.PlanResult
+	(*Lease)(nil),            // 26: sessionstore.fsm.v1.Lease
+	(*Result)(nil),           // 27: sessionstore.fsm.v1.Result
+	(*SessionRecord)(nil),    // 28: sessionstore.fsm.v1.SessionRecord
 }
 var file_fsm_fsmpb_command_proto_depIdxs = []int32{
 	3,  // 0: sessionstore.fsm.v1.Entry.commands:type_name -> sessionstore.fsm.v1.Command
 	5,  // 1: sessionstore.fsm.v1.Command.set_cluster_id:type_name -> sessionstore.fsm.v1.SetClusterID
-	10, // 2: sessionstore.fsm.v1.Command.create:type_name -> sessionstore.fsm.v1.Create
-	11, // 3: sessionstore.fsm.v1.Command.append:type_name -> sessionstore.fsm.v1.Append
-	12, // 4: sessionstore.fsm.v1.Command.repair:type_name -> sessionstore.fsm.v1.Repair
-	13, // 5: sessionstore.fsm.v1.Command.keep_alive:type_name -> sessionstore.fsm.v1.KeepAlive
-	14, // 6: sessionstore.fsm.v1.Command.release:type_name -> sessionstore.fsm.v1.Release
-	15, // 7: sessionstore.fsm.v1.Command.plan_set:type_name -> sessionstore.fsm.v1.PlanSet
-	16, // 8: sessionstore.fsm.v1.Command.plan_pre_step:type_name -> sessionstore.fsm.v1.PlanPreStep
-	17, // 9: sessionstore.fsm.v1.Command.plan_command:type_name -> sessionstore.fsm.v1.PlanCommand
-	18, // 10: sessionstore.fsm.v1.Command.plan_exit:type_name -> sessionstore.fsm.v1.PlanExit
+	11, // 2: sessionstore.fsm.v1.Command.create:type_name -> sessionstore.fsm.v1.Create
+	12, // 3: sessionstore.fsm.v1.Command.append:type_name -> sessionstore.fsm.v1.Append
+	13, // 4: sessionstore.fsm.v1.Command.repair:type_name -> sessionstore.fsm.v1.Repair
+	14, // 5: sessionstore.fsm.v1.Command.keep_alive:type_name -> sessionstore.fsm.v1.KeepAlive
+	15, // 6: sessionstore.fsm.v1.Command.release:type_name -> sessionstore.fsm.v1.Release
+	16, // 7: sessionstore.fsm.v1.Command.plan_set:type_name -> sessionstore.fsm.v1.PlanSet
+	17, // 8: sessionstore.fsm.v1.Command.plan_pre_step:type_name -> sessionstore.fsm.v1.PlanPreStep
+	18, // 9: sessionstore.fsm.v1.Command.plan_command:type_name -> sessionstore.fsm.v1.PlanCommand
+	19, // 10: sessionstore.fsm.v1.Command.plan_exit:type_name -> sessionstore.fsm.v1.PlanExit
 	6,  // 11: sessionstore.fsm.v1.Command.delete:type_name -> sessionstore.fsm.v1.Delete
 	7,  // 12: sessionstore.fsm.v1.Command.sweep:type_name -> sessionstore.fsm.v1.Sweep
-	4,  // 13: sessionstore.fsm.v1.Command.limits:type_name -> sessionstore.fsm.v1.Limits
-	8,  // 14: sessionstore.fsm.v1.Sweep.policies:type_name -> sessionstore.fsm.v1.RetentionPolicy
-	26, // 15: sessionstore.fsm.v1.Tombstone.result:type_name -> sessionstore.fsm.v1.Result
-	2,  // 16: sessionstore.fsm.v1.Create.header:type_name -> sessionstore.fsm.v1.Header
-	0,  // 17: sessionstore.fsm.v1.Repair.mode:type_name -> sessionstore.fsm.v1.Repair.Mode
-	19, // 18: sessionstore.fsm.v1.PlanExit.answer:type_name -> sessionstore.fsm.v1.ReviewAnswer
-	20, // 19: sessionstore.fsm.v1.ReviewAnswer.answers:type_name -> sessionstore.fsm.v1.AnswerItem
-	22, // 20: sessionstore.fsm.v1.PlanState.pending:type_name -> sessionstore.fsm.v1.PendingSelection
-	25, // 21: sessionstore.fsm.v1.Result.lease:type_name -> sessionstore.fsm.v1.Lease
-	24, // 22: sessionstore.fsm.v1.Result.plan:type_name -> sessionstore.fsm.v1.PlanResult
-	2,  // 23: sessionstore.fsm.v1.SessionRecord.header:type_name -> sessionstore.fsm.v1.Header
-	25, // 24: sessionstore.fsm.v1.SessionRecord.lease:type_name -> sessionstore.fsm.v1.Lease
-	21, // 25: sessionstore.fsm.v1.SessionRecord.plan:type_name -> sessionstore.fsm.v1.PlanState
-	23, // 26: sessionstore.fsm.v1.SessionRecord.plan_summary:type_name -> sessionstore.fsm.v1.PlanSummary
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	8,  // 13: sessionstore.fsm.v1.Command.convert_layout:type_name -> sessionstore.fsm.v1.ConvertLayout
+	4,  // 14: sessionstore.fsm.v1.Command.limits:type_name -> sessionstore.fsm.v1.Limits
+	9,  // 15: sessionstore.fsm.v1.Sweep.policies:type_name -> sessionstore.fsm.v1.RetentionPolicy
+	27, // 16: sessionstore.fsm.v1.Tombstone.result:type_name -> sessionstore.fsm.v1.Result
+	2,  // 17: sessionstore.fsm.v1.Create.header:type_name -> sessionstore.fsm.v1.Header
+	0,  // 18: sessionstore.fsm.v1.Repair.mode:type_name -> sessionstore.fsm.v1.Repair.Mode
+	20, // 19: sessionstore.fsm.v1.PlanExit.answer:type_name -> sessionstore.fsm.v1.ReviewAnswer
+	21, // 20: sessionstore.fsm.v1.ReviewAnswer.answers:type_name -> sessionstore.fsm.v1.AnswerItem
+	23, // 21: sessionstore.fsm.v1.PlanState.pending:type_name -> sessionstore.fsm.v1.PendingSelection
+	26, // 22: sessionstore.fsm.v1.Result.lease:type_name -> sessionstore.fsm.v1.Lease
+	25, // 23: sessionstore.fsm.v1.Result.plan:type_name -> sessionstore.fsm.v1.PlanResult
+	2,  // 24: sessionstore.fsm.v1.SessionRecord.header:type_name -> sessionstore.fsm.v1.Header
+	26, // 25: sessionstore.fsm.v1.SessionRecord.lease:type_name -> sessionstore.fsm.v1.Lease
+	22, // 26: sessionstore.fsm.v1.SessionRecord.plan:type_name -> sessionstore.fsm.v1.PlanState
+	24, // 27: sessionstore.fsm.v1.SessionRecord.plan_summary:type_name -> sessionstore.fsm.v1.PlanSummary
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_fsm_fsmpb_command_proto_init() }
@@ -2627,18 +2696,19 @@ func file_fsm_fsmpb_command_proto_init() {
 		(*Command_PlanExit)(nil),
 		(*Command_Delete)(nil),
 		(*Command_Sweep)(nil),
+		(*Command_ConvertLayout)(nil),
 	}
-	file_fsm_fsmpb_command_proto_msgTypes[19].OneofWrappers = []any{}
 	file_fsm_fsmpb_command_proto_msgTypes[20].OneofWrappers = []any{}
-	file_fsm_fsmpb_command_proto_msgTypes[23].OneofWrappers = []any{}
-	file_fsm_fsmpb_command_proto_msgTypes[26].OneofWrappers = []any{}
+	file_fsm_fsmpb_command_proto_msgTypes[21].OneofWrappers = []any{}
+	file_fsm_fsmpb_command_proto_msgTypes[24].OneofWrappers = []any{}
+	file_fsm_fsmpb_command_proto_msgTypes[27].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsm_fsmpb_command_proto_rawDesc), len(file_fsm_fsmpb_command_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

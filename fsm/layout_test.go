@@ -1,0 +1,156 @@
+package fsm
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/encoding/prototext"
+
+	"github.com/sessionstore/sessionstore/fsm/fsmpb"
+	"github.com/sessionstore/sessionstore/storage"
+)
+
+func convertCmd() *fsmpb.Command {
+	return &fsmpb.Command{Cmd: &fsmpb.Command_ConvertLayout{ConvertLayout: &fsmpb.ConvertLayout{Layout: 2}}}
+}
+
+// history is a mix of every command that writes: sessions with more frames
+// than an index block, a repair, a lease, a plan-mode flip, a delete and a
+// re-create, request ids.
+func history(t *testing.T, first uint64) []*raft.Log {
+	var logs []*raft.Log
+	i := first
+	add := func(cmds ...*fsmpb.Command) {
+		logs = append(logs, entry(t, i, int64(1000+i), cmds...))
+		i++
+	}
+	add(createCmd("long"), createCmd("short"), createCmd("gone"))
+	seq := int64(0)
+	for n := range 40 {
+		var evs []string
+		for k := range 1 + n%3 {
+			evs = append(evs, fmt.Sprintf(`{"type":"message","seq":%d,"time":%d,"data":{"n":%d}}`, seq+int64(k), 10+seq, k))
+		}
+		cmds := []*fsmpb.Command{appendCmd("long", seq, evs...)}
+		seq += int64(len(evs))
+		if n < 3 {
+			cmds = append(cmds, appendCmd("gone", int64(n), fmt.Sprintf(`{"type":"message","seq":%d,"time":1,"data":{}}`, n)))
+		}
+		add(cmds...)
+	}
+	add(appendCmd("short", 0, openTurn...))
+	add(repairCmd("short", fsmpb.Repair_PREPARE, "host-a"))
+	add(keepAliveCmd("short", "host-a", 1))
+	add(deleteCmd("gone", "", "del-1"))
+	add(createCmd("gone"))
+	return logs
+}
+
+// dump renders what a reader sees of a state: every record, every event,
+// the frame boundaries, tombstones and request results.
+func dump(t *testing.T, db *storage.StateDB) string {
+	t.Helper()
+	var b strings.Builder
+	err := db.View(func(tx *storage.Tx) error {
+		return tx.ForEachSession("", false, func(id string, raw []byte) error {
+			rec, err := DecodeRecord(raw)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(&b, "%s: %s\n", id, prototext.Format(rec))
+			evs, err := tx.Events(id, rec.Incarnation, 0, rec.NextSeq)
+			if err != nil {
+				return err
+			}
+			for _, ev := range evs {
+				fmt.Fprintf(&b, "  %s\n", ev)
+			}
+			fmt.Fprintf(&b, "  frames %v\n", tx.FrameEnds(id, rec.Incarnation))
+			for n := uint64(0); n <= rec.Frames; n++ {
+				fmt.Fprintf(&b, "  frame %d ends %d\n", n, tx.FrameEnd(id, rec.Incarnation, n))
+			}
+			fmt.Fprintf(&b, "  del-1 %x tombstone %x\n", tx.RequestResult(id, "del-1"), tx.Tombstone(id))
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// A layout-1 state converted by ConvertLayout reads exactly as before, and
+// as a state that was layout 2 from the start; writes after the conversion
+// land alike in both.
+func TestConvertLayoutKeepsWhatReadersSee(t *testing.T) {
+	old, oldDB := newTestFSM1(t)
+	fresh, freshDB := newTestFSM(t)
+	logs := history(t, 1)
+	old.ApplyBatch(logs)
+	fresh.ApplyBatch(logs)
+	before := dump(t, oldDB)
+	if before != dump(t, freshDB) {
+		t.Fatalf("layout 1 and layout 2 differ after the same entries:\n%s\n---\n%s", before, dump(t, freshDB))
+	}
+	next := uint64(len(logs) + 1)
+	old.ApplyBatch([]*raft.Log{entry(t, next, 5000, convertCmd())})
+	fresh.ApplyBatch([]*raft.Log{entry(t, next, 5000, convertCmd())}) // already layout 2: nothing changes
+	_ = oldDB.View(func(tx *storage.Tx) error {
+		if tx.Layout() != 2 {
+			t.Fatalf("layout %d after ConvertLayout", tx.Layout())
+		}
+		return nil
+	})
+	if got := dump(t, oldDB); got != before {
+		t.Fatalf("converted state reads differently:\n%s\n--- before:\n%s", got, before)
+	}
+	if err := oldDB.View(VerifyAll); err != nil {
+		t.Fatalf("verify after the conversion: %v", err)
+	}
+	for _, l := range []*raft.Log{
+		entry(t, next+1, 6000, appendCmd("long", 80, `{"type":"message","seq":80,"time":1,"data":{}}`)),
+		entry(t, next+2, 6000, appendCmd("gone", 0, `{"type":"message","seq":0,"time":1,"data":{}}`)),
+		entry(t, next+3, 6000, deleteCmd("long", "", "del-1")),
+	} {
+		old.ApplyBatch([]*raft.Log{l})
+		fresh.ApplyBatch([]*raft.Log{l})
+	}
+	if a, b := dump(t, oldDB), dump(t, freshDB); a != b {
+		t.Fatalf("after more writes, converted and native layout 2 differ:\n%s\n---\n%s", a, b)
+	}
+}
+
+// A session whose stored frame boundaries do not describe its events (a
+// hand-damaged or very old frame table) keeps every event: the rest becomes
+// one frame.
+func TestConvertLayoutRepairsFrameBoundaries(t *testing.T) {
+	f, db := newTestFSM1(t)
+	f.ApplyBatch([]*raft.Log{
+		entry(t, 1, 100, createCmd("s")),
+		entry(t, 2, 100, appendCmd("s", 0, openTurn[0])),
+		entry(t, 3, 100, appendCmd("s", 1, openTurn[1])),
+	})
+	err := db.Update(func(tx *storage.Tx) error {
+		return tx.PutFrame("s", 2, 7) // frame 2 said to end past the log
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.ApplyBatch([]*raft.Log{entry(t, 4, 100, convertCmd())})
+	_ = db.View(func(tx *storage.Tx) error {
+		rec, err := ReadRecord(tx, "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs, err := tx.Events("s", rec.Incarnation, 0, rec.NextSeq)
+		if err != nil || len(evs) != 2 {
+			t.Fatalf("events after the conversion: %q, %v", evs, err)
+		}
+		if got := fmt.Sprint(tx.FrameEnds("s", rec.Incarnation)); got != "[1 2]" || rec.Frames != 2 {
+			t.Fatalf("frames %s (record: %d), want [1 2]", got, rec.Frames)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,821 @@
+package storage
+
+// Layout 2 (state format 2): events are stored in apply order, once.
+//
+// An applied Append (or repair) of one session is one frame: a value under
+// log/<raft index:8 BE><position in the entry:4 BE>, so a group commit of many
+// sessions appends to the right edge of one B+tree and fills its pages
+// sequentially, instead of dirtying a tail page per session. A frame links to
+// the session's previous frame; every indexBlock frames the session gets one
+// index block (ix/<len(id):4 BE><id><incarnation:8 BE><block:8 BE>) listing the keys and sizes of
+// those frames, so a read finds any seq in O(log frames) lookups and walks at
+// most indexBlock-1 links. The per-session counters an append changes live in
+// a small hot record (hot/<id>), apart from the cold record (header, lease,
+// plan state) under sessions/<id>/r, which an append no longer rewrites.
+//
+// Frame value:
+//
+//	version:1 (=1) | prev key:12 (zeros: first frame) | first seq:uvarint | count:uvarint
+//	| count × (len:uvarint | event checksum:4 BE) | header CRC-32C:4 BE | event bytes...
+//
+// The header CRC covers everything before it; each event keeps the checksum
+// of layout 1 (checksum.go), so a damaged event is named by its seq and can be
+// rewritten from an artifact (RepairEvent).
+//
+// Index block value:
+//
+//	first seq:8 BE | indexBlock × (frame key:12 | count:uvarint) | CRC-32C:4 BE (id, incarnation, block, all before)
+//
+// Hot record value:
+//
+//	version:1 (=1) | frames:8 BE | end seq:8 BE | last frame key:12 | CRC-32C:4 BE (id and all before) | fsm's hot part
+//
+// fsm's hot part is an encoded record holding only the fields an append
+// changes; Record returns the cold record followed by it, which protobuf reads
+// as one record (later fields win), so readers above storage see one record.
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+
+	"go.etcd.io/bbolt"
+)
+
+// indexBlock is how many frames one index block lists: a read walks at most
+// indexBlock-1 frame links; an append writes a block (a page of its own
+// session) once per indexBlock frames.
+const indexBlock = 32
+
+const (
+	frameKeyLen  = 12
+	frameVersion = 1
+	hotVersion   = 1
+	hotFixed     = 1 + 8 + 8 + frameKeyLen + 4
+)
+
+var (
+	bucketLog   = []byte("log")
+	bucketIndex = []byte("ix")
+	bucketHot   = []byte("hot")
+	bucketCwd   = []byte("cwd")
+)
+
+// frameKey is a frame's key: the Raft index that applied it and its position.
+type frameKey [frameKeyLen]byte
+
+func (k frameKey) zero() bool { return k == frameKey{} }
+
+func makeFrameKey(index uint64, pos uint32) frameKey {
+	var k frameKey
+	binary.BigEndian.PutUint64(k[:8], index)
+	binary.BigEndian.PutUint32(k[8:], pos)
+	return k
+}
+
+// hot is the storage part of a session's hot record.
+type hot struct {
+	frames uint64   // frames stored (the artifact's frames after the header)
+	end    int64    // seq after the last stored event
+	last   frameKey // the last frame (zero: none)
+	fsm    []byte   // fsm's part, opaque
+}
+
+func encodeHot(id string, h hot) []byte {
+	b := make([]byte, 0, hotFixed+len(h.fsm))
+	b = append(b, hotVersion)
+	b = binary.BigEndian.AppendUint64(b, h.frames)
+	b = binary.BigEndian.AppendUint64(b, uint64(h.end))
+	b = append(b, h.last[:]...)
+	b = binary.BigEndian.AppendUint32(b, crc32Update(crc32Update(0, idPrefix(id)), b))
+	return append(b, h.fsm...)
+}
+
+func decodeHot(id string, v []byte) (hot, bool) {
+	if len(v) < hotFixed || v[0] != hotVersion {
+		return hot{}, false
+	}
+	n := hotFixed - 4
+	if binary.BigEndian.Uint32(v[n:]) != crc32Update(crc32Update(0, idPrefix(id)), v[:n]) {
+		return hot{}, false
+	}
+	h := hot{frames: binary.BigEndian.Uint64(v[1:]), end: int64(binary.BigEndian.Uint64(v[9:])), fsm: v[hotFixed:]}
+	copy(h.last[:], v[17:17+frameKeyLen])
+	return h, true
+}
+
+// frame is a decoded frame; events alias the stored value.
+type frame struct {
+	prev   frameKey
+	first  int64
+	events [][]byte
+	sums   []uint32
+}
+
+func encodeFrame(prev frameKey, first int64, events [][]byte, sums []uint32) []byte {
+	size := 1 + frameKeyLen + 20 + 4
+	for _, ev := range events {
+		size += 9 + len(ev)
+	}
+	b := make([]byte, 0, size)
+	b = append(b, frameVersion)
+	b = append(b, prev[:]...)
+	b = binary.AppendUvarint(b, uint64(first))
+	b = binary.AppendUvarint(b, uint64(len(events)))
+	for i, ev := range events {
+		b = binary.AppendUvarint(b, uint64(len(ev)))
+		b = binary.BigEndian.AppendUint32(b, sums[i])
+	}
+	b = binary.BigEndian.AppendUint32(b, crc32Update(0, b))
+	for _, ev := range events {
+		b = append(b, ev...)
+	}
+	return b
+}
+
+var errFrame = errors.New("malformed frame")
+
+// decodeFrame parses a frame value; a header that fails its CRC or does not
+// parse is errFrame. Event bytes are not verified here (eventSum does).
+func decodeFrame(v []byte) (frame, error) {
+	var f frame
+	if len(v) < 1+frameKeyLen+2+4 || v[0] != frameVersion {
+		return f, errFrame
+	}
+	copy(f.prev[:], v[1:])
+	p := 1 + frameKeyLen
+	first, n := binary.Uvarint(v[p:])
+	if n <= 0 || first > 1<<62 {
+		return f, errFrame
+	}
+	p += n
+	count, n := binary.Uvarint(v[p:])
+	if n <= 0 || count == 0 || count > uint64(len(v)) {
+		return f, errFrame
+	}
+	p += n
+	lens := make([]uint64, count)
+	f.sums = make([]uint32, count)
+	total := uint64(0)
+	for i := range lens {
+		l, n := binary.Uvarint(v[p:])
+		if n <= 0 || len(v)-p-n < 4 || l > uint64(len(v)) {
+			return f, errFrame
+		}
+		p += n
+		lens[i], total = l, total+l
+		f.sums[i] = binary.BigEndian.Uint32(v[p:])
+		p += 4
+	}
+	if len(v)-p < 4 || binary.BigEndian.Uint32(v[p:]) != crc32Update(0, v[:p]) {
+		return f, errFrame
+	}
+	p += 4
+	if uint64(len(v)-p) != total {
+		return f, errFrame
+	}
+	f.first = int64(first)
+	f.events = make([][]byte, count)
+	for i, l := range lens {
+		f.events[i] = v[p : p+int(l) : p+int(l)]
+		p += int(l)
+	}
+	return f, nil
+}
+
+// peekFrame reads a frame's header (links, first seq, count) without
+// decoding its events: the walks along a session's links need only that.
+// The header's CRC is checked like decodeFrame's.
+func peekFrame(v []byte) (prev frameKey, first, count int64, err error) {
+	if len(v) < 1+frameKeyLen+2+4 || v[0] != frameVersion {
+		return prev, 0, 0, errFrame
+	}
+	copy(prev[:], v[1:])
+	p := 1 + frameKeyLen
+	f, n := binary.Uvarint(v[p:])
+	if n <= 0 || f > 1<<62 {
+		return prev, 0, 0, errFrame
+	}
+	p += n
+	c, n := binary.Uvarint(v[p:])
+	if n <= 0 || c == 0 || c > uint64(len(v)) {
+		return prev, 0, 0, errFrame
+	}
+	p += n
+	for range c {
+		_, n := binary.Uvarint(v[p:])
+		if n <= 0 || len(v)-p-n < 4 {
+			return prev, 0, 0, errFrame
+		}
+		p += n + 4
+	}
+	if len(v)-p < 4 || binary.BigEndian.Uint32(v[p:]) != crc32Update(0, v[:p]) {
+		return prev, 0, 0, errFrame
+	}
+	return prev, int64(f), int64(c), nil
+}
+
+// linkAt reads the header of the frame at key of session id.
+func (t *Tx) linkAt(id string, key frameKey) (prev frameKey, first, count int64, err error) {
+	v := t.tx.Bucket(bucketLog).Get(key[:])
+	if v == nil {
+		return prev, 0, 0, t.fail(&ChecksumError{Session: id, Seq: -1, What: "missing frame"})
+	}
+	if prev, first, count, err = peekFrame(v); err != nil {
+		return prev, 0, 0, t.fail(&ChecksumError{Session: id, Seq: -1, What: "frame"})
+	}
+	return prev, first, count, nil
+}
+
+// blockEntry is one frame of an index block.
+type blockEntry struct {
+	key   frameKey
+	count int64
+}
+
+// blockKey names index block b of a session incarnation. The id is part of
+// it: sessions created by one Raft entry share their incarnation.
+func blockKey(id string, inc uint64, block uint64) []byte {
+	k := idPrefix(id)
+	k = binary.BigEndian.AppendUint64(k, inc)
+	return binary.BigEndian.AppendUint64(k, block)
+}
+
+func encodeBlock(id string, inc, block uint64, first int64, es []blockEntry) []byte {
+	b := make([]byte, 0, 8+len(es)*(frameKeyLen+3)+4)
+	b = binary.BigEndian.AppendUint64(b, uint64(first))
+	for _, e := range es {
+		b = append(b, e.key[:]...)
+		b = binary.AppendUvarint(b, uint64(e.count))
+	}
+	return binary.BigEndian.AppendUint32(b, blockSum(id, inc, block, b))
+}
+
+func blockSum(id string, inc, block uint64, b []byte) uint32 {
+	s := crc32Update(0, binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(idPrefix(id), inc), block))
+	return crc32Update(s, b)
+}
+
+func decodeBlock(id string, inc, block uint64, v []byte) (int64, []blockEntry, bool) {
+	if len(v) < 12 || binary.BigEndian.Uint32(v[len(v)-4:]) != blockSum(id, inc, block, v[:len(v)-4]) {
+		return 0, nil, false
+	}
+	first := int64(binary.BigEndian.Uint64(v))
+	body := v[8 : len(v)-4]
+	es := make([]blockEntry, 0, indexBlock)
+	for len(body) > 0 {
+		if len(body) < frameKeyLen+1 {
+			return 0, nil, false
+		}
+		var e blockEntry
+		copy(e.key[:], body)
+		c, n := binary.Uvarint(body[frameKeyLen:])
+		if n <= 0 || c == 0 || c > 1<<40 {
+			return 0, nil, false
+		}
+		e.count = int64(c)
+		es = append(es, e)
+		body = body[frameKeyLen+n:]
+	}
+	if len(es) != indexBlock {
+		return 0, nil, false
+	}
+	return first, es, true
+}
+
+// framePos is where one frame of a session is and the seqs it holds.
+type framePos struct {
+	n     uint64 // frame number, from 1
+	key   frameKey
+	first int64
+	count int64 // -1: not known from an index block (read the frame)
+}
+
+func (t *Tx) hotBucket() *bbolt.Bucket { return t.tx.Bucket(bucketHot) }
+
+// hot2 reads a session's hot record; a missing one is a zero hot with ok
+// false; one that fails its checksum is a *ChecksumError.
+func (t *Tx) hot2(id string) (hot, bool, error) {
+	if h, ok := t.hots[id]; ok {
+		return h, true, nil
+	}
+	b := t.hotBucket()
+	if b == nil {
+		return hot{}, false, nil
+	}
+	v := b.Get([]byte(id))
+	if v == nil {
+		return hot{}, false, nil
+	}
+	h, ok := decodeHot(id, v)
+	if !ok {
+		return hot{}, false, t.fail(&ChecksumError{Session: id, Seq: -1, What: "session counters"})
+	}
+	return h, true, nil
+}
+
+// putHot2 stages a session's hot record; flushHot writes it once per
+// transaction, however many commands of the batch changed it (an append
+// changes it twice: the frame, then the record).
+func (t *Tx) putHot2(id string, h hot) error {
+	if t.hots == nil {
+		t.hots = map[string]hot{}
+	}
+	h.fsm = bytes.Clone(h.fsm) // it may alias a page of this transaction
+	t.hots[id] = h
+	return nil
+}
+
+// flushHot writes the staged hot records (StateDB.Update, before commit).
+func (t *Tx) flushHot() error {
+	if len(t.hots) == 0 {
+		return nil
+	}
+	b := t.hotBucket()
+	for id, h := range t.hots {
+		if err := b.Put([]byte(id), encodeHot(id, h)); err != nil {
+			return err
+		}
+	}
+	t.hots = nil
+	return nil
+}
+
+// appendFrame2 stores events first.. of incarnation inc as frame n of id
+// under the current entry's next frame key, links it, and indexes every
+// indexBlock frames.
+func (t *Tx) appendFrame2(id string, inc, n uint64, first int64, events [][]byte) error {
+	if t.entryIndex == 0 {
+		return errors.New("append frame: no Raft entry begun (Tx.BeginEntry)")
+	}
+	h, _, err := t.hot2(id)
+	if err != nil {
+		return err
+	}
+	if h.frames+1 != n || h.end != first {
+		return fmt.Errorf("append frame %d at seq %d to session %q: stored frames %d end at seq %d", n, first, id, h.frames, h.end)
+	}
+	key := makeFrameKey(t.entryIndex, t.entryPos)
+	t.entryPos++
+	base := sessionSum(id, inc)
+	sums := make([]uint32, len(events))
+	for i, ev := range events {
+		sums[i] = eventSum(base, first+int64(i), ev)
+	}
+	lb := t.tx.Bucket(bucketLog)
+	lb.FillPercent = 1.0 // keys only grow: pack pages full
+	if err := lb.Put(key[:], encodeFrame(h.last, first, events, sums)); err != nil {
+		return err
+	}
+	h.frames, h.end, h.last = n, first+int64(len(events)), key
+	if n%indexBlock == 0 {
+		if err := t.writeBlock(id, inc, h); err != nil {
+			return err
+		}
+	}
+	return t.putHot2(id, h)
+}
+
+// writeBlock indexes the indexBlock frames ending with h's last frame.
+func (t *Tx) writeBlock(id string, inc uint64, h hot) error {
+	es := make([]blockEntry, indexBlock)
+	key := h.last
+	first := h.end
+	for i := indexBlock - 1; i >= 0; i-- {
+		prev, f, count, err := t.linkAt(id, key)
+		if err != nil {
+			return err
+		}
+		es[i] = blockEntry{key: key, count: count}
+		first = f
+		key = prev
+	}
+	block := h.frames/indexBlock - 1
+	ib := t.tx.Bucket(bucketIndex)
+	return ib.Put(blockKey(id, inc, block), encodeBlock(id, inc, block, first, es))
+}
+
+// frameAt reads and parses the frame at key of session id.
+func (t *Tx) frameAt(id string, key frameKey) (frame, error) {
+	v := t.tx.Bucket(bucketLog).Get(key[:])
+	if v == nil {
+		return frame{}, t.fail(&ChecksumError{Session: id, Seq: -1, What: "missing frame"})
+	}
+	f, err := decodeFrame(v)
+	if err != nil {
+		return frame{}, t.fail(&ChecksumError{Session: id, Seq: -1, What: "frame"})
+	}
+	return f, nil
+}
+
+// block reads index block b of a session.
+func (t *Tx) block(id string, inc, b uint64) (int64, []blockEntry, error) {
+	v := t.tx.Bucket(bucketIndex).Get(blockKey(id, inc, b))
+	first, es, ok := decodeBlock(id, inc, b, v)
+	if !ok {
+		return 0, nil, t.fail(&ChecksumError{Session: id, Seq: -1, What: "frame index"})
+	}
+	return first, es, nil
+}
+
+// framesFrom lists the frames of a session that hold seqs >= from (all when
+// from <= 0), in order, up to the frame holding seq to-1.
+func (t *Tx) framesFrom(id string, inc uint64, h hot, from, to int64) ([]framePos, error) {
+	blocks := h.frames / indexBlock
+	indexed := blocks * indexBlock
+	// The tail: frames after the last block, found by their links.
+	tail := make([]framePos, h.frames-indexed)
+	key := h.last
+	tailFirst := h.end
+	for i := len(tail) - 1; i >= 0; i-- {
+		prev, first, count, err := t.linkAt(id, key)
+		if err != nil {
+			return nil, err
+		}
+		tail[i] = framePos{n: indexed + uint64(i) + 1, key: key, first: first, count: count}
+		tailFirst = first
+		key = prev
+		if tailFirst <= from && i > 0 {
+			tail = tail[i:]
+			break
+		}
+	}
+	if from >= tailFirst || blocks == 0 {
+		return trimFrames(tail, from, to), nil
+	}
+	// The last block whose first seq is <= from.
+	lo, hi := uint64(0), blocks-1
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		first, _, err := t.block(id, inc, mid)
+		if err != nil {
+			return nil, err
+		}
+		if first <= from {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	var out []framePos
+	for b := lo; b < blocks; b++ {
+		first, es, err := t.block(id, inc, b)
+		if err != nil {
+			return nil, err
+		}
+		if first >= to {
+			break
+		}
+		for i, e := range es {
+			out = append(out, framePos{n: b*indexBlock + uint64(i) + 1, key: e.key, first: first, count: e.count})
+			first += e.count
+		}
+	}
+	return trimFrames(append(out, tail...), from, to), nil
+}
+
+// trimFrames keeps the frames that hold a seq in [from, to).
+func trimFrames(fs []framePos, from, to int64) []framePos {
+	i := 0
+	for i < len(fs) && fs[i].first+fs[i].count <= from {
+		i++
+	}
+	j := i
+	for j < len(fs) && fs[j].first < to {
+		j++
+	}
+	return fs[i:j]
+}
+
+// forEachEvent2 is ForEachEvent for layout 2.
+func (t *Tx) forEachEvent2(id string, inc uint64, from, to int64, fn func(seq int64, ev []byte) error) error {
+	h, _, err := t.hot2(id)
+	if err != nil {
+		return err
+	}
+	if from < 0 {
+		from = 0
+	}
+	if from >= to {
+		return nil
+	}
+	if to > h.end {
+		return t.fail(&ChecksumError{Session: id, Seq: h.end, What: "missing event"})
+	}
+	fs, err := t.framesFrom(id, inc, h, from, to)
+	if err != nil {
+		return err
+	}
+	base := sessionSum(id, inc)
+	want := from
+	for _, p := range fs {
+		f, err := t.frameAt(id, p.key)
+		if err != nil {
+			return err
+		}
+		if f.first != p.first || int64(len(f.events)) != p.count || len(f.events) == 0 {
+			return t.fail(&ChecksumError{Session: id, Seq: p.first, What: "frame"})
+		}
+		for i, ev := range f.events {
+			seq := f.first + int64(i)
+			if seq < want {
+				continue
+			}
+			if seq >= to {
+				return nil
+			}
+			if seq != want {
+				return t.fail(&ChecksumError{Session: id, Seq: want, What: "missing event"})
+			}
+			if eventSum(base, seq, ev) != f.sums[i] {
+				return t.fail(&ChecksumError{Session: id, Seq: seq, What: "event"})
+			}
+			want++
+			if err := fn(seq, ev); err != nil {
+				if errors.Is(err, ErrStop) {
+					return nil
+				}
+				return err
+			}
+		}
+	}
+	if want < to {
+		return t.fail(&ChecksumError{Session: id, Seq: want, What: "missing event"})
+	}
+	return nil
+}
+
+// frameEnd2 is FrameEnd for layout 2.
+func (t *Tx) frameEnd2(id string, inc uint64, n uint64) int64 {
+	h, _, err := t.hot2(id)
+	if err != nil || n == 0 || n > h.frames {
+		return 0
+	}
+	if n == h.frames {
+		return h.end
+	}
+	if b := (n - 1) / indexBlock; b < h.frames/indexBlock {
+		first, es, err := t.block(id, inc, b)
+		if err != nil {
+			return 0
+		}
+		for i := uint64(0); i <= (n-1)%indexBlock; i++ {
+			first += es[i].count
+		}
+		return first
+	}
+	// A tail frame: walk the links back from the last frame.
+	key, end := h.last, h.end
+	for m := h.frames; m > n; m-- {
+		prev, first, _, err := t.linkAt(id, key)
+		if err != nil {
+			return 0
+		}
+		end, key = first, prev
+	}
+	return end
+}
+
+// frameEnds2 is FrameEnds for layout 2.
+func (t *Tx) frameEnds2(id string, inc uint64) []int64 {
+	h, _, err := t.hot2(id)
+	if err != nil || h.frames == 0 {
+		return nil
+	}
+	fs, err := t.framesFrom(id, inc, h, 0, h.end)
+	if err != nil {
+		return nil
+	}
+	out := make([]int64, len(fs))
+	for i, p := range fs {
+		out[i] = p.first + p.count
+	}
+	return out
+}
+
+// allFrameKeys lists every frame key of a session (for delete).
+func (t *Tx) allFrameKeys(id string, inc uint64, h hot) ([]frameKey, error) {
+	var keys []frameKey
+	blocks := h.frames / indexBlock
+	for b := uint64(0); b < blocks; b++ {
+		_, es, err := t.block(id, inc, b)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range es {
+			keys = append(keys, e.key)
+		}
+	}
+	key := h.last
+	for m := h.frames; m > blocks*indexBlock; m-- {
+		keys = append(keys, key)
+		v := t.tx.Bucket(bucketLog).Get(key[:])
+		if v == nil {
+			break
+		}
+		prev, _, _, err := peekFrame(v)
+		if err != nil {
+			break // delete what can be found; the rest is unreachable
+		}
+		key = prev
+	}
+	return keys, nil
+}
+
+// deleteSession2 removes a session's frames, index blocks, hot record, cwd
+// index entry and bucket.
+func (t *Tx) deleteSession2(id string, inc uint64) error {
+	h, ok, err := t.hot2(id)
+	if err == nil && ok {
+		keys, err := t.allFrameKeys(id, inc, h)
+		if err != nil {
+			return err
+		}
+		lb := t.tx.Bucket(bucketLog)
+		for _, k := range keys {
+			if err := lb.Delete(k[:]); err != nil {
+				return err
+			}
+		}
+		ib := t.tx.Bucket(bucketIndex)
+		for b := uint64(0); b < h.frames/indexBlock; b++ {
+			if err := ib.Delete(blockKey(id, inc, b)); err != nil {
+				return err
+			}
+		}
+	}
+	delete(t.hots, id)
+	if err := t.hotBucket().Delete([]byte(id)); err != nil {
+		return err
+	}
+	return t.sessions().DeleteBucket([]byte(id))
+}
+
+// repairEvent2 is RepairEvent for layout 2: the frame holding seq is
+// rewritten with ev in place when ev has the stored checksum.
+func (t *Tx) repairEvent2(id string, inc uint64, seq int64, ev []byte) (bool, error) {
+	h, _, err := t.hot2(id)
+	if err != nil || seq >= h.end {
+		return false, err
+	}
+	fs, err := t.framesFrom(id, inc, h, seq, seq+1)
+	if err != nil || len(fs) != 1 {
+		return false, err
+	}
+	lb := t.tx.Bucket(bucketLog)
+	v := lb.Get(fs[0].key[:])
+	f, err := decodeFrame(v)
+	if err != nil {
+		return false, nil // the header is damaged: not repairable from one event
+	}
+	i := seq - f.first
+	if i < 0 || i >= int64(len(f.events)) || len(ev) != len(f.events[i]) {
+		return false, nil
+	}
+	if EventSum(id, inc, seq, ev) != f.sums[i] || EventSum(id, inc, seq, f.events[i]) == f.sums[i] {
+		return false, nil
+	}
+	events := slices.Clone(f.events)
+	events[i] = ev
+	return true, lb.Put(fs[0].key[:], encodeFrame(f.prev, f.first, events, f.sums))
+}
+
+// record2 returns the cold record followed by the fsm's hot part.
+func (t *Tx) record2(id string, b *bbolt.Bucket) ([]byte, error) {
+	cold, err := t.checkRecord(id, b)
+	if err != nil || cold == nil {
+		return cold, err
+	}
+	h, ok, err := t.hot2(id)
+	if err != nil {
+		return nil, err
+	}
+	if !ok { // every session gets one with its record: a lost key
+		return nil, t.fail(&ChecksumError{Session: id, Seq: -1, What: "session counters (missing)"})
+	}
+	out := make([]byte, 0, len(cold)+len(h.fsm))
+	return append(append(out, cold...), h.fsm...), nil
+}
+
+// putRecord2 stores the cold record when it changed and the hot part.
+func (t *Tx) putRecord2(id string, cold, hotPart []byte) error {
+	b, err := t.sessions().CreateBucketIfNotExists([]byte(id))
+	if err != nil {
+		return fmt.Errorf("session bucket: %w", err)
+	}
+	if !bytes.Equal(b.Get(keyRecord), cold) {
+		if err := b.Put(keyRecord, cold); err != nil {
+			return err
+		}
+		if err := b.Put(keyRecordSum, binary.BigEndian.AppendUint32(nil, recordSum(id, cold))); err != nil {
+			return err
+		}
+	}
+	h, _, err := t.hot2(id)
+	if err != nil {
+		return err
+	}
+	h.fsm = hotPart
+	return t.putHot2(id, h)
+}
+
+// cwdKey is a session's key in the cwd index: the cwd, a zero byte, the id
+// (the value is the id again: either may hold a zero byte).
+func cwdKey(cwd, id string) []byte {
+	k := make([]byte, 0, len(cwd)+1+len(id))
+	return append(append(append(k, cwd...), 0), id...)
+}
+
+// IndexCwd adds (or with remove, drops) a session's entry in the cwd index
+// (layout 2; a no-op in layout 1, where List scans).
+func (t *Tx) IndexCwd(id, cwd string, remove bool) error {
+	if t.layout < 2 {
+		return nil
+	}
+	b := t.tx.Bucket(bucketCwd)
+	if remove {
+		return b.Delete(cwdKey(cwd, id))
+	}
+	return b.Put(cwdKey(cwd, id), []byte(id))
+}
+
+// CwdIndexed reports whether List can use SessionsUnderCwd (layout 2).
+func (t *Tx) CwdIndexed() bool { return t.layout >= 2 }
+
+// SessionsUnderCwd returns the ids of the sessions whose cwd starts with
+// prefix, from the cwd index, sorted by id.
+func (t *Tx) SessionsUnderCwd(prefix string) []string {
+	var ids []string
+	c := t.tx.Bucket(bucketCwd).Cursor()
+	for k, v := c.Seek([]byte(prefix)); k != nil && bytes.HasPrefix(k, []byte(prefix)); k, v = c.Next() {
+		if n := len(k) - len(v) - 1; n >= len(prefix) && k[n] == 0 && bytes.Equal(k[n+1:], v) {
+			ids = append(ids, string(v))
+		}
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+// PrepareLayout2 creates layout 2's buckets before ConvertSession moves
+// sessions into them; the transaction keeps reading layout 1 until
+// FinishLayout2.
+func (t *Tx) PrepareLayout2() error {
+	for _, name := range [][]byte{bucketLog, bucketIndex, bucketHot, bucketCwd} {
+		if _, err := t.tx.CreateBucketIfNotExists(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ConvertSession rewrites one layout-1 session in layout 2: its events as
+// the given frames (keyed by the current entry, BeginEntry), its record as
+// cold and hot parts, its cwd (nil: none) in the cwd index; the layout-1
+// events, checksums and frame table are dropped. Request results stay.
+func (t *Tx) ConvertSession(id string, inc uint64, frames [][][]byte, cold, hotPart []byte, cwd *string) error {
+	b := t.session(id)
+	if b == nil {
+		return fmt.Errorf("session %q has no bucket", id)
+	}
+	for _, name := range [][]byte{bucketEvents, bucketSums, bucketFrames} {
+		if b.Bucket(name) != nil {
+			if err := b.DeleteBucket(name); err != nil {
+				return err
+			}
+		}
+	}
+	if err := b.Delete(keyRecord); err != nil { // rewritten (cold) below
+		return err
+	}
+	t.layout = 2
+	defer func() { t.layout = 1 }()
+	if err := t.putHot2(id, hot{}); err != nil {
+		return err
+	}
+	first := int64(0)
+	for i, evs := range frames {
+		if err := t.appendFrame2(id, inc, uint64(i)+1, first, evs); err != nil {
+			return err
+		}
+		first += int64(len(evs))
+	}
+	if err := t.putRecord2(id, cold, hotPart); err != nil {
+		return err
+	}
+	if cwd != nil {
+		return t.IndexCwd(id, *cwd, false)
+	}
+	return nil
+}
+
+// FinishLayout2 marks the state as layout 2 (state format 2): from here on
+// the transaction, and every later one, works in it.
+func (t *Tx) FinishLayout2() error {
+	if err := t.meta().Put(keyFormat, u64(2)); err != nil {
+		return err
+	}
+	t.layout = 2
+	return nil
+}

@@ -1,0 +1,426 @@
+package storage
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+)
+
+// openLayout2 returns a new state database converted to layout 2.
+func openLayout2(t *testing.T) *StateDB {
+	t.Helper()
+	s, err := OpenState(filepath.Join(t.TempDir(), "state.db"), StateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	err = s.Update(func(tx *Tx) error {
+		if err := tx.PrepareLayout2(); err != nil {
+			return err
+		}
+		return tx.FinishLayout2()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// appendFrames stores frames of the given sizes for session id, one Raft
+// entry per transaction of perTx frames, and returns the events by seq.
+func appendFrames(t *testing.T, s *StateDB, id string, inc uint64, sizes []int, index *uint64) [][]byte {
+	t.Helper()
+	var all [][]byte
+	err := s.Update(func(tx *Tx) error {
+		if !tx.HasSession(id) {
+			if err := tx.PutRecord(id, []byte("cold"), []byte("hot")); err != nil {
+				return err
+			}
+		}
+		for _, n := range sizes {
+			*index++
+			tx.BeginEntry(*index)
+			h, _, err := tx.hot2(id)
+			if err != nil {
+				return err
+			}
+			var evs [][]byte
+			for i := range n {
+				evs = append(evs, fmt.Appendf(nil, `{"seq":%d,"pad":"%s"}`, h.end+int64(i), bytes.Repeat([]byte{'x'}, int(h.end%7))))
+			}
+			if err := tx.AppendFrame(id, inc, h.frames+1, h.end, evs); err != nil {
+				return err
+			}
+			all = append(all, evs...)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return all
+}
+
+func TestLayout2ReadsEveryRange(t *testing.T) {
+	s := openLayout2(t)
+	var index uint64
+	rng := rand.New(rand.NewPCG(1, 2))
+	var sizes []int
+	for range 3*indexBlock + 5 { // three index blocks and a tail
+		sizes = append(sizes, 1+rng.IntN(3))
+	}
+	// Another session of the same incarnation (created by the same Raft
+	// entry) in between: keys interleave in the log, blocks must not mix.
+	var want, wantB [][]byte
+	for i := 0; i < len(sizes); i += 10 {
+		want = append(want, appendFrames(t, s, "a", 7, sizes[i:min(i+10, len(sizes))], &index)...)
+		wantB = append(wantB, appendFrames(t, s, "b", 7, []int{2, 1, 1, 1, 1, 1, 1, 1, 1, 1}, &index)...)
+	}
+	end := int64(len(want))
+	err := s.View(func(tx *Tx) error {
+		for from := int64(0); from <= end; from++ {
+			for _, to := range []int64{from, from + 1, from + 5, end} {
+				if to > end {
+					continue
+				}
+				got, err := tx.Events("a", 7, from, to)
+				if err != nil {
+					return fmt.Errorf("[%d,%d): %w", from, to, err)
+				}
+				if len(got) != int(to-from) {
+					return fmt.Errorf("[%d,%d): %d events", from, to, len(got))
+				}
+				for i, ev := range got {
+					if !bytes.Equal(ev, want[from+int64(i)]) {
+						return fmt.Errorf("[%d,%d): seq %d = %q, want %q", from, to, from+int64(i), ev, want[from+int64(i)])
+					}
+				}
+			}
+		}
+		if got, err := tx.Events("b", 7, 0, int64(len(wantB))); err != nil || !bytes.Equal(got[len(got)-1], wantB[len(wantB)-1]) {
+			return fmt.Errorf("the other session: %v", err)
+		}
+		// Frame ends: from the index, the tail, and the list.
+		ends := tx.FrameEnds("a", 7)
+		if len(ends) != len(sizes) {
+			return fmt.Errorf("%d frame ends, want %d", len(ends), len(sizes))
+		}
+		e := int64(0)
+		for n, size := range sizes {
+			e += int64(size)
+			if ends[n] != e || tx.FrameEnd("a", 7, uint64(n+1)) != e {
+				return fmt.Errorf("frame %d ends at %d / %d, want %d", n+1, ends[n], tx.FrameEnd("a", 7, uint64(n+1)), e)
+			}
+		}
+		// Past the end is missing, never silently short.
+		var ce *ChecksumError
+		if _, err := tx.Events("a", 7, 0, end+1); !errors.As(err, &ce) {
+			return fmt.Errorf("read past the end: %v, want a missing event", err)
+		}
+		// The wrong incarnation fails every checksum.
+		if _, err := tx.Events("a", 8, 0, 1); !errors.As(err, &ce) {
+			return fmt.Errorf("read under another incarnation: %v", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLayout2RecordIsColdThenHot(t *testing.T) {
+	s := openLayout2(t)
+	err := s.Update(func(tx *Tx) error {
+		if err := tx.PutRecord("s", []byte("C1"), []byte("H1")); err != nil {
+			return err
+		}
+		if err := tx.PutRecord("s", []byte("C1"), []byte("H2")); err != nil {
+			return err
+		}
+		rec, err := tx.Record("s")
+		if err != nil || string(rec) != "C1H2" {
+			return fmt.Errorf("record %q, %v; want C1H2", rec, err)
+		}
+		var seen []string
+		err = tx.ForEachSession("", false, func(id string, rec []byte) error {
+			seen = append(seen, id+"="+string(rec))
+			return nil
+		})
+		if err != nil || fmt.Sprint(seen) != "[s=C1H2]" {
+			return fmt.Errorf("sessions %v, %v", seen, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLayout2DeleteRemovesFramesAndIndex(t *testing.T) {
+	s := openLayout2(t)
+	var index uint64
+	sizes := make([]int, 2*indexBlock+3)
+	for i := range sizes {
+		sizes[i] = 2
+	}
+	appendFrames(t, s, "gone", 3, sizes, &index)
+	keep := appendFrames(t, s, "kept", 4, []int{1, 2}, &index)
+	err := s.Update(func(tx *Tx) error {
+		if err := tx.IndexCwd("gone", "/w", false); err != nil {
+			return err
+		}
+		if err := tx.DeleteSession("gone", 3); err != nil {
+			return err
+		}
+		return tx.IndexCwd("gone", "/w", true)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.View(func(tx *Tx) error {
+		for _, name := range [][]byte{bucketLog, bucketIndex, bucketHot, bucketCwd} {
+			n := tx.tx.Bucket(name).Stats().KeyN
+			want := map[string]int{"log": 2, "ix": 0, "hot": 1, "cwd": 0}[string(name)]
+			if n != want {
+				return fmt.Errorf("bucket %s holds %d keys after the delete, want %d", name, n, want)
+			}
+		}
+		if tx.HasSession("gone") {
+			return errors.New("session still has a bucket")
+		}
+		got, err := tx.Events("kept", 4, 0, 3)
+		if err != nil || len(got) != 3 || !bytes.Equal(got[2], keep[2]) {
+			return fmt.Errorf("the other session: %q, %v", got, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLayout2DamageIsFoundAndRepaired(t *testing.T) {
+	s := openLayout2(t)
+	var index uint64
+	want := appendFrames(t, s, "s", 5, []int{2, 3}, &index)
+	// Flip a byte of event 3 in its frame.
+	err := s.Update(func(tx *Tx) error {
+		h, _, _ := tx.hot2("s")
+		lb := tx.tx.Bucket(bucketLog)
+		v := bytes.Clone(lb.Get(h.last[:]))
+		i := bytes.Index(v, want[3])
+		v[i+2] ^= 0x20
+		return lb.Put(h.last[:], v)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Update(func(tx *Tx) error {
+		var ce *ChecksumError
+		if _, err := tx.Events("s", 5, 0, 5); !errors.As(err, &ce) || ce.Seq != 3 || ce.What != "event" {
+			return fmt.Errorf("read of a flipped event: %v, want event 3 failing its checksum", err)
+		}
+		if _, err := tx.Events("s", 5, 0, 3); err != nil {
+			return fmt.Errorf("events before the damage: %v", err)
+		}
+		if ok, err := tx.RepairEvent("s", 5, 3, []byte("other bytes")); ok || err != nil {
+			return fmt.Errorf("repair with other bytes: %v, %v", ok, err)
+		}
+		if ok, err := tx.RepairEvent("s", 5, 3, want[3]); !ok || err != nil {
+			return fmt.Errorf("repair with the stored checksum's bytes: %v, %v", ok, err)
+		}
+		got, err := tx.Events("s", 5, 0, 5)
+		if err != nil || !bytes.Equal(got[3], want[3]) {
+			return fmt.Errorf("after the repair: %q, %v", got, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A lost hot record is damage, not an empty session.
+	err = s.Update(func(tx *Tx) error {
+		v := bytes.Clone(tx.hotBucket().Get([]byte("s")))
+		if err := tx.hotBucket().Delete([]byte("s")); err != nil {
+			return err
+		}
+		var ce *ChecksumError
+		if _, err := tx.Record("s"); !errors.As(err, &ce) {
+			return fmt.Errorf("record without its hot part: %v, want a checksum error", err)
+		}
+		return tx.hotBucket().Put([]byte("s"), v)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A damaged frame header, a damaged hot record: errors, not panics.
+	for _, bucket := range [][]byte{bucketLog, bucketHot} {
+		err = s.Update(func(tx *Tx) error {
+			c := tx.tx.Bucket(bucket).Cursor()
+			k, v := c.Last()
+			v = bytes.Clone(v)
+			v[5] ^= 0xff
+			return tx.tx.Bucket(bucket).Put(bytes.Clone(k), v)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ce *ChecksumError
+		err = s.View(func(tx *Tx) error { _, err := tx.Events("s", 5, 0, 5); return err })
+		if !errors.As(err, &ce) {
+			t.Fatalf("damaged %s: %v, want a checksum error", bucket, err)
+		}
+	}
+}
+
+func TestSessionsUnderCwd(t *testing.T) {
+	s := openLayout2(t)
+	err := s.Update(func(tx *Tx) error {
+		for _, e := range []struct{ id, cwd string }{
+			{"z", "/w/a"}, {"y", "/w/a/b"}, {"x", "/w/ab"}, {"w", "/v"}, {"v\x00w", "/w/a"}, {"u", "/w"},
+		} {
+			if err := tx.IndexCwd(e.id, e.cwd, false); err != nil {
+				return err
+			}
+		}
+		for prefix, want := range map[string]string{
+			"/w/a": "[v\x00w x y z]", "/w/a/": "[y]", "/v": "[w]", "/none": "[]", "": "[u v\x00w w x y z]",
+		} {
+			if got := fmt.Sprint(tx.SessionsUnderCwd(prefix)); got != want {
+				return fmt.Errorf("under %q: %q, want %q", prefix, got, want)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLayout1HasNoCwdIndex(t *testing.T) {
+	s, err := OpenState(filepath.Join(t.TempDir(), "state.db"), StateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	err = s.Update(func(tx *Tx) error {
+		if tx.Layout() != 1 || tx.CwdIndexed() {
+			return fmt.Errorf("a new file is layout %d (indexed %v), want 1 until converted", tx.Layout(), tx.CwdIndexed())
+		}
+		return tx.IndexCwd("s", "/w", false)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = s.View(func(tx *Tx) error {
+		if tx.tx.Bucket(bucketCwd) != nil {
+			t.Error("layout 1 wrote a cwd index")
+		}
+		return nil
+	})
+}
+
+func FuzzFrameDecode(f *testing.F) {
+	f.Add(encodeFrame(makeFrameKey(3, 1), 7, [][]byte{[]byte("a"), []byte(`{"x":1}`)}, []uint32{1, 2}))
+	f.Add(encodeFrame(frameKey{}, 0, [][]byte{nil}, []uint32{0}))
+	f.Add(encodeFrame(frameKey{}, 0, nil, nil)) // no events: refused by both
+	f.Add([]byte{1})
+	f.Fuzz(func(t *testing.T, v []byte) {
+		fr, err := decodeFrame(v)
+		if err != nil {
+			return
+		}
+		// The header alone reads the same.
+		if prev, first, count, err := peekFrame(v); err != nil || prev != fr.prev || first != fr.first || count != int64(len(fr.events)) {
+			t.Fatalf("peekFrame = %x %d %d %v, decodeFrame %x %d %d", prev, first, count, err, fr.prev, fr.first, len(fr.events))
+		}
+		// What decodes encodes back to the same bytes.
+		if got := encodeFrame(fr.prev, fr.first, fr.events, fr.sums); !bytes.Equal(got, v) {
+			t.Fatalf("re-encoded %x, was %x", got, v)
+		}
+	})
+}
+
+func FuzzIndexBlockDecode(f *testing.F) {
+	es := make([]blockEntry, indexBlock)
+	for i := range es {
+		es[i] = blockEntry{key: makeFrameKey(uint64(10+i), 0), count: int64(i + 1)}
+	}
+	f.Add(encodeBlock("s", 1, 0, 0, es), "s")
+	f.Add([]byte("short"), "")
+	f.Fuzz(func(t *testing.T, v []byte, id string) {
+		first, got, ok := decodeBlock(id, 1, 0, v)
+		if !ok {
+			return
+		}
+		if re := encodeBlock(id, 1, 0, first, got); !bytes.Equal(re, v) {
+			t.Fatalf("re-encoded %x, was %x", re, v)
+		}
+	})
+}
+
+func FuzzHotDecode(f *testing.F) {
+	f.Add(encodeHot("s", hot{frames: 3, end: 9, last: makeFrameKey(4, 2), fsm: []byte("x")}), "s")
+	f.Add([]byte{1, 2, 3}, "s")
+	f.Fuzz(func(t *testing.T, v []byte, id string) {
+		h, ok := decodeHot(id, v)
+		if !ok {
+			return
+		}
+		if re := encodeHot(id, h); !bytes.Equal(re, v) {
+			t.Fatalf("re-encoded %x, was %x", re, v)
+		}
+	})
+}
+
+// The layout's point: one-event appends of many sessions in one
+// transaction dirty few pages (bbolt's own count of written pages).
+func TestLayout2GroupCommitWritesFewPages(t *testing.T) {
+	s := openLayout2(t)
+	const sessions = 256
+	var index uint64
+	ev := bytes.Repeat([]byte("y"), 1024)
+	write := func() int64 {
+		var pages int64
+		err := s.Update(func(tx *Tx) error {
+			st := tx.tx.Stats()
+			before := st.GetWrite()
+			for i := range sessions {
+				id := fmt.Sprintf("session-%04d", i)
+				if !tx.HasSession(id) {
+					if err := tx.PutRecord(id, []byte("cold"), []byte("hot")); err != nil {
+						return err
+					}
+				}
+				h, _, _ := tx.hot2(id)
+				index++
+				tx.BeginEntry(index)
+				if err := tx.AppendFrame(id, 1, h.frames+1, h.end, [][]byte{ev}); err != nil {
+					return err
+				}
+				if err := tx.PutRecord(id, []byte("cold"), fmt.Appendf(nil, "hot%d", h.end)); err != nil {
+					return err
+				}
+			}
+			tx.tx.OnCommit(func() { st := tx.tx.Stats(); pages = st.GetWrite() - before })
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pages
+	}
+	for range 5 {
+		write() // past the first pages of every bucket
+	}
+	pages := write()
+	// 256 KiB of events fill ~70 pages; the hot records of 256 sessions a
+	// few more, plus branches and meta.
+	t.Logf("%d pages written for %d one-event appends", pages, sessions)
+	if per := float64(pages) / sessions; per > 0.6 {
+		t.Fatalf("%d pages written for %d one-event appends (%.2f per event), want at most 0.6", pages, sessions, per)
+	}
+}
