@@ -730,10 +730,22 @@ func appendFrames(dst []byte, tx *storage.Tx, id string, inc uint64, from, to ui
 	if from < 1 || from > to {
 		return dst, nil
 	}
-	start := tx.FrameEnd(id, from-1)
+	start := tx.FrameEnd(id, inc, from-1)
+	var all []int64
+	if from == 1 {
+		// A whole artifact: every frame's end in one walk, not one each.
+		if all = tx.FrameEnds(id, inc); uint64(len(all)) < to {
+			all = nil
+		}
+	}
 	ends := make([]int64, 0, to-from+1)
 	for n, prev := from, start; n <= to; n++ {
-		end := tx.FrameEnd(id, n)
+		var end int64
+		if all != nil {
+			end = all[n-1]
+		} else {
+			end = tx.FrameEnd(id, inc, n)
+		}
 		if end < prev {
 			// Not a layout this writer made: frame by frame, as EncodeFrames.
 			frames, err := EncodeFrames(tx, id, inc, from, to)

@@ -304,11 +304,15 @@ func artifactFiles(t *testing.T, n *artifactNode) map[string][]byte {
 // over several read transactions and workers: every session gets one to
 // three frames in the first, some get more in the second; one is deleted
 // and created again.
-func artifactHistory(t *testing.T) (first, second []*raft.Log) {
+func artifactHistory(t *testing.T, layout int) (first, second []*raft.Log) {
 	t.Helper()
 	const sessions = 3*syncBatch + 7
 	idx := uint64(1)
 	first = append(first, entry(t, idx, 100, &fsmpb.Command{Cmd: &fsmpb.Command_SetClusterId{SetClusterId: &fsmpb.SetClusterID{ClusterId: "c1"}}}))
+	if layout == 2 {
+		idx++
+		first = append(first, entry(t, idx, 100, convertCmd()))
+	}
 	next := map[string]int64{}
 	add := func(logs []*raft.Log, cmds ...*fsmpb.Command) []*raft.Log {
 		idx++
@@ -342,10 +346,16 @@ func artifactHistory(t *testing.T) (first, second []*raft.Log) {
 }
 
 // Artifacts rebuilt from the state database (whole, or from a watermark
-// that lags) are byte-identical to those written as the commands were
-// applied.
+// that lags), in either state layout, are byte-identical to those written
+// as the commands were applied.
 func TestArtifactRebuildIsByteIdentical(t *testing.T) {
-	first, second := artifactHistory(t)
+	for _, layout := range []int{1, 2} {
+		t.Run(fmt.Sprintf("layout %d", layout), func(t *testing.T) { testArtifactRebuild(t, layout) })
+	}
+}
+
+func testArtifactRebuild(t *testing.T, layout int) {
+	first, second := artifactHistory(t, layout)
 	base := t.TempDir()
 
 	ref := openArtifactNode(t, filepath.Join(base, "ref"))
@@ -427,46 +437,65 @@ func TestArtifactDescriptorsAreClosed(t *testing.T) {
 }
 
 // appendFrames, which reads a session's events in one pass, encodes every
-// range of frames exactly as EncodeFrames does frame by frame, also when the
-// stored frame ends are not increasing (not written by this build).
+// range of frames exactly as EncodeFrames does frame by frame, in both state
+// layouts (layout 2: frames in index blocks and a linked tail), and in
+// layout 1 also when the stored frame ends are not increasing (not written
+// by this build).
 func TestAppendFramesMatchesEncodeFrames(t *testing.T) {
-	f, db := newTestFSM(t)
-	f.ApplyBatch([]*raft.Log{
-		entry(t, 1, 100, createCmd("s")),
-		entry(t, 2, 100, appendCmd("s", 0, openTurn...)),
-		entry(t, 3, 100, appendCmd("s", 2, `{"type":"x/e","seq":2,"time":3,"data":1}`)),
-		entry(t, 4, 100, appendCmd("s", 3, `{"type":"x/e","seq":3,"time":3,"data":2}`, `{"type":"x/e","seq":4,"time":3,"data":3}`)),
-		entry(t, 5, 100, appendCmd("s", 5, `{"type":"x/e","seq":5,"time":3,"data":4}`)),
-	})
-	check := func(t *testing.T) {
-		t.Helper()
-		err := db.View(func(tx *storage.Tx) error {
-			rec, err := ReadRecord(tx, "s")
-			if err != nil || rec == nil || rec.Frames != 4 {
-				t.Fatalf("record: %+v, %v", rec, err)
+	const frames = 70 // two index blocks of layout 2 and a tail
+	for _, layout := range []int{1, 2} {
+		t.Run(fmt.Sprintf("layout %d", layout), func(t *testing.T) {
+			f, db := newTestFSM(t)
+			var logs []*raft.Log
+			if layout == 2 {
+				logs = append(logs, entry(t, 1, 100, convertCmd()))
 			}
-			for from := uint64(1); from <= rec.Frames+1; from++ {
-				for to := from - 1; to <= rec.Frames; to++ {
-					frames, err := EncodeFrames(tx, "s", rec.Incarnation, from, to)
-					if err != nil {
-						return err
+			logs = append(logs, entry(t, 2, 100, createCmd("s")))
+			seq := int64(0)
+			for n := 0; n < frames; n++ {
+				var evs []string
+				for k := 0; k < 1+n%3; k++ {
+					evs = append(evs, fmt.Sprintf(`{"type":"x/e","seq":%d,"time":3,"data":%d}`, seq+int64(k), n))
+				}
+				logs = append(logs, entry(t, uint64(3+n), 100, appendCmd("s", seq, evs...)))
+				seq += int64(len(evs))
+			}
+			f.ApplyBatch(logs)
+			check := func(t *testing.T) {
+				t.Helper()
+				err := db.View(func(tx *storage.Tx) error {
+					if got := tx.Layout(); got != layout {
+						t.Fatalf("state layout %d, want %d", got, layout)
 					}
-					want := bytes.Join(frames, nil)
-					got, err := appendFrames([]byte("x"), tx, "s", rec.Incarnation, from, to)
-					if err != nil || !bytes.Equal(got, append([]byte("x"), want...)) {
-						t.Errorf("frames %d..%d: %d bytes, %v; want %d bytes", from, to, len(got)-1, err, len(want))
+					rec, err := ReadRecord(tx, "s")
+					if err != nil || rec == nil || rec.Frames != frames {
+						t.Fatalf("record: %+v, %v", rec, err)
 					}
+					for from := uint64(1); from <= rec.Frames+1; from++ {
+						for to := from - 1; to <= rec.Frames; to++ {
+							want, err := EncodeFrames(tx, "s", rec.Incarnation, from, to)
+							if err != nil {
+								return err
+							}
+							got, err := appendFrames([]byte("x"), tx, "s", rec.Incarnation, from, to)
+							if err != nil || !bytes.Equal(got, append([]byte("x"), bytes.Join(want, nil)...)) {
+								t.Fatalf("frames %d..%d: %d bytes, %v; want %d bytes", from, to, len(got)-1, err, len(bytes.Join(want, nil)))
+							}
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
 				}
 			}
-			return nil
+			t.Run("as written", check)
+			if layout == 1 {
+				if err := db.Update(func(tx *storage.Tx) error { return tx.PutFrame("s", 2, 1) }); err != nil {
+					t.Fatal(err)
+				}
+				t.Run("frame ends not increasing", check)
+			}
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 	}
-	t.Run("as written", check)
-	if err := db.Update(func(tx *storage.Tx) error { return tx.PutFrame("s", 2, 1) }); err != nil {
-		t.Fatal(err)
-	}
-	t.Run("frame ends not increasing", check)
 }
