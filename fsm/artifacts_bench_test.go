@@ -36,6 +36,10 @@ func newBenchArtifacts(b *testing.B) *benchArtifacts {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { n.db.Close() })
+	// Layout 2: what a cluster converts to as soon as every voter can.
+	if err := n.db.Update(func(tx *storage.Tx) error { _, err := ConvertLayout(tx, 1); return err }); err != nil {
+		b.Fatal(err)
+	}
 	n.local = openBenchRaftStore(b, filepath.Join(n.dir, "raft.db"))
 	n.arts = NewArtifacts(filepath.Join(n.dir, "artifacts"), n.db, n.local, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	if n.fsm, err = New(n.db, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, n.arts.Observe); err != nil {

@@ -362,6 +362,12 @@ func testArtifactRebuild(t *testing.T, layout int) {
 	ref.fsm.ApplyBatch(first)
 	ref.fsm.ApplyBatch(second)
 	ref.idle(t)
+	_ = ref.db.View(func(tx *storage.Tx) error {
+		if got := tx.Layout(); got != layout {
+			t.Fatalf("state layout %d, want %d", got, layout)
+		}
+		return nil
+	})
 	want := artifactFiles(t, ref)
 	ref.close()
 	if len(want) != 3*syncBatch+7 {
@@ -445,12 +451,8 @@ func TestAppendFramesMatchesEncodeFrames(t *testing.T) {
 	const frames = 70 // two index blocks of layout 2 and a tail
 	for _, layout := range []int{1, 2} {
 		t.Run(fmt.Sprintf("layout %d", layout), func(t *testing.T) {
-			f, db := newTestFSM(t)
-			var logs []*raft.Log
-			if layout == 2 {
-				logs = append(logs, entry(t, 1, 100, convertCmd()))
-			}
-			logs = append(logs, entry(t, 2, 100, createCmd("s")))
+			f, db := newTestFSMLayout(t, layout)
+			logs := []*raft.Log{entry(t, 2, 100, createCmd("s"))}
 			seq := int64(0)
 			for n := 0; n < frames; n++ {
 				var evs []string
