@@ -59,6 +59,11 @@ func guardState(dataDir string, snaps raft.SnapshotStore, logger *slog.Logger, v
 	if len(metas) > 0 {
 		snapIndex = metas[0].Index
 	}
+	// Taken (removed) before anything opens the file, whatever follows.
+	clean, err := takeCleanStamp(dataDir)
+	if err != nil {
+		return nil, false, err
+	}
 	need := false
 	healthy := false   // the state file exists and opens
 	var applied uint64 // its applied index
@@ -67,7 +72,18 @@ func guardState(dataDir string, snaps raft.SnapshotStore, logger *slog.Logger, v
 	} else if err != nil {
 		return nil, false, err
 	} else {
-		err := storage.CheckStateFile(path)
+		var err error
+		start := time.Now()
+		deep := true
+		if clean && !verify {
+			deep, err = storage.CheckStateFileQuick(path)
+		} else {
+			err = storage.CheckStateFile(path)
+		}
+		if deep {
+			logger.Info("checked every page of the state database (the previous run did not stop cleanly, or the file changed since)",
+				"seconds", time.Since(start).Seconds())
+		}
 		var db *storage.StateDB
 		if err == nil {
 			db, err = storage.OpenState(path, storage.StateOptions{})
@@ -75,7 +91,7 @@ func guardState(dataDir string, snaps raft.SnapshotStore, logger *slog.Logger, v
 		if err == nil && verify {
 			logger.Info("verifying the state database after an unclean stop of the previous boot")
 			if err = db.Check(); err != nil {
-				db.Close()
+				db.CloseUnchanged() // kept aside as found
 			}
 		}
 		if err == nil {

@@ -486,7 +486,7 @@ func closeStores(dataDir string, local *storage.RaftStore, logs *storage.RaftWAL
 		err := state.Close()
 		errs = append(errs, err)
 		if err == nil {
-			errs = append(errs, writeBootMarker(dataDir, true))
+			errs = append(errs, writeCleanStamp(dataDir), writeBootMarker(dataDir, true))
 		}
 	}
 	if logs != nil {

@@ -11,7 +11,8 @@ package main
 // The generator applies create and append commands through the FSM (the
 // storage package's transactions, so the page layout is the one a node
 // writes), then resets the applied index to 0 so that a fresh lone node
-// adopts the file: its Raft log starts empty. BIGSTATE_MB sets the size
+// adopts the file: its Raft log starts empty. The restart test copies it to
+// $BIGSTATE_DIR/run and starts the node there. BIGSTATE_MB sets the size
 // (default 1024). The restart test starts the node on the directory, stops it
 // with SIGTERM (a clean stop), starts it again, then kills it (SIGKILL, an
 // unclean stop) and starts it once more, logging for each start the time from
@@ -129,7 +130,16 @@ func TestBigStateGenerate(t *testing.T) {
 }
 
 func TestBigStateRestart(t *testing.T) {
-	dir := bigStateDir(t)
+	src := bigStateDir(t)
+	// A fresh data directory each time: the node's addresses are new.
+	dir := filepath.Join(src, "run")
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	crCopyFile(t, filepath.Join(src, "state.db"), filepath.Join(dir, "state.db"))
 	bin := crBinary(t)
 	n := crNewNode(t, bin, dir)
 	st, err := os.Stat(filepath.Join(dir, "state.db"))
@@ -175,6 +185,9 @@ func TestBigStateRestart(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		rss := procStatus(t, pid)
+		if os.Getenv("BIGSTATE_LOG") != "" {
+			t.Logf("exec at %s; log:\n%s", begin.UTC().Format("15:04:05.000"), n.Log())
+		}
 		t.Logf("run %d, %s (drop caches: %v): node started %v, /readyz %v; %s", i+1, r.name, dropCaches,
 			started.Round(time.Millisecond), ready.Round(time.Millisecond), rss)
 		if i == 0 {
