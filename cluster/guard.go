@@ -30,12 +30,35 @@ var ErrLogBehindState = errors.New("the Raft log lost committed entries")
 // replays the log above it). A damaged file is kept aside, never deleted. It
 // returns the opened log.
 //
-// Every start checks the pages bbolt's Open reads (storage.CheckStateFile)
-// before bbolt sees the file: bbolt panics on a damaged page inside a
-// goroutine of its own, where no recover reaches, so without the check one bad
-// page crash-loops the node. When verify is set (the operating system may
-// have crashed since the file was last synced), bbolt's full page check runs
-// too.
+// Every start checks the pages bbolt's Open reads before bbolt sees the file:
+// bbolt panics on a damaged page inside a goroutine of its own, where no
+// recover reaches, so without the check one bad page crash-loops the node.
+// What Open reads depends on how the file was left:
+//
+//   - after a clean stop (the clean-stop stamp, cleanstop.go, matches the
+//     file, and the file holds the freelist StateDB.Close writes), Open reads
+//     the meta pages and the freelist, and the start reads the root and meta
+//     buckets: storage.CheckStateFileQuick checks those, a few pages whatever
+//     the file's size;
+//   - otherwise (the process was killed or crashed, the file changed since the
+//     stop, a build that wrote no freelist stopped it) Open walks every bucket
+//     to rebuild the freelist, and so does storage.CheckStateFile, first.
+//
+// The trade-off: a page that went bad while the node was stopped cleanly,
+// without any write to the file (the medium's own decay), is not found at
+// start but by the first read that reaches it, which may crash the process;
+// that start was then unclean, so the next one checks every page and moves the
+// file aside. A start thus costs a few page reads instead of two or three
+// walks over the whole file (each reading all of it, and leaving it resident
+// in the process through bbolt's mmap), and damage still costs at most one
+// crash, never a crash loop. When verify is set (the operating system may have
+// crashed since the file was last synced), every page is checked and bbolt's
+// full page check runs too.
+//
+// The guard opens the file to read its applied index and closes it with
+// StateDB.Close, which writes the freelist: the node's own Open that follows
+// reads it, so even an unclean start walks the file twice (the check and
+// bbolt's Open), not three times.
 //
 // The WAL drops a damaged last record as a torn write only above the
 // committed index it is given: the state's applied index or the latest

@@ -479,7 +479,8 @@ func (n *Node) closeStores() error {
 
 // closeStores closes the stores of a data directory that were opened (nil:
 // not opened) and, when state.db closed cleanly, records the clean stop (the
-// boot marker): the node, `node recover` and `node repair` all end this way.
+// clean-stop stamp and the boot marker): the node, `node recover` and `node
+// repair` all end this way.
 func closeStores(dataDir string, local *storage.RaftStore, logs *storage.RaftWAL, state *storage.StateDB) error {
 	var errs []error
 	if state != nil {

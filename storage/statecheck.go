@@ -35,8 +35,11 @@ var ErrStateDamaged = errors.New("state database damaged")
 // page reached twice, bucket values long enough to hold a bucket header, inline
 // buckets within their value. Event and record bytes (values) are not judged.
 //
+// A synced freelist must list no page twice and no page of the tree.
+//
 // The cost is that of bbolt's own walk at Open (the same pages, already in the
-// page cache for the Open that follows). A 0-byte file passes: bbolt initialises
+// page cache for the Open that follows); CheckStateFileQuick is the check for
+// a file whose Open does not walk. A 0-byte file passes: bbolt initialises
 // it. Errors wrap ErrStateDamaged, except those of reading the file.
 func CheckStateFile(path string) error {
 	_, err := checkStateFile(path, false)
