@@ -161,10 +161,6 @@ func TestBigStateRestart(t *testing.T) {
 		{"after SIGKILL", n.Term},
 	}
 	for i, r := range rounds {
-		dropCaches := os.Getenv("BIGSTATE_DROP_CACHES") != ""
-		if dropCaches {
-			_ = os.WriteFile("/proc/sys/vm/drop_caches", []byte("3\n"), 0o200)
-		}
 		begin := time.Now()
 		n.Start()
 		pid := n.cur.cmd.Process.Pid
@@ -192,7 +188,7 @@ func TestBigStateRestart(t *testing.T) {
 		if os.Getenv("BIGSTATE_LOG") != "" {
 			t.Logf("exec at %s; log:\n%s", begin.UTC().Format("15:04:05.000"), n.Log())
 		}
-		t.Logf("run %d, %s (drop caches: %v): node started %v, /readyz %v; %s", i+1, r.name, dropCaches,
+		t.Logf("run %d, %s: node started %v, /readyz %v; %s", i+1, r.name,
 			started.Round(time.Millisecond), ready.Round(time.Millisecond), rss)
 		if i == 0 {
 			// Let the first start write the artifacts of every session, as a
