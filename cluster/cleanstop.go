@@ -64,3 +64,11 @@ func takeCleanStamp(dir string) (bool, error) {
 	}
 	return bytes.Equal(have, want), nil
 }
+
+// removeCleanStamp makes the next start check every page of state.db.
+func removeCleanStamp(dir string) error {
+	if err := os.Remove(cleanStampPath(dir)); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	return nil
+}

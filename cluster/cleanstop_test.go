@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -70,7 +71,7 @@ func runGuard(t *testing.T, dir string, verify bool) string {
 		t.Fatal(err)
 	}
 	var log bytes.Buffer
-	logs, _, err := guardState(dir, snaps, slog.New(slog.NewTextHandler(&log, nil)), verify)
+	logs, _, _, err := guardState(dir, snaps, slog.New(slog.NewTextHandler(&log, nil)), verify)
 	if err != nil {
 		t.Fatalf("guard: %v\n%s", err, log.String())
 	}
@@ -248,5 +249,51 @@ func TestCleanStampAfterCloseStores(t *testing.T) {
 	f.Close()
 	if ok, err := takeCleanStamp(dir); err != nil || ok {
 		t.Fatalf("takeCleanStamp after a write = %v, %v; want no match", ok, err)
+	}
+}
+
+// TestCheckStateLater: damage the background check finds is kept for Ready
+// and withdraws the clean stop (no stamp: the next start checks every page
+// and moves the file aside); a sound file leaves the stamp in place.
+func TestCheckStateLater(t *testing.T) {
+	for _, damaged := range []bool{false, true} {
+		t.Run(fmt.Sprintf("damaged=%v", damaged), func(t *testing.T) {
+			dir := guardDir(t)
+			if damaged {
+				// Damage as the medium would leave it: the stamp still
+				// matches the file.
+				zeroLeaf(t, dir)
+				if err := writeCleanStamp(dir); err != nil {
+					t.Fatal(err)
+				}
+			}
+			log := runGuard(t, dir, false)
+			if strings.Contains(log, deepCheckMsg) {
+				t.Fatalf("the guard checked every page (want the quick check); log:\n%s", log)
+			}
+			s, err := storage.OpenState(statePath(dir), storage.StateOptions{InitialMmapSize: 1 << 20, NoSync: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			n := &Node{cfg: Config{DataDir: dir}, state: s, logger: slog.New(slog.NewTextHandler(&buf, nil))}
+			n.ctx, n.cancel = context.WithCancel(context.Background())
+			defer n.cancel()
+			n.checkStateLater()
+			if got := n.stateDamage.Load() != nil; got != damaged {
+				t.Fatalf("damage recorded: %v, want %v; log:\n%s", got, damaged, buf.String())
+			}
+			if err := n.closeStores(); err != nil {
+				t.Fatal(err)
+			}
+			_, err = os.Stat(cleanStampPath(dir))
+			if stamped := err == nil; stamped == damaged {
+				t.Fatalf("clean-stop stamp after the stop: %v, want %v", stamped, !damaged)
+			}
+			log = runGuard(t, dir, false)
+			if got := strings.Contains(log, movedMsg); got != damaged {
+				t.Fatalf("next start moved the file aside: %v, want %v; log:\n%s", got, damaged, log)
+			}
+		})
 	}
 }

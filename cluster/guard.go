@@ -55,6 +55,11 @@ var ErrLogBehindState = errors.New("the Raft log lost committed entries")
 // crashed since the file was last synced), every page is checked and bbolt's
 // full page check runs too.
 //
+// A start that checked only what it reads reports it (shallow): the node
+// then checks every page in the background once serving (checkStateLater),
+// and a damaged page found there fails readiness and sends the next start
+// to the full check, which moves the file aside.
+//
 // The guard opens the file to read its applied index and closes it with
 // StateDB.Close, which writes the freelist: the node's own Open that follows
 // reads it, so even an unclean start walks the file twice (the check and
@@ -65,7 +70,7 @@ var ErrLogBehindState = errors.New("the Raft log lost committed entries")
 // snapshot's, whichever is higher. At or below it the record was committed;
 // the open fails and so does the start (ErrLogBehindState), as it does when
 // the state's applied index is above the end of the log and of the snapshot.
-func guardState(dataDir string, snaps raft.SnapshotStore, logger *slog.Logger, verify bool) (_ *storage.RaftWAL, restored bool, err error) {
+func guardState(dataDir string, snaps raft.SnapshotStore, logger *slog.Logger, verify bool) (_ *storage.RaftWAL, restored, shallow bool, err error) {
 	path := statePath(dataDir)
 	// A restore killed part-way leaves its temporary copy behind.
 	if stale, _ := filepath.Glob(path + ".restore-*.tmp"); len(stale) > 0 {
@@ -76,7 +81,7 @@ func guardState(dataDir string, snaps raft.SnapshotStore, logger *slog.Logger, v
 	}
 	metas, err := snaps.List()
 	if err != nil {
-		return nil, false, fmt.Errorf("list snapshots: %w", err)
+		return nil, false, false, fmt.Errorf("list snapshots: %w", err)
 	}
 	var snapIndex uint64
 	if len(metas) > 0 {
@@ -85,19 +90,19 @@ func guardState(dataDir string, snaps raft.SnapshotStore, logger *slog.Logger, v
 	// Taken (removed) before anything opens the file, whatever follows.
 	clean, err := takeCleanStamp(dataDir)
 	if err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	need := false
 	healthy := false   // the state file exists and opens
+	deep := true       // and was checked page by page
 	var applied uint64 // its applied index
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		need = len(metas) > 0
 	} else if err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	} else {
 		var err error
 		start := time.Now()
-		deep := true
 		if clean && !verify {
 			deep, err = storage.CheckStateFileQuick(path)
 		} else {
@@ -125,7 +130,7 @@ func guardState(dataDir string, snaps raft.SnapshotStore, logger *slog.Logger, v
 			aside := fmt.Sprintf("%s.damaged-%d", path, time.Now().UnixNano())
 			logger.Error("state database is damaged or cannot be opened; moving it aside and rebuilding it from the latest snapshot and the Raft log", "err", err, "moved_to", aside)
 			if err := os.Rename(path, aside); err != nil {
-				return nil, false, err
+				return nil, false, false, err
 			}
 			need = len(metas) > 0
 		} else {
@@ -138,10 +143,10 @@ func guardState(dataDir string, snaps raft.SnapshotStore, logger *slog.Logger, v
 	if errors.Is(err, storage.ErrWALCommitted) {
 		logger.Error("the Raft log's last record is damaged at an index the node already applied or snapshotted: refusing to start",
 			"err", err, "applied_index", applied, "snapshot_index", snapIndex)
-		return nil, false, fmt.Errorf("%w: %w; %s", ErrLogBehindState, err, repairHint(dataDir))
+		return nil, false, false, fmt.Errorf("%w: %w; %s", ErrLogBehindState, err, repairHint(dataDir))
 	}
 	if err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	defer func() {
 		if err != nil {
@@ -155,12 +160,12 @@ func guardState(dataDir string, snaps raft.SnapshotStore, logger *slog.Logger, v
 	}
 	last, err := logs.LastIndex()
 	if err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	if healthy && applied > max(last, snapIndex) {
 		logger.Error("the state database is ahead of the Raft log: entries it applied are missing from the log; refusing to start",
 			"applied_index", applied, "log_last_index", last, "snapshot_index", snapIndex)
-		return nil, false, fmt.Errorf("%w: the state database applied index %d, but the Raft log ends at %d and the latest snapshot at %d; %s",
+		return nil, false, false, fmt.Errorf("%w: the state database applied index %d, but the Raft log ends at %d and the latest snapshot at %d; %s",
 			ErrLogBehindState, applied, last, snapIndex, repairHint(dataDir))
 	}
 	if healthy && len(metas) > 0 && applied < snapIndex && changesState(logs, applied, snapIndex) {
@@ -168,26 +173,26 @@ func guardState(dataDir string, snaps raft.SnapshotStore, logger *slog.Logger, v
 		need = true
 	}
 	if !need {
-		return logs, false, nil
+		return logs, false, healthy && !deep, nil
 	}
 	_, rc, err := snaps.Open(metas[0].ID)
 	if err != nil {
-		return nil, false, fmt.Errorf("open snapshot %s: %w", metas[0].ID, err)
+		return nil, false, false, fmt.Errorf("open snapshot %s: %w", metas[0].ID, err)
 	}
 	defer rc.Close()
 	tmp, err := storage.RestoreFile(rc, path)
 	if err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	d, err := os.Open(filepath.Dir(path))
 	if err == nil {
 		_ = d.Sync()
 		d.Close()
 	}
-	return logs, true, nil
+	return logs, true, false, nil
 }
 
 // repairHint is the operator's way out of ErrLogBehindState.

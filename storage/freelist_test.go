@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -330,6 +331,72 @@ func FuzzCheckStateFileQuick(f *testing.F) {
 			if err := s.Check(); err != nil {
 				t.Fatalf("the full check passed, bbolt's Check fails: %v", err)
 			}
+		}
+	})
+}
+
+// TestCheckPages: the background check of an open database finds the damage
+// the quick check leaves to it, passes a sound file while writers go on, and
+// stops when its context ends.
+func TestCheckPages(t *testing.T) {
+	path, b := cleanFixture(t, 8, 60)
+	leaf := eventLeaf(t, path, b)
+	damaged := append([]byte(nil), b...)
+	clear(damaged[leaf*4096 : (leaf+1)*4096])
+	for _, tc := range []struct {
+		name    string
+		file    []byte
+		damaged bool
+	}{
+		{"sound", b, false},
+		{"an events leaf page zeroed", damaged, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "state.db")
+			if err := os.WriteFile(p, tc.file, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s, err := OpenState(p, StateOptions{NoSync: true}) // no walk: a synced freelist
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.CloseUnchanged()
+			// Writers go on meanwhile (pages the check's transaction sees
+			// are not reused).
+			stop := make(chan struct{})
+			wrote := make(chan struct{})
+			go func() {
+				defer close(wrote)
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					_ = s.Update(func(tx *Tx) error {
+						return tx.tx.Bucket(bucketSessions).Put(fmt.Appendf(nil, "w%d", i%50), make([]byte, 2000+i%3000))
+					})
+				}
+			}()
+			err = s.CheckPages(context.Background())
+			close(stop)
+			<-wrote
+			if tc.damaged != errors.Is(err, ErrStateDamaged) || (!tc.damaged && err != nil) {
+				t.Fatalf("CheckPages = %v, damaged: want %v", err, tc.damaged)
+			}
+			t.Logf("%v", err)
+		})
+	}
+	t.Run("context ended", func(t *testing.T) {
+		s, err := OpenState(path, StateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := s.CheckPages(ctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("CheckPages = %v, want context.Canceled", err)
 		}
 	})
 }

@@ -235,14 +235,23 @@ func checkState(data []byte, quick bool) (deep bool, err error) {
 type boltChecker struct {
 	data     []byte
 	pageSize int
-	pgid     uint64       // the meta's high-water mark: every page id is below it
-	seen     []uint64     // bitmap of the page ids reached
-	bufs     [][]boltElem // element buffers by recursion depth
+	pgid     uint64          // the meta's high-water mark: every page id is below it
+	seen     []uint64        // bitmap of the page ids reached
+	bufs     [][]boltElem    // element buffers by recursion depth
+	done     <-chan struct{} // closed: stop (CheckPages); nil: never
+	reached  int             // pages reached, for polling done
 }
 
 // page returns the bytes of page id (with its overflow) after checking its
 // position and header; want is the page type(s) it must have.
 func (c *boltChecker) page(id uint64, want uint16) ([]byte, error) {
+	if c.reached++; c.done != nil && c.reached%1024 == 1 {
+		select {
+		case <-c.done:
+			return nil, errCheckStopped
+		default:
+		}
+	}
 	if id < 2 || id >= c.pgid {
 		return nil, fmt.Errorf("page id %d outside 2..%d: %w", id, c.pgid-1, ErrStateDamaged)
 	}
