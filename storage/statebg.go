@@ -63,6 +63,18 @@ func checkTree(done <-chan struct{}, data []byte, pageSize int, hwm, root uint64
 	if hwm*uint64(pageSize) > uint64(len(data)) {
 		return fmt.Errorf("high-water mark %d past the end of the file (%d bytes): %w", hwm, len(data), ErrStateDamaged)
 	}
-	c := &boltChecker{data: data, pageSize: pageSize, pgid: hwm, seen: make([]uint64, uint64(len(data)/pageSize)/64+1), done: done}
+	c := &boltChecker{data: data, pageSize: pageSize, pgid: hwm, seen: make([]uint64, uint64(len(data)/pageSize)/64+1), done: done, trim: true}
 	return c.checkBucket(root, nil, nil)
+}
+
+// trimPages is how many pages CheckPages reads between two unmapRead: a
+// walk of a large file in a running node should not leave the whole file
+// resident in the process (the pages stay in the page cache).
+var trimPages = 8192 // a variable for tests
+
+// unmapRead drops the mapping's pages from the process (MADV_DONTNEED on a
+// shared file mapping unmaps them; their contents stay in the file and the
+// page cache, and a later read maps them again).
+func (c *boltChecker) unmapRead() {
+	_ = unix.Madvise(c.data, unix.MADV_DONTNEED)
 }

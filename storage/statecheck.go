@@ -240,6 +240,7 @@ type boltChecker struct {
 	bufs     [][]boltElem    // element buffers by recursion depth
 	done     <-chan struct{} // closed: stop (CheckPages); nil: never
 	reached  int             // pages reached, for polling done
+	trim     bool            // unmap what was read now and then (CheckPages)
 }
 
 // page returns the bytes of page id (with its overflow) after checking its
@@ -251,6 +252,9 @@ func (c *boltChecker) page(id uint64, want uint16) ([]byte, error) {
 			return nil, errCheckStopped
 		default:
 		}
+	}
+	if c.trim && c.reached%trimPages == 0 {
+		c.unmapRead()
 	}
 	if id < 2 || id >= c.pgid {
 		return nil, fmt.Errorf("page id %d outside 2..%d: %w", id, c.pgid-1, ErrStateDamaged)
