@@ -40,7 +40,7 @@ func guardDir(t *testing.T) string {
 		err = s.Update(func(tx *storage.Tx) error {
 			for j := range 8 {
 				id := fmt.Sprintf("s%d", j)
-				if err := tx.PutRecord(id, []byte("record")); err != nil {
+				if err := tx.PutRecord(id, []byte("record"), nil); err != nil {
 					return err
 				}
 				var evs [][]byte
