@@ -290,7 +290,7 @@ type framePos struct {
 	n     uint64 // frame number, from 1
 	key   frameKey
 	first int64
-	count int64 // -1: not known from an index block (read the frame)
+	count int64 // events in the frame
 }
 
 func (t *Tx) hotBucket() *bbolt.Bucket { return t.tx.Bucket(bucketHot) }
