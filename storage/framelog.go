@@ -5,17 +5,18 @@ package storage
 // An applied Append (or repair) of one session is one frame: a value under
 // log/<raft index:8 BE><position in the entry:4 BE>, so a group commit of many
 // sessions appends to the right edge of one B+tree and fills its pages
-// sequentially, instead of dirtying a tail page per session. A frame links to
-// the session's previous frame; every indexBlock frames the session gets one
-// index block (ix/<len(id):4 BE><id><incarnation:8 BE><block:8 BE>) listing the keys and sizes of
-// those frames, so a read finds any seq in O(log frames) lookups and walks at
-// most indexBlock-1 links. The per-session counters an append changes live in
-// a small hot record (hot/<id>), apart from the cold record (header, lease,
-// plan state) under sessions/<id>/r, which an append no longer rewrites.
+// sequentially, instead of dirtying a tail page per session. A session's
+// hot record (hot/<id>) holds the counters an append changes and the keys of
+// its frames since its last index block; every indexBlock frames those keys
+// move to an index block (ix/<len(id):4 BE><id><incarnation:8 BE><block:8 BE>),
+// so a read finds any seq in O(log frames) lookups, and an append writes the
+// frame, the hot record (whose page it shares with other sessions') and, once
+// per indexBlock frames, a block. The cold record (header, lease, plan state)
+// stays under sessions/<id>/r, which an append no longer rewrites.
 //
 // Frame value:
 //
-//	version:1 (=1) | prev key:12 (zeros: first frame) | first seq:uvarint | count:uvarint
+//	version:1 (=1) | first seq:uvarint | count:uvarint
 //	| count × (len:uvarint | event checksum:4 BE) | header CRC-32C:4 BE | event bytes...
 //
 // The header CRC covers everything before it; each event keeps the checksum
@@ -28,7 +29,9 @@ package storage
 //
 // Hot record value:
 //
-//	version:1 (=1) | frames:8 BE | end seq:8 BE | last frame key:12 | CRC-32C:4 BE (id and all before) | fsm's hot part
+//	version:1 (=1) | frames:8 BE | end seq:8 BE | last frame key:12
+//	| tail count:uvarint | tail count × (index delta:uvarint | position:uvarint | events:uvarint)
+//	| fsm part length:uvarint | fsm's hot part | CRC-32C:4 BE (id and all before)
 //
 // fsm's hot part is an encoded record holding only the fields an append
 // changes; Record returns the cold record followed by it, which protobuf reads
@@ -44,8 +47,8 @@ import (
 	"go.etcd.io/bbolt"
 )
 
-// indexBlock is how many frames one index block lists: a read walks at most
-// indexBlock-1 frame links; an append writes a block (a page of its own
+// indexBlock is how many frames one index block lists: the hot record holds
+// up to indexBlock-1 frame keys; an append writes a block (a page of its own
 // session) once per indexBlock frames.
 const indexBlock = 32
 
@@ -53,7 +56,7 @@ const (
 	frameKeyLen  = 12
 	frameVersion = 1
 	hotVersion   = 1
-	hotFixed     = 1 + 8 + 8 + frameKeyLen + 4
+	hotFixed     = 1 + 8 + 8 + frameKeyLen + 1 + 1 + 4 // with an empty tail and fsm part
 )
 
 var (
@@ -77,51 +80,102 @@ func makeFrameKey(index uint64, pos uint32) frameKey {
 
 // hot is the storage part of a session's hot record.
 type hot struct {
-	frames uint64   // frames stored (the artifact's frames after the header)
-	end    int64    // seq after the last stored event
-	last   frameKey // the last frame (zero: none)
-	fsm    []byte   // fsm's part, opaque
+	frames uint64       // frames stored (the artifact's frames after the header)
+	end    int64        // seq after the last stored event
+	last   frameKey     // the last frame (zero: none)
+	tail   []blockEntry // the frames after the last index block (frames % indexBlock of them)
+	fsm    []byte       // fsm's part, opaque
 }
 
 func encodeHot(id string, h hot) []byte {
-	b := make([]byte, 0, hotFixed+len(h.fsm))
+	b := make([]byte, 0, hotFixed+8+len(h.tail)*6+len(h.fsm))
 	b = append(b, hotVersion)
 	b = binary.BigEndian.AppendUint64(b, h.frames)
 	b = binary.BigEndian.AppendUint64(b, uint64(h.end))
 	b = append(b, h.last[:]...)
-	b = binary.BigEndian.AppendUint32(b, crc32Update(crc32Update(0, idPrefix(id)), b))
-	return append(b, h.fsm...)
+	// The tail's keys as deltas of the Raft index (a session's frames are
+	// a few entries apart) and positions: a few bytes each.
+	b = binary.AppendUvarint(b, uint64(len(h.tail)))
+	prev := uint64(0)
+	for _, e := range h.tail {
+		idx := binary.BigEndian.Uint64(e.key[:8])
+		b = binary.AppendUvarint(b, idx-prev)
+		b = binary.AppendUvarint(b, uint64(binary.BigEndian.Uint32(e.key[8:])))
+		b = binary.AppendUvarint(b, uint64(e.count))
+		prev = idx
+	}
+	b = binary.AppendUvarint(b, uint64(len(h.fsm)))
+	b = append(b, h.fsm...)
+	return binary.BigEndian.AppendUint32(b, crc32Update(crc32Update(0, idPrefix(id)), b))
+}
+
+// uvarint is binary.Uvarint that also refuses a value not in its shortest
+// encoding (n <= 0), so that what decodes encodes back to the same bytes.
+func uvarint(b []byte) (uint64, int) {
+	v, n := binary.Uvarint(b)
+	if n > 0 && n != len(binary.AppendUvarint(nil, v)) {
+		return 0, -1
+	}
+	return v, n
 }
 
 func decodeHot(id string, v []byte) (hot, bool) {
 	if len(v) < hotFixed || v[0] != hotVersion {
 		return hot{}, false
 	}
-	n := hotFixed - 4
-	if binary.BigEndian.Uint32(v[n:]) != crc32Update(crc32Update(0, idPrefix(id)), v[:n]) {
+	body := v[:len(v)-4]
+	if binary.BigEndian.Uint32(v[len(v)-4:]) != crc32Update(crc32Update(0, idPrefix(id)), body) {
 		return hot{}, false
 	}
-	h := hot{frames: binary.BigEndian.Uint64(v[1:]), end: int64(binary.BigEndian.Uint64(v[9:])), fsm: v[hotFixed:]}
+	h := hot{frames: binary.BigEndian.Uint64(v[1:]), end: int64(binary.BigEndian.Uint64(v[9:]))}
 	copy(h.last[:], v[17:17+frameKeyLen])
+	p := 17 + frameKeyLen
+	n, k := uvarint(body[p:])
+	if k <= 0 || n >= indexBlock || n != h.frames%indexBlock {
+		return hot{}, false
+	}
+	p += k
+	h.tail = make([]blockEntry, n)
+	prev := uint64(0)
+	for i := range h.tail {
+		d, k1 := uvarint(body[p:])
+		if k1 <= 0 {
+			return hot{}, false
+		}
+		pos, k2 := uvarint(body[p+k1:])
+		if k2 <= 0 || pos > 1<<32-1 {
+			return hot{}, false
+		}
+		c, k3 := uvarint(body[p+k1+k2:])
+		if k3 <= 0 || c == 0 || c > 1<<40 {
+			return hot{}, false
+		}
+		p += k1 + k2 + k3
+		prev += d
+		h.tail[i] = blockEntry{key: makeFrameKey(prev, uint32(pos)), count: int64(c)}
+	}
+	l, k := uvarint(body[p:])
+	if k <= 0 || uint64(len(body)-p-k) != l {
+		return hot{}, false
+	}
+	h.fsm = body[p+k:]
 	return h, true
 }
 
 // frame is a decoded frame; events alias the stored value.
 type frame struct {
-	prev   frameKey
 	first  int64
 	events [][]byte
 	sums   []uint32
 }
 
-func encodeFrame(prev frameKey, first int64, events [][]byte, sums []uint32) []byte {
-	size := 1 + frameKeyLen + 20 + 4
+func encodeFrame(first int64, events [][]byte, sums []uint32) []byte {
+	size := 1 + 20 + 4
 	for _, ev := range events {
 		size += 9 + len(ev)
 	}
 	b := make([]byte, 0, size)
 	b = append(b, frameVersion)
-	b = append(b, prev[:]...)
 	b = binary.AppendUvarint(b, uint64(first))
 	b = binary.AppendUvarint(b, uint64(len(events)))
 	for i, ev := range events {
@@ -141,17 +195,16 @@ var errFrame = errors.New("malformed frame")
 // parse is errFrame. Event bytes are not verified here (eventSum does).
 func decodeFrame(v []byte) (frame, error) {
 	var f frame
-	if len(v) < 1+frameKeyLen+2+4 || v[0] != frameVersion {
+	if len(v) < 1+2+4 || v[0] != frameVersion {
 		return f, errFrame
 	}
-	copy(f.prev[:], v[1:])
-	p := 1 + frameKeyLen
-	first, n := binary.Uvarint(v[p:])
+	p := 1
+	first, n := uvarint(v[p:])
 	if n <= 0 || first > 1<<62 {
 		return f, errFrame
 	}
 	p += n
-	count, n := binary.Uvarint(v[p:])
+	count, n := uvarint(v[p:])
 	if n <= 0 || count == 0 || count > uint64(len(v)) {
 		return f, errFrame
 	}
@@ -160,7 +213,7 @@ func decodeFrame(v []byte) (frame, error) {
 	f.sums = make([]uint32, count)
 	total := uint64(0)
 	for i := range lens {
-		l, n := binary.Uvarint(v[p:])
+		l, n := uvarint(v[p:])
 		if n <= 0 || len(v)-p-n < 4 || l > uint64(len(v)) {
 			return f, errFrame
 		}
@@ -183,50 +236,6 @@ func decodeFrame(v []byte) (frame, error) {
 		p += int(l)
 	}
 	return f, nil
-}
-
-// peekFrame reads a frame's header (links, first seq, count) without
-// decoding its events: the walks along a session's links need only that.
-// The header's CRC is checked like decodeFrame's.
-func peekFrame(v []byte) (prev frameKey, first, count int64, err error) {
-	if len(v) < 1+frameKeyLen+2+4 || v[0] != frameVersion {
-		return prev, 0, 0, errFrame
-	}
-	copy(prev[:], v[1:])
-	p := 1 + frameKeyLen
-	f, n := binary.Uvarint(v[p:])
-	if n <= 0 || f > 1<<62 {
-		return prev, 0, 0, errFrame
-	}
-	p += n
-	c, n := binary.Uvarint(v[p:])
-	if n <= 0 || c == 0 || c > uint64(len(v)) {
-		return prev, 0, 0, errFrame
-	}
-	p += n
-	for range c {
-		_, n := binary.Uvarint(v[p:])
-		if n <= 0 || len(v)-p-n < 4 {
-			return prev, 0, 0, errFrame
-		}
-		p += n + 4
-	}
-	if len(v)-p < 4 || binary.BigEndian.Uint32(v[p:]) != crc32Update(0, v[:p]) {
-		return prev, 0, 0, errFrame
-	}
-	return prev, int64(f), int64(c), nil
-}
-
-// linkAt reads the header of the frame at key of session id.
-func (t *Tx) linkAt(id string, key frameKey) (prev frameKey, first, count int64, err error) {
-	v := t.tx.Bucket(bucketLog).Get(key[:])
-	if v == nil {
-		return prev, 0, 0, t.fail(&ChecksumError{Session: id, Seq: -1, What: "missing frame"})
-	}
-	if prev, first, count, err = peekFrame(v); err != nil {
-		return prev, 0, 0, t.fail(&ChecksumError{Session: id, Seq: -1, What: "frame"})
-	}
-	return prev, first, count, nil
 }
 
 // blockEntry is one frame of an index block.
@@ -366,35 +375,29 @@ func (t *Tx) appendFrame2(id string, inc, n uint64, first int64, events [][]byte
 	}
 	lb := t.tx.Bucket(bucketLog)
 	lb.FillPercent = 1.0 // keys only grow: pack pages full
-	if err := lb.Put(key[:], encodeFrame(h.last, first, events, sums)); err != nil {
+	if err := lb.Put(key[:], encodeFrame(first, events, sums)); err != nil {
 		return err
 	}
 	h.frames, h.end, h.last = n, first+int64(len(events)), key
-	if n%indexBlock == 0 {
+	h.tail = append(slices.Clip(h.tail), blockEntry{key: key, count: int64(len(events))})
+	if len(h.tail) == indexBlock {
 		if err := t.writeBlock(id, inc, h); err != nil {
 			return err
 		}
+		h.tail = nil
 	}
 	return t.putHot2(id, h)
 }
 
-// writeBlock indexes the indexBlock frames ending with h's last frame.
+// writeBlock writes h's tail, a full indexBlock of frames ending with h's
+// last frame, as the session's next index block.
 func (t *Tx) writeBlock(id string, inc uint64, h hot) error {
-	es := make([]blockEntry, indexBlock)
-	key := h.last
 	first := h.end
-	for i := indexBlock - 1; i >= 0; i-- {
-		prev, f, count, err := t.linkAt(id, key)
-		if err != nil {
-			return err
-		}
-		es[i] = blockEntry{key: key, count: count}
-		first = f
-		key = prev
+	for _, e := range h.tail {
+		first -= e.count
 	}
 	block := h.frames/indexBlock - 1
-	ib := t.tx.Bucket(bucketIndex)
-	return ib.Put(blockKey(id, inc, block), encodeBlock(id, inc, block, first, es))
+	return t.tx.Bucket(bucketIndex).Put(blockKey(id, inc, block), encodeBlock(id, inc, block, first, h.tail))
 }
 
 // frameAt reads and parses the frame at key of session id.
@@ -425,22 +428,16 @@ func (t *Tx) block(id string, inc, b uint64) (int64, []blockEntry, error) {
 func (t *Tx) framesFrom(id string, inc uint64, h hot, from, to int64) ([]framePos, error) {
 	blocks := h.frames / indexBlock
 	indexed := blocks * indexBlock
-	// The tail: frames after the last block, found by their links.
-	tail := make([]framePos, h.frames-indexed)
-	key := h.last
+	// The tail: the frames after the last block, listed in the hot record.
+	tail := make([]framePos, len(h.tail))
 	tailFirst := h.end
-	for i := len(tail) - 1; i >= 0; i-- {
-		prev, first, count, err := t.linkAt(id, key)
-		if err != nil {
-			return nil, err
-		}
-		tail[i] = framePos{n: indexed + uint64(i) + 1, key: key, first: first, count: count}
-		tailFirst = first
-		key = prev
-		if tailFirst <= from && i > 0 {
-			tail = tail[i:]
-			break
-		}
+	for _, e := range h.tail {
+		tailFirst -= e.count
+	}
+	first := tailFirst
+	for i, e := range h.tail {
+		tail[i] = framePos{n: indexed + uint64(i) + 1, key: e.key, first: first, count: e.count}
+		first += e.count
 	}
 	if from >= tailFirst || blocks == 0 {
 		return trimFrames(tail, from, to), nil
@@ -553,10 +550,8 @@ func (t *Tx) frameEnd2(id string, inc uint64, n uint64) int64 {
 	if err != nil || n == 0 || n > h.frames {
 		return 0
 	}
-	if n == h.frames {
-		return h.end
-	}
-	if b := (n - 1) / indexBlock; b < h.frames/indexBlock {
+	blocks := h.frames / indexBlock
+	if b := (n - 1) / indexBlock; b < blocks {
 		first, es, err := t.block(id, inc, b)
 		if err != nil {
 			return 0
@@ -566,14 +561,10 @@ func (t *Tx) frameEnd2(id string, inc uint64, n uint64) int64 {
 		}
 		return first
 	}
-	// A tail frame: walk the links back from the last frame.
-	key, end := h.last, h.end
-	for m := h.frames; m > n; m-- {
-		prev, first, _, err := t.linkAt(id, key)
-		if err != nil {
-			return 0
-		}
-		end, key = first, prev
+	// A tail frame: count back from the end.
+	end := h.end
+	for i := len(h.tail) - 1; uint64(i) > n-1-blocks*indexBlock; i-- {
+		end -= h.tail[i].count
 	}
 	return end
 }
@@ -598,8 +589,7 @@ func (t *Tx) frameEnds2(id string, inc uint64) []int64 {
 // allFrameKeys lists every frame key of a session (for delete).
 func (t *Tx) allFrameKeys(id string, inc uint64, h hot) ([]frameKey, error) {
 	var keys []frameKey
-	blocks := h.frames / indexBlock
-	for b := uint64(0); b < blocks; b++ {
+	for b := uint64(0); b < h.frames/indexBlock; b++ {
 		_, es, err := t.block(id, inc, b)
 		if err != nil {
 			return nil, err
@@ -608,18 +598,8 @@ func (t *Tx) allFrameKeys(id string, inc uint64, h hot) ([]frameKey, error) {
 			keys = append(keys, e.key)
 		}
 	}
-	key := h.last
-	for m := h.frames; m > blocks*indexBlock; m-- {
-		keys = append(keys, key)
-		v := t.tx.Bucket(bucketLog).Get(key[:])
-		if v == nil {
-			break
-		}
-		prev, _, _, err := peekFrame(v)
-		if err != nil {
-			break // delete what can be found; the rest is unreachable
-		}
-		key = prev
+	for _, e := range h.tail {
+		keys = append(keys, e.key)
 	}
 	return keys, nil
 }
@@ -679,7 +659,7 @@ func (t *Tx) repairEvent2(id string, inc uint64, seq int64, ev []byte) (bool, er
 	}
 	events := slices.Clone(f.events)
 	events[i] = ev
-	return true, lb.Put(fs[0].key[:], encodeFrame(f.prev, f.first, events, f.sums))
+	return true, lb.Put(fs[0].key[:], encodeFrame(f.first, events, f.sums))
 }
 
 // record2 returns the cold record followed by the fsm's hot part.
