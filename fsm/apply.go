@@ -433,7 +433,7 @@ func (a *applier) convertLayout(c *fsmpb.ConvertLayout) (*fsmpb.Result, string, 
 	if c.Layout != 2 || a.tx.Layout() >= 2 {
 		return &fsmpb.Result{}, "", nil
 	}
-	n, err := ConvertLayout(a.tx, a.index)
+	n, err := ConvertLayout(a.tx, a.index, a.repairer)
 	if err != nil {
 		return nil, "", fmt.Errorf("converting the state to layout 2: %w", err)
 	}

@@ -37,7 +37,7 @@ func newBenchArtifacts(b *testing.B) *benchArtifacts {
 	}
 	b.Cleanup(func() { n.db.Close() })
 	// Layout 2: what a cluster converts to as soon as every voter can.
-	if err := n.db.Update(func(tx *storage.Tx) error { _, err := ConvertLayout(tx, 1); return err }); err != nil {
+	if err := n.db.Update(func(tx *storage.Tx) error { _, err := ConvertLayout(tx, 1, nil); return err }); err != nil {
 		b.Fatal(err)
 	}
 	n.local = openBenchRaftStore(b, filepath.Join(n.dir, "raft.db"))

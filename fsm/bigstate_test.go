@@ -35,7 +35,7 @@ func TestBigStateConvert(t *testing.T) {
 		if tx.Layout() != 1 {
 			t.Skipf("the file is layout %d already", tx.Layout())
 		}
-		n, err = ConvertLayout(tx, applied+1)
+		n, err = ConvertLayout(tx, applied+1, nil)
 		return err
 	})
 	if err != nil {

@@ -37,7 +37,7 @@ func newTestFSMLayout(t testing.TB, layout int) (*FSM, *storage.StateDB) {
 	}
 	t.Cleanup(func() { db.Close() })
 	if layout == 2 {
-		if err := db.Update(func(tx *storage.Tx) error { _, err := ConvertLayout(tx, 1); return err }); err != nil {
+		if err := db.Update(func(tx *storage.Tx) error { _, err := ConvertLayout(tx, 1, nil); return err }); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"errors"
 	"fmt"
 
 	"google.golang.org/protobuf/proto"
@@ -55,7 +56,12 @@ func PutRecord(tx *storage.Tx, id string, r *fsmpb.SessionRecord) error {
 // artifact frame boundaries, its record splits into cold and hot parts and
 // its cwd is indexed. It returns how many sessions it converted; a layout-2
 // state is left alone.
-func ConvertLayout(tx *storage.Tx, index uint64) (int, error) {
+//
+// A damaged event is rewritten from this node's artifact when repair is set
+// and the artifact holds the bytes its checksum names (as apply does);
+// otherwise the error stops the conversion, and the node, rather than carry
+// the damage into the new layout.
+func ConvertLayout(tx *storage.Tx, index uint64, repair Repairer) (int, error) {
 	if tx.Layout() >= 2 {
 		return 0, nil
 	}
@@ -82,7 +88,7 @@ func ConvertLayout(tx *storage.Tx, index uint64) (int, error) {
 	}
 	tx.BeginEntry(index)
 	for _, s := range all {
-		frames, err := layout1Frames(tx, s.id, s.rec)
+		frames, err := layout1Frames(tx, s.id, s.rec, repair)
 		if err != nil {
 			return 0, err
 		}
@@ -108,8 +114,14 @@ func ConvertLayout(tx *storage.Tx, index uint64) (int, error) {
 // stored, or not ending at the next seq) keep their consistent prefix and
 // the rest becomes one frame, so no event is lost and the artifact, rebuilt
 // from the new boundaries, holds the same text.
-func layout1Frames(tx *storage.Tx, id string, rec *fsmpb.SessionRecord) ([][][]byte, error) {
+func layout1Frames(tx *storage.Tx, id string, rec *fsmpb.SessionRecord, repair Repairer) ([][][]byte, error) {
 	events, err := tx.Events(id, rec.Incarnation, 0, rec.NextSeq)
+	var ce *storage.ChecksumError
+	if errors.As(err, &ce) && repair != nil {
+		if n, rerr := repair.RepairEvents(tx, id, rec.Incarnation, rec.NextSeq); rerr == nil && n > 0 {
+			events, err = tx.Events(id, rec.Incarnation, 0, rec.NextSeq)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

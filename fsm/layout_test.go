@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -150,6 +151,36 @@ func TestConvertLayoutRepairsFrameBoundaries(t *testing.T) {
 		}
 		if got := fmt.Sprint(tx.FrameEnds("s", rec.Incarnation)); got != "[1 2]" || rec.Frames != 2 {
 			t.Fatalf("frames %s (record: %d), want [1 2]", got, rec.Frames)
+		}
+		return nil
+	})
+}
+
+// A damaged event is not carried into the new layout: with nothing to
+// repair it from, the conversion fails (the node stops, as apply does on
+// damage) and leaves layout 1 as it was.
+func TestConvertLayoutRefusesDamage(t *testing.T) {
+	f, db := newTestFSM1(t)
+	f.ApplyBatch([]*raft.Log{
+		entry(t, 1, 100, createCmd("s")),
+		entry(t, 2, 100, appendCmd("s", 0, openTurn...)),
+	})
+	path := db.Path()
+	db.Close()
+	flipAll(t, path, []byte(`"step/start"`), 2, nil)
+	db, err := storage.OpenState(path, storage.StateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var ce *storage.ChecksumError
+	err = db.Update(func(tx *storage.Tx) error { _, err := ConvertLayout(tx, 3, nil); return err })
+	if !errors.As(err, &ce) {
+		t.Fatalf("conversion of a damaged state: %v, want a checksum error", err)
+	}
+	_ = db.View(func(tx *storage.Tx) error {
+		if tx.Layout() != 1 {
+			t.Errorf("layout %d after a failed conversion, want 1", tx.Layout())
 		}
 		return nil
 	})
