@@ -37,7 +37,6 @@ type Artifacts struct {
 	dirty   map[string]struct{}
 	all     bool // check every session (start-up, restore)
 	wake    chan struct{}
-	hurry   chan struct{} // WaitIdle: skip the pause between passes
 	lastErr error
 	marks   map[string]storage.Watermark
 	// markBytes is the sum of marks' Bytes: the artifact bytes on disk as the
@@ -76,11 +75,6 @@ type Artifacts struct {
 // flushEvery bounds how often watermarks are persisted.
 const flushEvery = 500 * time.Millisecond
 
-// passEvery is the pause between two passes of the writer: artifacts lag
-// the state by about this much under load (reads are served from the state
-// database meanwhile), and each busy file gets one write per pass.
-const passEvery = 100 * time.Millisecond
-
 // maxPendingBytes bounds the frames held for the writer in memory.
 const maxPendingBytes = 32 << 20
 
@@ -90,7 +84,7 @@ func NewArtifacts(root string, db *storage.StateDB, local *storage.RaftStore, lo
 		metrics = NewMetrics(nil)
 	}
 	return &Artifacts{root: root, db: db, local: local, logger: logger.With("component", "artifacts"), metrics: metrics,
-		dirty: map[string]struct{}{}, all: true, wake: make(chan struct{}, 1), hurry: make(chan struct{}, 1), idle: make(chan struct{}),
+		dirty: map[string]struct{}{}, all: true, wake: make(chan struct{}, 1), idle: make(chan struct{}),
 		files: storage.NewArtifactFiles(storage.MaxOpenArtifacts)}
 }
 
@@ -198,10 +192,6 @@ func (a *Artifacts) Verify(id string, w storage.Watermark) error {
 
 // WaitIdle blocks until every known change is written or ctx ends.
 func (a *Artifacts) WaitIdle(ctx context.Context) error {
-	select {
-	case a.hurry <- struct{}{}:
-	default:
-	}
 	for {
 		a.mu.Lock()
 		pending := a.all || len(a.dirty) > 0 || a.running
@@ -246,15 +236,6 @@ func (a *Artifacts) Run(ctx context.Context) {
 			case <-retry.C:
 			}
 			continue
-		}
-		// Pace the passes: frames that arrive meanwhile go out with one
-		// write per file, so a busy session costs one pwrite per pass
-		// rather than per append. Someone waiting for the writer (WaitIdle)
-		// cuts the pause short.
-		select {
-		case <-ctx.Done():
-		case <-a.hurry:
-		case <-time.After(passEvery):
 		}
 		var flush <-chan time.Time
 		if len(a.unflushed) > 0 {

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/sessionstore/sessionstore/fsm/fsmpb"
+	"github.com/sessionstore/sessionstore/storage"
 )
 
 // BenchmarkApplyBatch applies batches in which each of w sessions appends one
@@ -38,6 +39,68 @@ func BenchmarkApplyBatch(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N*w)/b.Elapsed().Seconds(), "events/s")
 			b.ReportMetric(float64(db.Size())/float64(b.N*w), "db-bytes/event")
+		})
+	}
+}
+
+// BenchmarkListUnderCwd lists the 1 % of 100,000 sessions under one cwd
+// prefix the way List does: a scan of every record (layout 1) or the cwd
+// index and the matching records (layout 2).
+func BenchmarkListUnderCwd(b *testing.B) {
+	const sessions = 100_000
+	for _, layout := range []int{1, 2} {
+		b.Run(fmt.Sprintf("layout=%d", layout), func(b *testing.B) {
+			_, db := newTestFSMLayout(b, layout)
+			err := db.Update(func(tx *storage.Tx) error {
+				for i := range sessions {
+					id := fmt.Sprintf("session-%06d", i)
+					cwd := fmt.Sprintf("/w/p%d/repo", i%100)
+					rec := &fsmpb.SessionRecord{Header: &fsmpb.Header{Id: id, Cwd: &cwd}, Materialized: true, NextSeq: 5, Incarnation: uint64(i + 1)}
+					if err := PutRecord(tx, id, rec); err != nil {
+						return err
+					}
+					if err := tx.IndexCwd(id, cwd, false); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			prefix := "/w/p7/"
+			b.ResetTimer()
+			for range b.N {
+				found := 0
+				err := db.View(func(tx *storage.Tx) error {
+					match := func(raw []byte) error {
+						rec, err := DecodeRecord(raw)
+						if err != nil {
+							return err
+						}
+						if strings.HasPrefix(rec.GetHeader().GetCwd(), prefix) {
+							found++
+						}
+						return nil
+					}
+					if !tx.CwdIndexed() {
+						return tx.ForEachSession("", false, func(_ string, raw []byte) error { return match(raw) })
+					}
+					for _, id := range tx.SessionsUnderCwd(prefix) {
+						raw, err := tx.Record(id)
+						if err != nil {
+							return err
+						}
+						if err := match(raw); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if err != nil || found != sessions/100 {
+					b.Fatalf("found %d sessions under %s (%v), want %d", found, prefix, err, sessions/100)
+				}
+			}
 		})
 	}
 }
