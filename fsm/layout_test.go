@@ -3,6 +3,7 @@ package fsm
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -42,7 +43,9 @@ func history(t *testing.T, first uint64) []*raft.Log {
 		add(cmds...)
 	}
 	add(appendCmd("short", 0, openTurn...))
-	add(repairCmd("short", fsmpb.Repair_PREPARE, "host-a"))
+	prep := repairCmd("short", fsmpb.Repair_PREPARE, "host-a")
+	prep.GetRepair().RequestId = "prep-1" // a kept request result moves too
+	add(prep)
 	add(keepAliveCmd("short", "host-a", 1))
 	add(deleteCmd("gone", "", "del-1"))
 	add(createCmd("gone"))
@@ -72,7 +75,8 @@ func dump(t *testing.T, db *storage.StateDB) string {
 			for n := uint64(0); n <= rec.Frames; n++ {
 				fmt.Fprintf(&b, "  frame %d ends %d\n", n, tx.FrameEnd(id, rec.Incarnation, n))
 			}
-			fmt.Fprintf(&b, "  del-1 %x tombstone %x\n", tx.RequestResult(id, "del-1"), tx.Tombstone(id))
+			fmt.Fprintf(&b, "  del-1 %x prep-1 %x (%d bytes kept) tombstone %x\n", tx.RequestResult(id, "del-1"),
+				tx.RequestResult(id, "prep-1"), tx.RequestBytes(id), tx.Tombstone(id))
 			return nil
 		})
 	})
@@ -92,6 +96,9 @@ func TestConvertLayoutKeepsWhatReadersSee(t *testing.T) {
 	old.ApplyBatch(logs)
 	fresh.ApplyBatch(logs)
 	before := dump(t, oldDB)
+	if !regexp.MustCompile(`prep-1 [0-9a-f]+ \([1-9][0-9]* bytes kept\)`).MatchString(before) {
+		t.Fatalf("the history keeps no request result to convert:\n%s", before)
+	}
 	if before != dump(t, freshDB) {
 		t.Fatalf("layout 1 and layout 2 differ after the same entries:\n%s\n---\n%s", before, dump(t, freshDB))
 	}

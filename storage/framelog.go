@@ -64,6 +64,8 @@ var (
 	bucketIndex = []byte("ix")
 	bucketHot   = []byte("hot")
 	bucketCwd   = []byte("cwd")
+	// bucketReqsTop holds one bucket of request results per session.
+	bucketReqsTop = []byte("reqs")
 )
 
 // frameKey is a frame's key: the Raft index that applied it and its position.
@@ -630,6 +632,11 @@ func (t *Tx) deleteSession2(id string, inc uint64) error {
 	if err := t.hotBucket().Delete([]byte(id)); err != nil {
 		return err
 	}
+	if rb := t.tx.Bucket(bucketReqsTop); rb.Bucket([]byte(id)) != nil {
+		if err := rb.DeleteBucket([]byte(id)); err != nil {
+			return err
+		}
+	}
 	return t.sessions().DeleteBucket([]byte(id))
 }
 
@@ -701,6 +708,18 @@ func (t *Tx) putRecord2(id string, cold, hotPart []byte) error {
 	return t.putHot2(id, h)
 }
 
+// reqs2 is a session's request results in layout 2: reqs/<id>, beside the
+// session's bucket rather than inside it, so that bucket holds no bucket and
+// bbolt stores it inline in the sessions/ leaf instead of on a page of its
+// own (4 KiB per session otherwise).
+func (t *Tx) reqs2(id string, create bool) (*bbolt.Bucket, error) {
+	rb := t.tx.Bucket(bucketReqsTop)
+	if sb := rb.Bucket([]byte(id)); sb != nil || !create {
+		return sb, nil
+	}
+	return rb.CreateBucket([]byte(id))
+}
+
 // cwdKey is a session's key in the cwd index: the cwd, a zero byte, the id
 // (the value is the id again: either may hold a zero byte).
 func cwdKey(cwd, id string) []byte {
@@ -742,7 +761,7 @@ func (t *Tx) SessionsUnderCwd(prefix string) []string {
 // sessions into them; the transaction keeps reading layout 1 until
 // FinishLayout2.
 func (t *Tx) PrepareLayout2() error {
-	for _, name := range [][]byte{bucketLog, bucketIndex, bucketHot, bucketCwd} {
+	for _, name := range [][]byte{bucketLog, bucketIndex, bucketHot, bucketCwd, bucketReqsTop} {
 		if _, err := t.tx.CreateBucketIfNotExists(name); err != nil {
 			return err
 		}
@@ -752,14 +771,35 @@ func (t *Tx) PrepareLayout2() error {
 
 // ConvertSession rewrites one layout-1 session in layout 2: its events as
 // the given frames (keyed by the current entry, BeginEntry), its record as
-// cold and hot parts, its cwd (nil: none) in the cwd index; the layout-1
-// events, checksums and frame table are dropped. Request results stay.
+// cold and hot parts, its cwd (nil: none) in the cwd index, its request
+// results under reqs/; the layout-1 events, checksums and frame table are
+// dropped.
 func (t *Tx) ConvertSession(id string, inc uint64, frames [][][]byte, cold, hotPart []byte, cwd *string) error {
 	b := t.session(id)
 	if b == nil {
 		return fmt.Errorf("session %q has no bucket", id)
 	}
-	for _, name := range [][]byte{bucketEvents, bucketSums, bucketFrames} {
+	if q := b.Bucket(bucketReqs); q != nil {
+		type kv struct{ k, v []byte }
+		var all []kv
+		err := q.ForEach(func(k, v []byte) error {
+			all = append(all, kv{bytes.Clone(k), bytes.Clone(v)})
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		nb, err := t.tx.Bucket(bucketReqsTop).CreateBucketIfNotExists([]byte(id))
+		if err != nil {
+			return err
+		}
+		for _, e := range all {
+			if err := nb.Put(e.k, e.v); err != nil {
+				return err
+			}
+		}
+	}
+	for _, name := range [][]byte{bucketEvents, bucketSums, bucketFrames, bucketReqs} {
 		if b.Bucket(name) != nil {
 			if err := b.DeleteBucket(name); err != nil {
 				return err

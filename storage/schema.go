@@ -38,7 +38,8 @@ package storage
 //	ix/<len(id):4 BE><id><inc:8 BE><block:8 BE>  index block: 32 consecutive frames of a session
 //	hot/<id>                               the counters an append changes, and the last frame
 //	cwd/<cwd>\x00<id>                      → id: the cwd index of List
-//	sessions/<id>/r, s, q/                 the cold record, its checksum, request results
+//	sessions/<id>/r, s                     the cold record and its checksum (an inline bucket)
+//	reqs/<id>/                             the session's request results (q/'s keys)
 //
 // A database is created in format 1 and converted in place by the
 // ConvertLayout command (fsm), which the leader proposes once every voter

@@ -167,6 +167,9 @@ func (t *Tx) sub(id string, name []byte, create bool) (*bbolt.Bucket, error) {
 	if b == nil {
 		return nil, fmt.Errorf("session %q has no record", id)
 	}
+	if t.layout >= 2 && bytes.Equal(name, bucketReqs) {
+		return t.reqs2(id, create)
+	}
 	if sb := b.Bucket(name); sb != nil || !create {
 		return sb, nil
 	}
