@@ -190,23 +190,20 @@ func (n *node) settle(ctx context.Context, idle float64) error {
 
 // dirSizes is a data directory's du, split by what uses it.
 type dirSizes struct {
-	total, stateDB, raft, artifacts int64
-	stateDBApparent                 int64
+	total, stateDB, raft, artifacts  int64
+	totalApparent, artifactsApparent int64 // the files' bytes (ls, not du)
 }
 
 func (n *node) sizes() (dirSizes, error) {
 	var s dirSizes
 	var err error
-	if s.total, err = diskUsage(n.dir); err != nil {
+	if s.total, s.totalApparent, err = usage(n.dir); err != nil {
 		return s, err
 	}
 	if s.stateDB, err = diskUsage(filepath.Join(n.dir, "state.db")); err != nil {
 		return s, err
 	}
-	if fi, err := os.Stat(filepath.Join(n.dir, "state.db")); err == nil {
-		s.stateDBApparent = fi.Size()
-	}
 	s.raft, _ = diskUsage(filepath.Join(n.dir, "raft"))
-	s.artifacts, _ = diskUsage(filepath.Join(n.dir, "artifacts"))
+	s.artifacts, s.artifactsApparent, _ = usage(filepath.Join(n.dir, "artifacts"))
 	return s, nil
 }

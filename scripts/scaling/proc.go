@@ -113,11 +113,17 @@ func waitFor(ctx context.Context, d, interval time.Duration, ready func(ctx cont
 	}
 }
 
-// diskUsage is the space allocated to the files under path (du, not the
-// apparent size: preallocated WAL segments count as what they occupy).
+// diskUsage is the space allocated to the files and directories under path
+// (du: preallocated WAL segments count as what they occupy, a small file
+// as at least one block).
 func diskUsage(path string) (int64, error) {
-	var n int64
-	err := filepath.WalkDir(path, func(_ string, d fs.DirEntry, err error) error {
+	n, _, err := usage(path)
+	return n, err
+}
+
+// usage is du and the apparent size (the regular files' bytes) under path.
+func usage(path string) (du, apparent int64, err error) {
+	err = filepath.WalkDir(path, func(_ string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -126,11 +132,14 @@ func diskUsage(path string) (int64, error) {
 			return err
 		}
 		if st, ok := info.Sys().(*syscall.Stat_t); ok {
-			n += st.Blocks * 512
+			du += st.Blocks * 512
+		}
+		if info.Mode().IsRegular() {
+			apparent += info.Size()
 		}
 		return nil
 	})
-	return n, err
+	return du, apparent, err
 }
 
 // countFiles is the number of regular files under dir (0 if it is missing).
