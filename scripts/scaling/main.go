@@ -218,6 +218,7 @@ func measure(ctx context.Context, cfg config, dir string, count int, converts bo
 	if r.afterFill, err = n1.sizes(); err != nil {
 		return r, err
 	}
+	r.afterFill.stateFree = n1.boltFree(ctx)
 	r.rss = n1.rss()
 
 	step("restart")
@@ -264,10 +265,12 @@ func measure(ctx context.Context, cfg config, dir string, count int, converts bo
 	if err := n1.settle(ctx, idleCores); err != nil {
 		return r, err
 	}
+	free := n1.boltFree(ctx)
 	n1.stop()
 	if r.afterSnap, err = n1.sizes(); err != nil {
 		return r, err
 	}
+	r.afterSnap.stateFree = free
 	// Started again without snapshots, so none runs during the catch-up:
 	// a second restart time, now from a snapshot and a short log.
 	t0 = time.Now()

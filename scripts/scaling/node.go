@@ -192,6 +192,17 @@ func (n *node) settle(ctx context.Context, idle float64) error {
 type dirSizes struct {
 	total, stateDB, raft, artifacts  int64
 	totalApparent, artifactsApparent int64 // the files' bytes (ls, not du)
+	stateFree                        int64 // free and pending bytes inside state.db (-1: unknown)
+}
+
+// boltFree reads the state database's free bytes from /metrics (the node
+// must be running): the file minus this is what the data occupies.
+func (n *node) boltFree(ctx context.Context) int64 {
+	v, err := n.metric(ctx, `sessionstore_bbolt_free_bytes{db="state"}`)
+	if err != nil {
+		return -1
+	}
+	return int64(v)
 }
 
 func (n *node) sizes() (dirSizes, error) {

@@ -22,6 +22,7 @@ sessionstore_bbolt_file_bytes{db="state"} 65536
 	}{
 		{"sessionstore_artifact_bytes", 1234500, true}, // not the _total line above it
 		{"sessionstore_bbolt_file_bytes", 32768, true}, // first sample, labels ignored
+		{`sessionstore_bbolt_file_bytes{db="state"}`, 65536, true},
 		{"sessionstore_artifact", 0, false},
 		{"sessionstore_missing", 0, false},
 	} {

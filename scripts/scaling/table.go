@@ -39,6 +39,7 @@ func printTable(w io.Writer, cfg config, rs []result) {
 	row("after fill (no snapshot yet):", func(result) string { return "" })
 	row("  state.db (du)", func(r result) string { return mb(r.afterFill.stateDB) })
 	row("  state.db / event text", func(r result) string { return ratio(r.afterFill.stateDB, r.eventBytes) })
+	row("  state.db free pages", func(r result) string { return free(r.afterFill.stateFree) })
 	row("  raft/ (log)", func(r result) string { return mb(r.afterFill.raft) })
 	row("  artifacts/ (du)", func(r result) string { return mb(r.afterFill.artifacts) })
 	row("  artifacts/ (file bytes)", func(r result) string { return mb(r.afterFill.artifactsApparent) })
@@ -64,6 +65,7 @@ func printTable(w io.Writer, cfg config, rs []result) {
 	row("  snapshot bytes (zstd)", func(r result) string { return mb(r.snap.bytes) })
 	row("  data dir after (du)", func(r result) string { return mb(r.afterSnap.total) })
 	row("  state.db after (du)", func(r result) string { return mb(r.afterSnap.stateDB) })
+	row("  state.db free pages after", func(r result) string { return free(r.afterSnap.stateFree) })
 	row("  raft/ after (log, snapshot)", func(r result) string { return mb(r.afterSnap.raft) })
 	row("  artifacts/ after (du)", func(r result) string { return mb(r.afterSnap.artifacts) })
 	row("  data dir / event text", func(r result) string { return ratio(r.afterSnap.total, r.eventBytes+r.longBytes()) })
@@ -82,6 +84,13 @@ func printTable(w io.Writer, cfg config, rs []result) {
 	row("  joiner data dir (du)", func(r result) string { return mb(r.joinSizes.total) })
 	row("  joiner RSS", func(r result) string { return mb(r.joinRSS) })
 	tw.Flush()
+}
+
+func free(b int64) string {
+	if b < 0 {
+		return "?"
+	}
+	return fmt.Sprintf("%.1f MB", float64(b)/1e6)
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/float64(time.Millisecond)) }
