@@ -73,6 +73,9 @@ type Config struct {
 	MaxGroupCommands int
 	// InFlight is how many grouped entries may be in flight at once.
 	InFlight int
+	// MaxGroupWait bounds how long a group may be held for more commands
+	// while other entries are in flight (propose.go; 0: never held).
+	MaxGroupWait time.Duration
 
 	// Limits of API.md.
 	MaxEventBytes int
@@ -146,6 +149,7 @@ func DefaultConfig() Config {
 		MaxGroupBytes:     1 << 20,
 		MaxGroupCommands:  512,
 		InFlight:          4,
+		MaxGroupWait:      time.Millisecond,
 		MaxEventBytes:     2 << 20,
 		MaxBatchBytes:     4 << 20,
 		MaxBatchCount:     1000,
@@ -180,6 +184,9 @@ func (c Config) Validate() error {
 	}
 	if c.InFlight < 1 {
 		errs = append(errs, fmt.Errorf("in-flight entries must be >= 1, got %d", c.InFlight))
+	}
+	if c.MaxGroupWait < 0 {
+		errs = append(errs, fmt.Errorf("group wait must be >= 0 (0: never hold), got %v", c.MaxGroupWait))
 	}
 	if c.MaxGroupCommands < 1 || c.MaxGroupBytes < 1 {
 		errs = append(errs, errors.New("group bounds must be >= 1"))

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 
@@ -155,18 +154,9 @@ func (n *Node) DiskOK() error {
 	}
 	// Every voter appends what the leader commits: one whose disk is low
 	// (as it gossips) would fill up, so the whole cluster refuses.
-	if n.gossip != nil {
-		f := n.raft.GetConfiguration()
-		if f.Error() == nil {
-			peers := n.gossip.peers()
-			for _, s := range f.Configuration().Servers {
-				p, ok := peers[string(s.ID)]
-				if ok && s.Suffrage == raft.Voter && string(s.ID) != n.cfg.NodeID && p.alive() && p.meta.DiskLow {
-					return sessionstore.Errorf(sessionstore.ReasonQuotaExceeded,
-						"disk nearly full on voter %s (below its --min-free-bytes); writes are refused until space is freed there (the command was not applied)", s.ID)
-				}
-			}
-		}
+	if v := n.voterView(); v != nil && v.diskLow != "" {
+		return sessionstore.Errorf(sessionstore.ReasonQuotaExceeded,
+			"disk nearly full on voter %s (below its --min-free-bytes); writes are refused until space is freed there (the command was not applied)", v.diskLow)
 	}
 	return nil
 }

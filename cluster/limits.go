@@ -2,10 +2,7 @@ package cluster
 
 import (
 	"context"
-	"math"
 	"time"
-
-	"github.com/hashicorp/raft"
 
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/fsm/fsmpb"
@@ -57,23 +54,11 @@ func (n *Node) votersSupport(v uint32) bool { return n.votersVersion() >= v }
 // A node's last advertisement is remembered while it is down, so a stopped
 // voter does not switch quotas off; one never heard from counts as older.
 func (n *Node) votersVersion() uint32 {
-	f := n.raft.GetConfiguration()
-	if f.Error() != nil {
+	v := n.voterView()
+	if v == nil {
 		return 0
 	}
-	peers := n.gossip.peers()
-	v := uint32(math.MaxUint32)
-	for _, s := range f.Configuration().Servers {
-		if s.Suffrage != raft.Voter {
-			continue
-		}
-		p, ok := peers[string(s.ID)]
-		if !ok {
-			return 0
-		}
-		v = min(v, p.meta.Commands)
-	}
-	return v // no voter at all: nothing is older
+	return v.version
 }
 
 // acquirePending reserves size bytes of the budget of commands waiting for

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -57,6 +58,9 @@ type gossip struct {
 	meta    memberMeta
 	members map[string]peer // by memberlist node name, from event callbacks
 	changed chan struct{}   // closed and replaced on every membership event
+	// gen counts changes to meta and members (written under mu): a view
+	// derived from peers() is current while gen has not moved (voters.go).
+	gen atomic.Uint64
 }
 
 func newGossip(cfg Config, self memberMeta, logger *slog.Logger) (*gossip, error) {
@@ -124,6 +128,12 @@ func (g *gossip) join(seeds []string) (int, error) {
 // memberlist mutates the Nodes that Members returns without a lock, so the
 // metadata is copied in the event callbacks (which run under its lock) instead.
 func (g *gossip) peers() map[string]peer {
+	ps, _ := g.peersAt()
+	return ps
+}
+
+// peersAt is peers with the generation it reflects.
+func (g *gossip) peersAt() (map[string]peer, uint64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	out := make(map[string]peer, len(g.members)+1)
@@ -131,8 +141,11 @@ func (g *gossip) peers() map[string]peer {
 		out[p.meta.ID] = p
 	}
 	out[g.meta.ID] = peer{meta: g.meta, state: memberlist.StateAlive}
-	return out
+	return out, g.gen.Load()
 }
+
+// generation changes whenever what peers returns may have changed.
+func (g *gossip) generation() uint64 { return g.gen.Load() }
 
 type peer struct {
 	meta  memberMeta
@@ -161,6 +174,9 @@ func (g *gossip) update(fn func(*memberMeta)) {
 	old := g.meta
 	fn(&g.meta)
 	same := old == g.meta
+	if !same {
+		g.gen.Add(1)
+	}
 	g.mu.Unlock()
 	if !same {
 		if err := g.ml.UpdateNode(time.Second); err != nil {
@@ -224,6 +240,7 @@ func (g *gossip) record(n *memberlist.Node, state memberlist.NodeStateType) {
 		g.mu.Lock()
 		prev, known := g.members[n.Name]
 		g.members[n.Name] = peer{meta: meta, state: state}
+		g.gen.Add(1)
 		mine, self := g.meta.AuthHash, g.meta.ID
 		g.mu.Unlock()
 		if meta.ID != self && meta.AuthHash != mine && (!known || prev.meta.AuthHash != meta.AuthHash) {

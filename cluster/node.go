@@ -44,6 +44,7 @@ type Node struct {
 
 	proposals  chan *proposal
 	slots      chan struct{}
+	pacer      *groupPacer // propose.go: the adaptive hold
 	commandIDs *commandIDs // /plan command ids this node mints
 
 	pendingMu    sync.Mutex
@@ -64,7 +65,8 @@ type Node struct {
 	// startClusterID is the cluster this data directory belonged to at start
 	// (identity.go); the Raft handshake uses it until state.db has the id.
 	startClusterID string
-	hsGossip       atomic.Pointer[gossip] // the handshake's view of gossip, set once it runs
+	hsGossip       atomic.Pointer[gossip]    // the handshake's view of gossip, set once it runs
+	voterCache     atomic.Pointer[voterView] // voters.go: the last view, reused while current
 
 	mu          sync.Mutex
 	clusterID   string
@@ -74,6 +76,8 @@ type Node struct {
 	closed      bool
 	closeOnce   sync.Once
 	closeResult error
+
+	stateDamage atomic.Pointer[error] // damage found by checkStateLater
 }
 
 // Paths of a node's files under its data directory.
@@ -93,7 +97,7 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 		return nil, err
 	}
 	n := &Node{cfg: cfg, logger: logger.With("component", "cluster", "node_id", cfg.NodeID),
-		proposals: make(chan *proposal, 4096), pendingFreed: make(chan struct{}), slots: make(chan struct{}, cfg.InFlight), commandIDs: newCommandIDs(),
+		proposals: make(chan *proposal, 4096), pendingFreed: make(chan struct{}), slots: make(chan struct{}, cfg.InFlight), pacer: newGroupPacer(cfg.MaxGroupWait), commandIDs: newCommandIDs(),
 		metrics: NewMetrics(reg)}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.dialCtx, n.dialCancel = context.WithCancel(context.Background())
@@ -120,8 +124,8 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 		return nil, err
 	}
 	guardStart := time.Now()
-	var restored bool
-	n.logs, restored, err = guardState(cfg.DataDir, n.snaps, n.logger, needsVerify(cfg.DataDir)) // guard.go: opens the WAL too
+	var restored, shallow bool
+	n.logs, restored, shallow, err = guardState(cfg.DataDir, n.snaps, n.logger, needsVerify(cfg.DataDir)) // guard.go: opens the WAL too
 	guardDur := time.Since(guardStart)
 	if err != nil {
 		return nil, err
@@ -213,6 +217,10 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 	n.wg.Add(2)
 	go func() { defer n.wg.Done(); n.runExpiry() }()    // expire.go
 	go func() { defer n.wg.Done(); n.runRetention() }() // retention.go
+	if shallow {
+		n.wg.Add(1)
+		go func() { defer n.wg.Done(); n.checkStateLater() }() // statecheck.go
+	}
 	ok = true
 	n.logger.Info("node started", "raft_addr", n.transport.LocalAddr(), "gossip_addr", cfg.GossipAddr,
 		"data_dir", cfg.DataDir, "has_state", hasState, "bootstrap_expect", cfg.bootstrapExpect(), "join", cfg.Join)
@@ -365,6 +373,9 @@ func (n *Node) Ready() error {
 	if err := n.artifacts.Healthy(); err != nil {
 		return fmt.Errorf("artifacts: %w", err)
 	}
+	if err := n.stateDamage.Load(); err != nil {
+		return fmt.Errorf("%w; restart the node: its start moves the file aside and rebuilds it", *err)
+	}
 	return nil
 }
 
@@ -506,19 +517,25 @@ func (n *Node) voters() int {
 }
 
 func (n *Node) closeStores() error {
-	return closeStores(n.cfg.DataDir, n.local, n.logs, n.state)
+	err := closeStores(n.cfg.DataDir, n.local, n.logs, n.state)
+	if n.stateDamage.Load() != nil {
+		// Not a clean stop for the guard: the next start checks every page.
+		err = errors.Join(err, removeCleanStamp(n.cfg.DataDir))
+	}
+	return err
 }
 
 // closeStores closes the stores of a data directory that were opened (nil:
 // not opened) and, when state.db closed cleanly, records the clean stop (the
-// boot marker): the node, `node recover` and `node repair` all end this way.
+// clean-stop stamp and the boot marker): the node, `node recover` and `node
+// repair` all end this way.
 func closeStores(dataDir string, local *storage.RaftStore, logs *storage.RaftWAL, state *storage.StateDB) error {
 	var errs []error
 	if state != nil {
 		err := state.Close()
 		errs = append(errs, err)
 		if err == nil {
-			errs = append(errs, writeBootMarker(dataDir, true))
+			errs = append(errs, writeCleanStamp(dataDir), writeBootMarker(dataDir, true))
 		}
 	}
 	if logs != nil {

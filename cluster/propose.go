@@ -1,8 +1,29 @@
 package cluster
 
+// The proposer: client commands queue on Node.proposals; one goroutine
+// groups them into Raft entries (group commit), so one Raft round, one WAL
+// fdatasync per node and one FSM batch serve many clients. At most
+// Config.InFlight entries are outstanding; commands arriving meanwhile queue
+// and form the next group.
+//
+// Adaptive hold. Taking whatever is queued the moment a slot frees makes
+// small groups under moderate load: commands come back in bursts (the
+// writers an entry answered send their next ones within a round trip), and
+// the first of a burst finds a free slot and goes out nearly alone, though
+// each entry costs the same Raft, WAL and transport work whatever it
+// carries. So a group that has room lingers while commands keep arriving:
+// it goes once none has arrived for a quarter of its wait, or once it has
+// waited wait = min(half the recent commit time, Config.MaxGroupWait) in
+// all, is full, or no other entry is in flight any more. It only lingers
+// while another entry is in flight: a lone writer, whose previous entry has
+// committed, never waits, and an idle pipeline is never kept waiting. The
+// commit time is a moving average (Apply to answer), so the wait shrinks on
+// fast disks; MaxGroupWait 0 turns lingering off.
+
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -83,11 +104,46 @@ func (n *Node) propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, 
 	}
 }
 
-// runProposer groups queued commands into Raft entries. At most InFlight
-// entries are outstanding; commands that arrive meanwhile wait and are grouped
-// into the next entry, so one Raft commit and one bbolt commit serve many
-// clients (group commit).
+// ewmaShift weights the moving average of commit times: each sample counts 1/8.
+const ewmaShift = 3
+
+// groupPacer holds what the adaptive hold decides by (see the top of the
+// file); it is written by the goroutines that wait for entries.
+type groupPacer struct {
+	maxWait     time.Duration
+	commitNanos atomic.Int64  // moving average of the commit time of entries
+	landed      chan struct{} // a token after each entry is answered (capacity 1)
+}
+
+func newGroupPacer(maxWait time.Duration) *groupPacer {
+	return &groupPacer{maxWait: maxWait, landed: make(chan struct{}, 1)}
+}
+
+// committed records an entry answered after d and wakes a lingering proposer.
+func (g *groupPacer) committed(d time.Duration) {
+	old := g.commitNanos.Load()
+	g.commitNanos.Store(old + (int64(d)-old)>>ewmaShift)
+	select {
+	case g.landed <- struct{}{}:
+	default:
+	}
+}
+
+// wait is how long the next group may linger in all, and without a new
+// command (0: not at all).
+func (g *groupPacer) wait() (total, idle time.Duration) {
+	total = min(time.Duration(g.commitNanos.Load())/2, g.maxWait)
+	if total <= 0 {
+		return 0, 0
+	}
+	return total, total / 4
+}
+
+// runProposer groups queued commands into Raft entries: see the top of the
+// file.
 func (n *Node) runProposer() {
+	hold := time.NewTimer(time.Hour)
+	hold.Stop()
 	for {
 		select {
 		case n.slots <- struct{}{}:
@@ -104,8 +160,9 @@ func (n *Node) runProposer() {
 		}
 		group := []*proposal{first}
 		size := first.size
+		room := func() bool { return len(group) < n.cfg.MaxGroupCommands && size < n.cfg.MaxGroupBytes }
 	gather:
-		for len(group) < n.cfg.MaxGroupCommands && size < n.cfg.MaxGroupBytes {
+		for room() {
 			select {
 			case p := <-n.proposals:
 				group = append(group, p)
@@ -113,6 +170,37 @@ func (n *Node) runProposer() {
 			default:
 				break gather
 			}
+		}
+		// othersInFlight: the slots taken, less this group's own.
+		othersInFlight := func() bool { return len(n.slots) > 1 }
+		if total, idle := n.pacer.wait(); total > 0 && room() && othersInFlight() {
+			deadline := time.Now().Add(total)
+			hold.Reset(idle)
+		linger:
+			for room() && othersInFlight() {
+				select {
+				case p := <-n.proposals:
+					group = append(group, p)
+					size += p.size
+					left := time.Until(deadline)
+					if left <= 0 {
+						break linger
+					}
+					hold.Reset(min(idle, left))
+				case <-n.pacer.landed: // an entry was answered: recheck
+				case <-hold.C:
+					break linger
+				case <-n.ctx.Done():
+					// Never enqueued in Raft: a definite failure.
+					for _, p := range group {
+						p.done <- proposalResult{err: sessionstore.ErrShuttingDown}
+					}
+					<-n.slots
+					n.drainProposals()
+					return
+				}
+			}
+			hold.Stop()
 		}
 		n.submit(group)
 	}
@@ -153,8 +241,10 @@ func (n *Node) submit(group []*proposal) {
 	fut := n.raft.Apply(data, n.cfg.ApplyTimeout)
 	go func() {
 		err := fut.Error()
-		n.metrics.CommitSeconds.Observe(time.Since(submitted).Seconds())
+		took := time.Since(submitted)
+		n.metrics.CommitSeconds.Observe(took.Seconds())
 		<-n.slots
+		n.pacer.committed(took)
 		if err != nil {
 			err = translate(err)
 			for _, p := range group {

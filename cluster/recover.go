@@ -89,7 +89,7 @@ func Recover(cfg Config, servers []raft.Server, logger *slog.Logger, confirm fun
 	if err != nil {
 		return res, err
 	}
-	if logs, _, err = guardState(cfg.DataDir, snaps, logger, needsVerify(cfg.DataDir)); err != nil {
+	if logs, _, _, err = guardState(cfg.DataDir, snaps, logger, needsVerify(cfg.DataDir)); err != nil {
 		return res, inUse(err)
 	}
 	if err := writeBootMarker(cfg.DataDir, false); err != nil {

@@ -225,7 +225,13 @@ func (n *Node) Append(ctx context.Context, id string, events [][]byte, epoch uin
 // the record's next seq never change within its incarnation, so a caller
 // reads them again (normalised, with viewEvents or sendView) as checked. It
 // writes nothing.
-func (n *Node) checkedView(ctx context.Context, id string, c sessionstore.Consistency) (stored, [][]byte, error) {
+//
+// A view above limit (one answered in one message) is refused with
+// TOO_LARGE: from the record's size of the events before any is read, and
+// from the normalised events and closers once checked, so a caller that
+// commits something afterwards (a repair, a lease) never does for a view it
+// cannot answer.
+func (n *Node) checkedView(ctx context.Context, id string, c sessionstore.Consistency, limit sessionstore.ViewLimit) (stored, [][]byte, error) {
 	s, err := n.readMaterialized(ctx, id, c, 0, false)
 	if err != nil {
 		return s, nil, err
@@ -234,6 +240,12 @@ func (n *Node) checkedView(ctx context.Context, id string, c sessionstore.Consis
 	if err := sessionlog.CheckStoredHeader(id, s.header, path); err != nil {
 		return s, nil, err
 	}
+	if size := s.rec.EventBytes; size != nil { // absent on old records: the check below counts
+		if err := limit.Check(id, s.rec.NextSeq, *size); err != nil {
+			return s, nil, err
+		}
+	}
+	var count, size int64 // of the normalised events
 	// One pass: the Normalizer decides Normalize's error over the whole log,
 	// and while it has none the Validator checks the normalised events.
 	norm, val := sessionlog.NewNormalizer(id, path), sessionlog.NewValidator(id)
@@ -251,6 +263,7 @@ func (n *Node) checkedView(ctx context.Context, id string, c sessionstore.Consis
 			return s, nil, sessionlog.WrapCorruption(id, err)
 		}
 		val.Add(out)
+		count, size = count+int64(len(out)), size+totalBytes(out)
 	}
 	if err := norm.Err(); err != nil {
 		return s, nil, sessionlog.WrapCorruption(id, err)
@@ -259,7 +272,20 @@ func (n *Node) checkedView(ctx context.Context, id string, c sessionstore.Consis
 	if err != nil {
 		return s, nil, err
 	}
+	// Closers count even where a live lease leaves them out: a few hundred
+	// bytes within the message's margin.
+	if err := limit.Check(id, count+int64(len(closers)), size+totalBytes(closers)); err != nil {
+		return s, nil, err
+	}
 	return s, closers, nil
+}
+
+func totalBytes(evs [][]byte) int64 {
+	var n int64
+	for _, e := range evs {
+		n += int64(len(e))
+	}
+	return n
 }
 
 func leaseFromPB(id string, l *fsmpb.Lease) *sessionstore.Lease {
@@ -272,8 +298,8 @@ func leaseFromPB(id string, l *fsmpb.Lease) *sessionstore.Lease {
 // inspect validates the balanced view and returns its metadata with the
 // closers to add (none for a session under a live lease, whose owner holds
 // the open turn) and the incarnation read.
-func (n *Node) inspect(ctx context.Context, id string, c sessionstore.Consistency) (sessionstore.View, uint64, [][]byte, error) {
-	s, closers, err := n.checkedView(ctx, id, c)
+func (n *Node) inspect(ctx context.Context, id string, c sessionstore.Consistency, limit sessionstore.ViewLimit) (sessionstore.View, uint64, [][]byte, error) {
+	s, closers, err := n.checkedView(ctx, id, c, limit)
 	if err != nil {
 		return sessionstore.View{}, 0, nil, err
 	}
@@ -291,9 +317,10 @@ func (n *Node) inspect(ctx context.Context, id string, c sessionstore.Consistenc
 // (checkedView), then sends the view with its metadata first and the events
 // read again from storage a chunk at a time, so neither the check nor a
 // client that reads slowly holds more than a chunk. (The unary Inspect
-// collects these parts.)
-func (n *Node) InspectStream(ctx context.Context, id string, c sessionstore.Consistency, send func(sessionstore.View) error) error {
-	v, inc, closers, err := n.inspect(ctx, id, c)
+// collects these parts, under limit: a larger view is refused before its
+// events are read where the record tells their size; see checkedView.)
+func (n *Node) InspectStream(ctx context.Context, id string, c sessionstore.Consistency, limit sessionstore.ViewLimit, send func(sessionstore.View) error) error {
+	v, inc, closers, err := n.inspect(ctx, id, c, limit)
 	if err != nil {
 		return err
 	}
@@ -302,9 +329,9 @@ func (n *Node) InspectStream(ctx context.Context, id string, c sessionstore.Cons
 
 // LoadStream sends the balanced view, committing the crash repair of a cold
 // session through the replicated log first (the reference's load repair); see
-// InspectStream.
-func (n *Node) LoadStream(ctx context.Context, id, requestID string, send func(sessionstore.View) error) error {
-	v, inc, err := n.repairView(ctx, id, requestID, fsmpb.Repair_LOAD, "", 0)
+// InspectStream. A view above limit is refused before the repair.
+func (n *Node) LoadStream(ctx context.Context, id, requestID string, limit sessionstore.ViewLimit, send func(sessionstore.View) error) error {
+	v, inc, err := n.repairView(ctx, id, requestID, fsmpb.Repair_LOAD, "", 0, limit)
 	if err != nil {
 		return err
 	}
@@ -312,12 +339,13 @@ func (n *Node) LoadStream(ctx context.Context, id, requestID string, send func(s
 }
 
 // PrepareStream takes ownership: it commits the repair like LoadStream, bumps
-// the epoch and grants a lease; see InspectStream.
-func (n *Node) PrepareStream(ctx context.Context, id, owner string, ttl time.Duration, requestID string, send func(sessionstore.View) error) error {
+// the epoch and grants a lease; see InspectStream. A view above limit is
+// refused before the lease is granted.
+func (n *Node) PrepareStream(ctx context.Context, id, owner string, ttl time.Duration, requestID string, limit sessionstore.ViewLimit, send func(sessionstore.View) error) error {
 	if err := checkPrepare(owner, ttl); err != nil {
 		return err
 	}
-	v, inc, err := n.repairView(ctx, id, requestID, fsmpb.Repair_PREPARE, owner, ttl.Milliseconds())
+	v, inc, err := n.repairView(ctx, id, requestID, fsmpb.Repair_PREPARE, owner, ttl.Milliseconds(), limit)
 	if err != nil {
 		return err
 	}
@@ -374,13 +402,15 @@ func checkPrepare(owner string, ttl time.Duration) error {
 
 // repairView commits the repair (and for Prepare the lease) a view needs and
 // returns its metadata and the incarnation it belongs to; the stream forms
-// read the events afterwards.
-func (n *Node) repairView(ctx context.Context, id, requestID string, mode fsmpb.Repair_Mode, owner string, ttlMs int64) (sessionstore.View, uint64, error) {
+// read the events afterwards. A view above limit is refused before anything
+// is proposed; the repair is proposed against the revision checked, so a log
+// that grew since is read and checked again.
+func (n *Node) repairView(ctx context.Context, id, requestID string, mode fsmpb.Repair_Mode, owner string, ttlMs int64, limit sessionstore.ViewLimit) (sessionstore.View, uint64, error) {
 	if err := sessionlog.ValidateSessionID(id); err != nil {
 		return sessionstore.View{}, 0, err
 	}
 	for attempt := 0; ; attempt++ {
-		s, closers, err := n.checkedView(ctx, id, sessionstore.Linearizable)
+		s, closers, err := n.checkedView(ctx, id, sessionstore.Linearizable, limit)
 		if err != nil {
 			return sessionstore.View{}, 0, err
 		}

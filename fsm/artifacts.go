@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sessionstore/sessionstore"
-	"github.com/sessionstore/sessionstore/fsm/fsmpb"
 	"github.com/sessionstore/sessionstore/sessionlog"
 	"github.com/sessionstore/sessionstore/storage"
 )
@@ -62,6 +64,12 @@ type Artifacts struct {
 	// crash loses only some watermarks: those sessions are rebuilt at start-up.
 	unflushed map[string]storage.Watermark
 	lastFlush time.Time
+
+	// files keeps the artifacts of active sessions open (the writer's own;
+	// closed when Run returns).
+	files *storage.ArtifactFiles
+	// plain and frames are syncPending's scratch buffers (writer goroutine).
+	plain, frames []byte
 }
 
 // flushEvery bounds how often watermarks are persisted.
@@ -76,7 +84,8 @@ func NewArtifacts(root string, db *storage.StateDB, local *storage.RaftStore, lo
 		metrics = NewMetrics(nil)
 	}
 	return &Artifacts{root: root, db: db, local: local, logger: logger.With("component", "artifacts"), metrics: metrics,
-		dirty: map[string]struct{}{}, all: true, wake: make(chan struct{}, 1), idle: make(chan struct{})}
+		dirty: map[string]struct{}{}, all: true, wake: make(chan struct{}, 1), idle: make(chan struct{}),
+		files: storage.NewArtifactFiles(storage.MaxOpenArtifacts)}
 }
 
 // Root is the artifact directory.
@@ -215,61 +224,18 @@ func (a *Artifacts) WaitIdle(ctx context.Context) error {
 
 // Run writes artifacts until ctx ends.
 func (a *Artifacts) Run(ctx context.Context) {
+	defer a.files.Close()
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	for {
-		a.mu.Lock()
-		all := a.all
-		dirty := a.dirty
-		pending := a.pending
-		deleted := a.deleted
-		damaged := make(map[string]struct{}, len(a.damaged))
-		for id := range a.damaged {
-			damaged[id] = struct{}{}
-		}
-		work := all || len(dirty) > 0 || len(deleted) > 0
-		a.running = work
-		a.all = false
-		a.dirty = map[string]struct{}{}
-		a.pending, a.pendingBytes, a.deleted = nil, 0, nil
-		marks := a.marks
-		a.mu.Unlock()
-		if work {
-			err := a.pass(all, dirty, deleted, damaged, marks, pending)
-			a.mu.Lock()
-			a.running = false
-			a.lastErr = err
-			if err == nil {
-				for id := range damaged {
-					delete(a.damaged, id)
-				}
+		if err := a.step(); err != nil {
+			retry.Reset(time.Second)
+			select {
+			case <-ctx.Done():
+				return
+			case <-retry.C:
 			}
-			if err != nil {
-				// Retry the whole pass later; keep what was pending.
-				a.all = a.all || all
-				for id := range dirty {
-					a.dirty[id] = struct{}{}
-				}
-				for id := range deleted {
-					a.dirty[id] = struct{}{} // sync removes what has no record
-				}
-			}
-			if !a.all && len(a.dirty) == 0 {
-				close(a.idle)
-				a.idle = make(chan struct{})
-			}
-			a.mu.Unlock()
-			if err != nil {
-				a.metrics.ArtifactErrors.Inc()
-				a.logger.Error("artifact write failed; will retry", "err", err)
-				retry.Reset(time.Second)
-				select {
-				case <-ctx.Done():
-					return
-				case <-retry.C:
-				}
-				continue
-			}
+			continue
 		}
 		var flush <-chan time.Time
 		if len(a.unflushed) > 0 {
@@ -290,6 +256,59 @@ func (a *Artifacts) Run(ctx context.Context) {
 	}
 }
 
+// step runs one pass over what is pending, if anything; an error (counted and
+// logged here) means the pass is to be retried.
+func (a *Artifacts) step() error {
+	a.mu.Lock()
+	all := a.all
+	dirty := a.dirty
+	pending := a.pending
+	deleted := a.deleted
+	damaged := make(map[string]struct{}, len(a.damaged))
+	for id := range a.damaged {
+		damaged[id] = struct{}{}
+	}
+	work := all || len(dirty) > 0 || len(deleted) > 0
+	a.running = work
+	a.all = false
+	a.dirty = map[string]struct{}{}
+	a.pending, a.pendingBytes, a.deleted = nil, 0, nil
+	marks := a.marks
+	a.mu.Unlock()
+	if !work {
+		return nil
+	}
+	err := a.pass(all, dirty, deleted, damaged, marks, pending)
+	a.mu.Lock()
+	a.running = false
+	a.lastErr = err
+	if err == nil {
+		for id := range damaged {
+			delete(a.damaged, id)
+		}
+	}
+	if err != nil {
+		// Retry the whole pass later; keep what was pending.
+		a.all = a.all || all
+		for id := range dirty {
+			a.dirty[id] = struct{}{}
+		}
+		for id := range deleted {
+			a.dirty[id] = struct{}{} // sync removes what has no record
+		}
+	}
+	if !a.all && len(a.dirty) == 0 {
+		close(a.idle)
+		a.idle = make(chan struct{})
+	}
+	a.mu.Unlock()
+	if err != nil {
+		a.metrics.ArtifactErrors.Inc()
+		a.logger.Error("artifact write failed; will retry", "err", err)
+	}
+	return err
+}
+
 // pass brings the given sessions (or all) up to date.
 func (a *Artifacts) pass(all bool, dirty, deleted, damaged map[string]struct{}, marks map[string]storage.Watermark, pending map[string][]Frame) error {
 	if marks == nil {
@@ -300,6 +319,9 @@ func (a *Artifacts) pass(all bool, dirty, deleted, damaged map[string]struct{}, 
 			return err
 		}
 		marks = loaded
+		// Open files were written against the watermarks dropped: check
+		// each file's size again when it is next opened.
+		a.files.Close()
 	}
 	if all {
 		ids := map[string]struct{}{}
@@ -342,6 +364,19 @@ func (a *Artifacts) pass(all bool, dirty, deleted, damaged map[string]struct{}, 
 	for id := range damaged {
 		dirty[id] = struct{}{}
 	}
+	note := func(id string, w storage.Watermark, err error) {
+		if err != nil {
+			lagging++
+			if firstErr == nil {
+				firstErr = fmt.Errorf("artifact of session %q: %w", id, err)
+			}
+			return
+		}
+		if w != marks[id] {
+			updates[id] = w
+		}
+	}
+	var jobs []syncJob // sessions that need the state database
 	for id := range dirty {
 		old := marks[id]
 		if cleared[id] {
@@ -352,18 +387,13 @@ func (a *Artifacts) pass(all bool, dirty, deleted, damaged map[string]struct{}, 
 		}
 		w, ok, err := a.syncPending(old, pending[id])
 		if err == nil && !ok {
-			w, err = a.sync(id, old)
-		}
-		if err != nil {
-			lagging++
-			if firstErr == nil {
-				firstErr = fmt.Errorf("artifact of session %q: %w", id, err)
-			}
+			jobs = append(jobs, syncJob{id: id, old: old})
 			continue
 		}
-		if w != marks[id] {
-			updates[id] = w
-		}
+		note(id, w, err)
+	}
+	for i, r := range a.syncAll(jobs) {
+		note(jobs[i].id, r.w, r.err)
 	}
 	if a.unflushed == nil {
 		a.unflushed = map[string]storage.Watermark{}
@@ -434,7 +464,7 @@ func (a *Artifacts) syncPending(w storage.Watermark, fs []Frame) (storage.Waterm
 		}
 	}
 	path := w.Path
-	var data []byte
+	data := a.frames[:0]
 	if w.Frames == 0 {
 		// A new artifact: the header frame first.
 		h := HeaderFromPB(fs[0].Header)
@@ -443,11 +473,11 @@ func (a *Artifacts) syncPending(w storage.Watermark, fs []Frame) (storage.Waterm
 			return w, false, err
 		}
 		path, w.Bytes, w.Sum = p, 0, 0
-		data = EncodeHeaderFrame(h)
+		data = storage.EncodeFrame(data, append(sessionlog.HeaderLine(h), '\n'))
 	} else if path == "" {
 		return w, false, nil
 	}
-	var plain []byte
+	plain := a.plain
 	for _, f := range fs {
 		plain = plain[:0]
 		for _, e := range f.Events {
@@ -455,7 +485,15 @@ func (a *Artifacts) syncPending(w storage.Watermark, fs []Frame) (storage.Waterm
 		}
 		data = storage.EncodeFrame(data, plain)
 	}
-	size, err := storage.AppendArtifact(path, w.Bytes, data)
+	// Kept for the next session, unless one huge batch would pin its size.
+	if cap(plain) <= maxScratch {
+		a.plain = plain
+	}
+	if cap(data) <= maxScratch {
+		a.frames = data
+	}
+	// All of this pass's frames of the session in one write.
+	size, err := a.files.Append(path, w.Bytes, data)
 	if err != nil {
 		// The file and the watermark disagree: rebuild from the state database.
 		return w, false, nil
@@ -466,75 +504,199 @@ func (a *Artifacts) syncPending(w storage.Watermark, fs []Frame) (storage.Waterm
 		Sum: storage.ArtifactSum(w.Sum, data), HasSum: true}, true, nil
 }
 
-// sync makes one session's artifact current and returns its new watermark.
-func (a *Artifacts) sync(id string, w storage.Watermark) (storage.Watermark, error) {
-	var (
-		rec    *fsmpb.SessionRecord
-		frames [][]byte
-		full   bool
-		path   string
-	)
-	err := a.db.View(func(tx *storage.Tx) error {
-		var err error
-		rec, err = ReadRecord(tx, id)
-		if err != nil || rec == nil || !rec.Materialized {
-			return err
-		}
-		path, err = storage.ArtifactPath(a.root, HeaderFromPB(rec.Header))
-		if err != nil {
-			return err
-		}
-		if w.HasSum && w.Path == path && w.LastIndex == rec.LastChangeIndex && w.Frames == rec.Frames && sizeIs(path, w.Bytes) {
-			return nil
-		}
-		// A watermark older than the session's incarnation belongs to a
-		// deleted predecessor under the same path: start over. So does one
-		// without a checksum (converted from 2f2e872).
-		full = !(w.HasSum && w.Path == path && w.Frames <= rec.Frames && w.Bytes > 0 && w.LastIndex >= rec.Incarnation && sizeIs(path, w.Bytes))
-		from := w.Frames + 1
-		if full {
-			from = 1
-			frames = append(frames, EncodeHeaderFrame(HeaderFromPB(rec.Header)))
-		}
-		more, err := EncodeFrames(tx, id, rec.Incarnation, from, rec.Frames)
-		frames = append(frames, more...)
-		return err
-	})
-	if err != nil {
-		return w, err
+// syncJob is a session whose artifact is brought up to date from the state
+// database, from its watermark old.
+type syncJob struct {
+	id  string
+	old storage.Watermark
+}
+
+// syncResult is a syncJob's new watermark, or the error that left it behind.
+type syncResult struct {
+	w   storage.Watermark
+	err error
+}
+
+// syncPlan is what a session's artifact needs, as read from the state
+// database; it is carried out (write) after the read transaction.
+type syncPlan struct {
+	op     syncOp
+	full   bool // rewrite the whole file (else append to the watermark's end)
+	path   string
+	data   []byte
+	last   uint64 // the record's LastChangeIndex
+	frames uint64 // the record's Frames
+	err    error
+}
+
+type syncOp int
+
+const (
+	syncKeep   syncOp = iota // nothing to write
+	syncRemove               // no record: no artifact may remain
+	syncWrite
+)
+
+// syncBatch is how many sessions share one read transaction of the state
+// database (a chunk of work); syncHeldBytes bounds the encoded artifacts a
+// worker holds before it writes them out. Short transactions, because a long
+// reader holds up bbolt's remapping when the database grows.
+const (
+	syncBatch     = 64
+	syncHeldBytes = 4 << 20
+)
+
+// maxScratch bounds the scratch buffers the writer keeps between sessions.
+const maxScratch = 1 << 20
+
+// syncAll brings the artifacts of jobs up to date from the state database
+// and returns their results, in the order of jobs. A catch-up (a wiped or
+// restored follower) rebuilds every artifact here, so the work is spread
+// over GOMAXPROCS workers, each reading many sessions per transaction: most
+// of the time is file system calls, which run in parallel.
+func (a *Artifacts) syncAll(jobs []syncJob) []syncResult {
+	out := make([]syncResult, len(jobs))
+	if len(jobs) == 0 {
+		return out
 	}
-	if rec == nil {
-		// Deleted (or never materialised): no artifact may remain.
+	// Neighbours in the state database's key order share its pages.
+	order := make([]int, len(jobs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(x, y int) int { return strings.Compare(jobs[x].id, jobs[y].id) })
+	chunks := (len(jobs) + syncBatch - 1) / syncBatch
+	var next atomic.Int64
+	work := func() {
+		var buf []byte
+		for {
+			c := int(next.Add(1)) - 1
+			if c >= chunks {
+				return
+			}
+			buf = a.syncChunk(jobs, order[c*syncBatch:min((c+1)*syncBatch, len(jobs))], out, buf)
+		}
+	}
+	workers := min(runtime.GOMAXPROCS(0), chunks)
+	var wg sync.WaitGroup
+	for range workers - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+	return out
+}
+
+// syncChunk syncs jobs[i] for every i in idx, into out[i]: their records and
+// frames read in as few transactions as syncHeldBytes allows, the files
+// written after each. buf is scratch space, returned for reuse.
+func (a *Artifacts) syncChunk(jobs []syncJob, idx []int, out []syncResult, buf []byte) []byte {
+	type span struct{ start, end int }
+	plans := make([]syncPlan, 0, len(idx))
+	spans := make([]span, 0, len(idx))
+	for len(idx) > 0 {
+		plans, spans, buf = plans[:0], spans[:0], buf[:0]
+		err := a.db.View(func(tx *storage.Tx) error {
+			for _, i := range idx {
+				start := len(buf)
+				var p syncPlan
+				p, buf = a.plan(tx, jobs[i].id, jobs[i].old, buf)
+				plans = append(plans, p)
+				spans = append(spans, span{start, len(buf)})
+				if len(buf) >= syncHeldBytes {
+					break
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			for _, i := range idx {
+				out[i] = syncResult{jobs[i].old, err}
+			}
+			return buf
+		}
+		for k, p := range plans {
+			i := idx[k]
+			p.data = buf[spans[k].start:spans[k].end]
+			w, err := a.write(jobs[i].old, p)
+			out[i] = syncResult{w, err}
+		}
+		idx = idx[len(plans):]
+	}
+	if cap(buf) > syncHeldBytes*2 {
+		buf = nil // one huge session: do not keep its size
+	}
+	return buf
+}
+
+// plan reads what session id's artifact needs to catch up from watermark w;
+// the frames to write are appended to buf (returned extended).
+func (a *Artifacts) plan(tx *storage.Tx, id string, w storage.Watermark, buf []byte) (syncPlan, []byte) {
+	rec, err := ReadRecord(tx, id)
+	switch {
+	case err != nil:
+		return syncPlan{err: err}, buf
+	case rec == nil:
+		return syncPlan{op: syncRemove}, buf
+	case !rec.Materialized:
+		return syncPlan{op: syncKeep}, buf
+	}
+	h := HeaderFromPB(rec.Header)
+	path, err := storage.ArtifactPath(a.root, h)
+	if err != nil {
+		return syncPlan{err: err}, buf
+	}
+	sized := w.HasSum && w.Path == path && sizeIs(path, w.Bytes)
+	if sized && w.LastIndex == rec.LastChangeIndex && w.Frames == rec.Frames {
+		return syncPlan{op: syncKeep}, buf
+	}
+	// A watermark older than the session's incarnation belongs to a
+	// deleted predecessor under the same path: start over. So does one
+	// without a checksum (converted from 2f2e872).
+	full := !(sized && w.Frames <= rec.Frames && w.Bytes > 0 && w.LastIndex >= rec.Incarnation)
+	from := w.Frames + 1
+	start := len(buf)
+	if full {
+		from = 1
+		buf = storage.EncodeFrame(buf, append(sessionlog.HeaderLine(h), '\n'))
+	}
+	buf, err = appendFrames(buf, tx, id, rec.Incarnation, from, rec.Frames)
+	if err != nil {
+		return syncPlan{err: err}, buf[:start]
+	}
+	return syncPlan{op: syncWrite, full: full, path: path, last: rec.LastChangeIndex, frames: rec.Frames}, buf
+}
+
+// write carries out a plan made from watermark w and returns the new watermark.
+func (a *Artifacts) write(w storage.Watermark, p syncPlan) (storage.Watermark, error) {
+	switch {
+	case p.err != nil:
+		return w, p.err
+	case p.op == syncKeep:
+		return w, nil
+	case p.op == syncRemove:
 		if err := a.removeArtifact(w.Path); err != nil {
 			return w, err
 		}
 		return storage.Watermark{}, nil
 	}
-	if !rec.Materialized {
-		return w, nil
+	if len(p.data) == 0 {
+		return w, nil // no new frame
 	}
-	if frames == nil {
-		return w, nil
-	}
-	var data []byte
-	for _, f := range frames {
-		data = append(data, f...)
-	}
-	var size int64
-	sum := storage.ArtifactSum(w.Sum, data)
-	if full {
-		if err := storage.WriteArtifact(path, data); err != nil {
+	size, sum := int64(len(p.data)), storage.ArtifactSum(0, p.data)
+	if p.full {
+		if err := a.files.Write(p.path, p.data); err != nil {
 			return w, err
 		}
-		size, sum = int64(len(data)), storage.ArtifactSum(0, data)
 	} else {
-		size, err = storage.AppendArtifact(path, w.Bytes, data)
-		if err != nil {
+		var err error
+		if size, err = a.files.Append(p.path, w.Bytes, p.data); err != nil {
 			return w, err
 		}
+		sum = storage.ArtifactSum(w.Sum, p.data)
 	}
-	a.metrics.ArtifactBytes.Add(float64(len(data)))
-	return storage.Watermark{LastIndex: rec.LastChangeIndex, Bytes: size, Frames: rec.Frames, Path: path, Sum: sum, HasSum: true}, nil
+	a.metrics.ArtifactBytes.Add(float64(len(p.data)))
+	return storage.Watermark{LastIndex: p.last, Bytes: size, Frames: p.frames, Path: p.path, Sum: sum, HasSum: true}, nil
 }
 
 // removeArtifact removes a session's artifact file and its directory when
@@ -547,11 +709,7 @@ func (a *Artifacts) removeArtifact(path string) error {
 	if _, err := storage.ArtifactRel(a.root, path); err != nil {
 		return err
 	}
-	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
-		return err
-	}
-	_ = os.Remove(filepath.Dir(path)) // fails harmlessly when not empty
-	return nil
+	return a.files.Remove(path)
 }
 
 func sizeIs(path string, n int64) bool {
@@ -562,6 +720,60 @@ func sizeIs(path string, n int64) bool {
 // EncodeHeaderFrame is frame 1 of every artifact: exactly the header line.
 func EncodeHeaderFrame(h sessionstore.Header) []byte {
 	return storage.EncodeFrame(nil, append(sessionlog.HeaderLine(h), '\n'))
+}
+
+// appendFrames appends to dst the encoded event frames from..to of a
+// session, as EncodeFrames encodes them, and returns the extended slice. The
+// events of all those frames are read in one pass over the session's events
+// (not one per frame), split at the frames' ends.
+func appendFrames(dst []byte, tx *storage.Tx, id string, inc uint64, from, to uint64) ([]byte, error) {
+	if from < 1 || from > to {
+		return dst, nil
+	}
+	start := tx.FrameEnd(id, inc, from-1)
+	var all []int64
+	if from == 1 {
+		// A whole artifact: every frame's end in one walk, not one each.
+		if all = tx.FrameEnds(id, inc); uint64(len(all)) < to {
+			all = nil
+		}
+	}
+	ends := make([]int64, 0, to-from+1)
+	for n, prev := from, start; n <= to; n++ {
+		var end int64
+		if all != nil {
+			end = all[n-1]
+		} else {
+			end = tx.FrameEnd(id, inc, n)
+		}
+		if end < prev {
+			// Not a layout this writer made: frame by frame, as EncodeFrames.
+			frames, err := EncodeFrames(tx, id, inc, from, to)
+			for _, f := range frames {
+				dst = append(dst, f...)
+			}
+			return dst, err
+		}
+		ends, prev = append(ends, end), end
+	}
+	var plain []byte
+	k := 0
+	err := tx.ForEachEvent(id, inc, start, ends[len(ends)-1], func(seq int64, ev []byte) error {
+		for seq >= ends[k] { // frame k is complete (an empty one too)
+			dst = storage.EncodeFrame(dst, plain)
+			plain, k = plain[:0], k+1
+		}
+		plain = append(append(plain, ev...), '\n')
+		return nil
+	})
+	if err != nil {
+		return dst, err
+	}
+	for ; k < len(ends); k++ {
+		dst = storage.EncodeFrame(dst, plain)
+		plain = plain[:0]
+	}
+	return dst, nil
 }
 
 // EncodeFrames encodes a session's event frames from..to (1-based, inclusive)

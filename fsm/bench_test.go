@@ -11,11 +11,13 @@ import (
 )
 
 // BenchmarkApplyBatch applies batches in which each of w sessions appends one
-// ~1 KiB event: the FSM's share of the append path (one bbolt commit each).
+// ~1 KiB event: the FSM's share of the append path (one bbolt commit each),
+// in both state layouts.
 func BenchmarkApplyBatch(b *testing.B) {
-	for _, w := range []int{1, 16, 64} {
-		b.Run(fmt.Sprintf("sessions=%d", w), func(b *testing.B) {
-			f, _ := newTestFSM(&testing.T{})
+	for _, bc := range []struct{ layout, w int }{{1, 1}, {2, 1}, {1, 16}, {2, 16}, {1, 256}, {2, 256}} {
+		w := bc.w
+		b.Run(fmt.Sprintf("layout=%d/sessions=%d", bc.layout, w), func(b *testing.B) {
+			f, db := newTestFSMLayout(b, bc.layout)
 			idx := uint64(0)
 			var setup []*raft.Log
 			for s := 0; s < w; s++ {
@@ -35,6 +37,7 @@ func BenchmarkApplyBatch(b *testing.B) {
 				f.ApplyBatch([]*raft.Log{entry(b, idx, 1, cmds...)})
 			}
 			b.ReportMetric(float64(b.N*w)/b.Elapsed().Seconds(), "events/s")
+			b.ReportMetric(float64(db.Size())/float64(b.N*w), "db-bytes/event")
 		})
 	}
 }

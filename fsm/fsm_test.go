@@ -29,7 +29,7 @@ func newTestFSM1(t *testing.T) (*FSM, *storage.StateDB) {
 	return newTestFSMLayout(t, 1)
 }
 
-func newTestFSMLayout(t *testing.T, layout int) (*FSM, *storage.StateDB) {
+func newTestFSMLayout(t testing.TB, layout int) (*FSM, *storage.StateDB) {
 	t.Helper()
 	db, err := storage.OpenState(filepath.Join(t.TempDir(), "state.db"), storage.StateOptions{})
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"io"
+	"runtime"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -63,17 +64,23 @@ const (
 var zstdEmptyFrame = []byte{0x28, 0xB5, 0x2F, 0xFD, 0x24, 0x00, 0x01, 0x00, 0x00, 0x99, 0xE9, 0xD8, 0x51}
 
 // zstdFrameEncoder writes every artifact frame. Its options are pinned so that two
-// replicas running one build write byte-identical artifacts: a fixed level, one
-// encoder (EncodeAll runs each call on the calling goroutine; concurrent calls
-// are safe and take turns), no dictionary, content checksum on, no padding and
-// hence no skippable frames.
+// replicas running one build write byte-identical artifacts: a fixed level, no
+// dictionary, content checksum on, no padding and hence no skippable frames.
+// EncodeAll runs each call on the calling goroutine with one of
+// zstdFrameEncoders encoder states, reset first: which one, or how many there
+// are, does not change a byte, and an artifact rebuild (several workers) does
+// not wait for one.
 var zstdFrameEncoder = newZstdFrameEncoder()
+
+// zstdFrameEncoders bounds the encoder states (about 1.3 MiB each, allocated
+// on first use) on a machine with many processors.
+var zstdFrameEncoders = min(runtime.GOMAXPROCS(0), 8)
 
 func newZstdFrameEncoder() *zstd.Encoder {
 	enc, err := zstd.NewWriter(nil,
 		zstd.WithEncoderLevel(zstd.SpeedDefault),
 		zstd.WithEncoderCRC(true),
-		zstd.WithEncoderConcurrency(1),
+		zstd.WithEncoderConcurrency(zstdFrameEncoders),
 		zstd.WithZeroFrames(true),
 	)
 	if err != nil {

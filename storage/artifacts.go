@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -36,62 +35,6 @@ func ArtifactPath(root string, h sessionstore.Header) (string, error) {
 		return "", err
 	}
 	return filepath.Join(root, project, seg, ArtifactName), nil
-}
-
-// AppendArtifact appends data to the artifact at path, which must currently be
-// exactly size bytes long (the caller's watermark); it returns the new size. A
-// different size means the file and the watermark disagree and the caller must
-// rebuild. No fsync: artifacts are a view rebuilt from the state database.
-func AppendArtifact(path string, size int64, data []byte) (int64, error) {
-	if size == 0 {
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return 0, err
-		}
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o600)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return 0, err
-	}
-	if st.Size() != size {
-		return 0, fmt.Errorf("artifact %s is %d bytes, watermark says %d", path, st.Size(), size)
-	}
-	if _, err := f.WriteAt(data, size); err != nil {
-		// Leave no partial frame behind for the next append to build on.
-		_ = f.Truncate(size)
-		return 0, err
-	}
-	return size + int64(len(data)), f.Close()
-}
-
-// WriteArtifact replaces the artifact at path with data: a temporary file in the
-// same directory renamed over it, so a reader never sees a half-written file.
-func WriteArtifact(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), ArtifactName+".*.tmp")
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	return nil
 }
 
 // Watermark is how far a session's artifact on this node has been written.

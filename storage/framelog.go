@@ -152,7 +152,7 @@ func decodeFrame(v []byte) (frame, error) {
 	}
 	p += n
 	count, n := binary.Uvarint(v[p:])
-	if n <= 0 || count > uint64(len(v)) {
+	if n <= 0 || count == 0 || count > uint64(len(v)) {
 		return f, errFrame
 	}
 	p += n
@@ -183,6 +183,50 @@ func decodeFrame(v []byte) (frame, error) {
 		p += int(l)
 	}
 	return f, nil
+}
+
+// peekFrame reads a frame's header (links, first seq, count) without
+// decoding its events: the walks along a session's links need only that.
+// The header's CRC is checked like decodeFrame's.
+func peekFrame(v []byte) (prev frameKey, first, count int64, err error) {
+	if len(v) < 1+frameKeyLen+2+4 || v[0] != frameVersion {
+		return prev, 0, 0, errFrame
+	}
+	copy(prev[:], v[1:])
+	p := 1 + frameKeyLen
+	f, n := binary.Uvarint(v[p:])
+	if n <= 0 || f > 1<<62 {
+		return prev, 0, 0, errFrame
+	}
+	p += n
+	c, n := binary.Uvarint(v[p:])
+	if n <= 0 || c == 0 || c > uint64(len(v)) {
+		return prev, 0, 0, errFrame
+	}
+	p += n
+	for range c {
+		_, n := binary.Uvarint(v[p:])
+		if n <= 0 || len(v)-p-n < 4 {
+			return prev, 0, 0, errFrame
+		}
+		p += n + 4
+	}
+	if len(v)-p < 4 || binary.BigEndian.Uint32(v[p:]) != crc32Update(0, v[:p]) {
+		return prev, 0, 0, errFrame
+	}
+	return prev, int64(f), int64(c), nil
+}
+
+// linkAt reads the header of the frame at key of session id.
+func (t *Tx) linkAt(id string, key frameKey) (prev frameKey, first, count int64, err error) {
+	v := t.tx.Bucket(bucketLog).Get(key[:])
+	if v == nil {
+		return prev, 0, 0, t.fail(&ChecksumError{Session: id, Seq: -1, What: "missing frame"})
+	}
+	if prev, first, count, err = peekFrame(v); err != nil {
+		return prev, 0, 0, t.fail(&ChecksumError{Session: id, Seq: -1, What: "frame"})
+	}
+	return prev, first, count, nil
 }
 
 // blockEntry is one frame of an index block.
@@ -246,7 +290,7 @@ type framePos struct {
 	n     uint64 // frame number, from 1
 	key   frameKey
 	first int64
-	count int64 // -1: not known from an index block (read the frame)
+	count int64 // events in the frame
 }
 
 func (t *Tx) hotBucket() *bbolt.Bucket { return t.tx.Bucket(bucketHot) }
@@ -340,13 +384,13 @@ func (t *Tx) writeBlock(id string, inc uint64, h hot) error {
 	key := h.last
 	first := h.end
 	for i := indexBlock - 1; i >= 0; i-- {
-		f, err := t.frameAt(id, key)
+		prev, f, count, err := t.linkAt(id, key)
 		if err != nil {
 			return err
 		}
-		es[i] = blockEntry{key: key, count: int64(len(f.events))}
-		first = f.first
-		key = f.prev
+		es[i] = blockEntry{key: key, count: count}
+		first = f
+		key = prev
 	}
 	block := h.frames/indexBlock - 1
 	ib := t.tx.Bucket(bucketIndex)
@@ -386,13 +430,13 @@ func (t *Tx) framesFrom(id string, inc uint64, h hot, from, to int64) ([]framePo
 	key := h.last
 	tailFirst := h.end
 	for i := len(tail) - 1; i >= 0; i-- {
-		f, err := t.frameAt(id, key)
+		prev, first, count, err := t.linkAt(id, key)
 		if err != nil {
 			return nil, err
 		}
-		tail[i] = framePos{n: indexed + uint64(i) + 1, key: key, first: f.first, count: int64(len(f.events))}
-		tailFirst = f.first
-		key = f.prev
+		tail[i] = framePos{n: indexed + uint64(i) + 1, key: key, first: first, count: count}
+		tailFirst = first
+		key = prev
 		if tailFirst <= from && i > 0 {
 			tail = tail[i:]
 			break
@@ -525,11 +569,11 @@ func (t *Tx) frameEnd2(id string, inc uint64, n uint64) int64 {
 	// A tail frame: walk the links back from the last frame.
 	key, end := h.last, h.end
 	for m := h.frames; m > n; m-- {
-		f, err := t.frameAt(id, key)
+		prev, first, _, err := t.linkAt(id, key)
 		if err != nil {
 			return 0
 		}
-		end, key = f.first, f.prev
+		end, key = first, prev
 	}
 	return end
 }
@@ -571,11 +615,11 @@ func (t *Tx) allFrameKeys(id string, inc uint64, h hot) ([]frameKey, error) {
 		if v == nil {
 			break
 		}
-		f, err := decodeFrame(v)
+		prev, _, _, err := peekFrame(v)
 		if err != nil {
 			break // delete what can be found; the rest is unreachable
 		}
-		key = f.prev
+		key = prev
 	}
 	return keys, nil
 }
@@ -644,9 +688,12 @@ func (t *Tx) record2(id string, b *bbolt.Bucket) ([]byte, error) {
 	if err != nil || cold == nil {
 		return cold, err
 	}
-	h, _, err := t.hot2(id)
+	h, ok, err := t.hot2(id)
 	if err != nil {
 		return nil, err
+	}
+	if !ok { // every session gets one with its record: a lost key
+		return nil, t.fail(&ChecksumError{Session: id, Seq: -1, What: "session counters (missing)"})
 	}
 	out := make([]byte, 0, len(cold)+len(h.fsm))
 	return append(append(out, cold...), h.fsm...), nil

@@ -241,6 +241,21 @@ func TestLayout2DamageIsFoundAndRepaired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A lost hot record is damage, not an empty session.
+	err = s.Update(func(tx *Tx) error {
+		v := bytes.Clone(tx.hotBucket().Get([]byte("s")))
+		if err := tx.hotBucket().Delete([]byte("s")); err != nil {
+			return err
+		}
+		var ce *ChecksumError
+		if _, err := tx.Record("s"); !errors.As(err, &ce) {
+			return fmt.Errorf("record without its hot part: %v, want a checksum error", err)
+		}
+		return tx.hotBucket().Put([]byte("s"), v)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	// A damaged frame header, a damaged hot record: errors, not panics.
 	for _, bucket := range [][]byte{bucketLog, bucketHot} {
 		err = s.Update(func(tx *Tx) error {
@@ -311,11 +326,16 @@ func TestLayout1HasNoCwdIndex(t *testing.T) {
 func FuzzFrameDecode(f *testing.F) {
 	f.Add(encodeFrame(makeFrameKey(3, 1), 7, [][]byte{[]byte("a"), []byte(`{"x":1}`)}, []uint32{1, 2}))
 	f.Add(encodeFrame(frameKey{}, 0, [][]byte{nil}, []uint32{0}))
+	f.Add(encodeFrame(frameKey{}, 0, nil, nil)) // no events: refused by both
 	f.Add([]byte{1})
 	f.Fuzz(func(t *testing.T, v []byte) {
 		fr, err := decodeFrame(v)
 		if err != nil {
 			return
+		}
+		// The header alone reads the same.
+		if prev, first, count, err := peekFrame(v); err != nil || prev != fr.prev || first != fr.first || count != int64(len(fr.events)) {
+			t.Fatalf("peekFrame = %x %d %d %v, decodeFrame %x %d %d", prev, first, count, err, fr.prev, fr.first, len(fr.events))
 		}
 		// What decodes encodes back to the same bytes.
 		if got := encodeFrame(fr.prev, fr.first, fr.events, fr.sums); !bytes.Equal(got, v) {

@@ -91,6 +91,19 @@ import (
 // to open rather than guess; on ext4 and XFS an append's size update is committed
 // only after its data, so a torn append shows up as a short tail instead.
 //
+// # Reads
+//
+// GetLog reads a record with pread and checks its CRC and index, except for the
+// newest entries: StoreLogs keeps them in memory (up to 1024 entries and 8 MiB
+// of Data and Extensions), as raft.LogCache would, because
+// raft reads each new entry back at once: the leader once per follower to send
+// it, a follower to apply it. Those are the entries StoreLogs was given, not
+// copies: their Data and Extensions are shared with the caller of StoreLogs and
+// with every GetLog that returns them, so neither may modify them (raft does not:
+// it treats stored and read entries as immutable, which raft.LogCache relies on
+// too). The slices handed out are capacity-limited, so appending to one copies.
+// Deleting entries drops them from memory too.
+//
 // RaftWAL is safe for concurrent use: mutations are serialised, readers run
 // concurrently with a write in flight and never see its records before its
 // fdatasync returned.
@@ -100,6 +113,10 @@ type RaftWAL struct {
 	// segmentSize is the size past which the next batch starts a new segment.
 	// Tests lower it; it is not persisted.
 	segmentSize int64
+	// recentEntries and recentBytes bound the entries kept in memory (see
+	// "Reads"): walRecentEntries and walRecentBytes; tests lower them.
+	recentEntries int
+	recentBytes   int
 
 	lock *os.File // wal.lock, flock'ed
 
@@ -119,6 +136,14 @@ type RaftWAL struct {
 	first  uint64        // 0 when empty
 	last   uint64        // 0 when empty
 	locs   []walLoc      // locs[i] is index first+i
+
+	// recent holds the entries recentFirst..recentLast (0, 0: none), a suffix
+	// of what StoreLogs published, in slot index%len(recent); recentSize is
+	// the size of their Data and Extensions. See "Reads" above.
+	recent      []raft.Log
+	recentFirst uint64
+	recentLast  uint64
+	recentSize  int
 
 	writes atomic.Uint64 // record writes to segments (tests count them)
 	syncs  atomic.Uint64 // fdatasyncs of segments after a write
@@ -166,6 +191,11 @@ const (
 	walFixedOverhead              = walHeaderSize + 1 + 2*binary.MaxVarintLen64 + 2 + 2*binary.MaxVarintLen64 + 2*binary.MaxVarintLen64
 	walNanosPerSecond             = uint64(time.Second)
 	walMaxRetainedBufferSize      = 8 << 20
+
+	// walRecentEntries and walRecentBytes bound the newest entries GetLog
+	// serves from memory: enough for followers a few hundred entries behind.
+	walRecentEntries = 1024
+	walRecentBytes   = 8 << 20
 )
 
 var (
@@ -237,7 +267,7 @@ func walOpen(dir string, committed uint64) (_ *RaftWAL, err error) {
 		lock.Close()
 		return nil, fmt.Errorf("lock %s (open elsewhere?): %w", lock.Name(), err)
 	}
-	w := &RaftWAL{dir: dir, segmentSize: walDefaultSegmentSize, lock: lock}
+	w := &RaftWAL{dir: dir, segmentSize: walDefaultSegmentSize, recentEntries: walRecentEntries, recentBytes: walRecentBytes, lock: lock}
 	defer func() {
 		if err != nil {
 			for _, s := range w.segs {
@@ -476,6 +506,7 @@ func (w *RaftWAL) Close() error {
 		errs = append(errs, s.f.Close())
 	}
 	w.segs, w.locs = nil, nil
+	w.recent, w.recentFirst, w.recentLast, w.recentSize = nil, 0, 0, 0
 	errs = append(errs, w.lock.Close())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("close raft wal %s: %w", w.dir, err)
@@ -508,8 +539,9 @@ func (w *RaftWAL) LastIndex() (uint64, error) {
 }
 
 // GetLog reads the entry at index into log, or returns raft.ErrLogNotFound
-// (unwrapped). The record is read with pread and its CRC and index checked; the
-// entry's byte slices are owned by the caller.
+// (unwrapped). A recent entry comes from memory; others are read with pread and
+// their CRC and index checked. The entry's byte slices must not be modified: a
+// recent entry's are shared (see "Reads" in RaftWAL).
 func (w *RaftWAL) GetLog(index uint64, log *raft.Log) error {
 	w.mu.RLock()
 	if w.closed {
@@ -519,6 +551,11 @@ func (w *RaftWAL) GetLog(index uint64, log *raft.Log) error {
 	if w.last == 0 || index < w.first || index > w.last {
 		w.mu.RUnlock()
 		return raft.ErrLogNotFound
+	}
+	if w.recentFirst != 0 && index >= w.recentFirst && index <= w.recentLast {
+		*log = w.recent[index%uint64(len(w.recent))]
+		w.mu.RUnlock()
+		return nil
 	}
 	loc := w.locs[index-w.first]
 	rec := make([]byte, loc.n)
@@ -648,6 +685,9 @@ func (w *RaftWAL) walStoreLogs(logs []*raft.Log) error {
 	}
 	w.locs = append(w.locs, pend...)
 	w.last = k + uint64(len(logs)) - 1
+	for _, l := range logs {
+		w.walRecentAdd(l)
+	}
 	w.mu.Unlock()
 	seg.size += int64(len(buf))
 	return nil
@@ -696,6 +736,9 @@ func (w *RaftWAL) walDeletePrefix(first uint64) error {
 	w.mu.Lock()
 	w.locs = slices.Clone(w.locs[first-w.first:])
 	w.first = first
+	for w.recentFirst != 0 && w.recentFirst < first {
+		w.walRecentDropOldest()
+	}
 	var drop []*walSegment
 	for len(w.segs) > 1 && w.segs[1].base <= first {
 		drop = append(drop, w.segs[0])
@@ -723,6 +766,9 @@ func (w *RaftWAL) walTruncateFrom(index uint64) error {
 	clear(w.locs[i:])
 	w.locs = w.locs[:i]
 	w.last = index - 1
+	for w.recentLast >= index {
+		w.walRecentDropNewest()
+	}
 	clear(w.segs[si+1:])
 	w.segs = w.segs[:si+1]
 	w.mu.Unlock()
@@ -753,6 +799,9 @@ func (w *RaftWAL) walDeleteAll() error {
 	w.mu.Lock()
 	drop := w.segs
 	w.segs, w.locs, w.first, w.last = nil, nil, 0, 0
+	for w.recentFirst != 0 {
+		w.walRecentDropOldest()
+	}
 	w.mu.Unlock()
 	return w.walRemoveSegments(drop, false)
 }
@@ -970,6 +1019,67 @@ func walFdatasync(f *os.File) error {
 		return err
 	}
 	return serr
+}
+
+// walRecentAdd keeps l, just published, in memory (see "Reads" in RaftWAL),
+// dropping the oldest entries to stay within the bounds; mu held.
+func (w *RaftWAL) walRecentAdd(l *raft.Log) {
+	size := len(l.Data) + len(l.Extensions)
+	if (w.recentFirst != 0 && l.Index != w.recentLast+1) || size > w.recentBytes {
+		// Not a continuation (never expected), or too large to keep: what is
+		// kept must stay a contiguous suffix of the log.
+		for w.recentFirst != 0 {
+			w.walRecentDropOldest()
+		}
+		if size > w.recentBytes {
+			return
+		}
+	}
+	if w.recent == nil {
+		w.recent = make([]raft.Log, w.recentEntries)
+	}
+	for w.recentFirst != 0 && (w.recentLast-w.recentFirst+1 >= uint64(len(w.recent)) || w.recentSize+size > w.recentBytes) {
+		w.walRecentDropOldest()
+	}
+	e := *l
+	if e.Data != nil {
+		e.Data = e.Data[:len(e.Data):len(e.Data)]
+	}
+	if e.Extensions != nil {
+		e.Extensions = e.Extensions[:len(e.Extensions):len(e.Extensions)]
+	}
+	w.recent[l.Index%uint64(len(w.recent))] = e
+	w.recentSize += size
+	if w.recentFirst == 0 {
+		w.recentFirst = l.Index
+	}
+	w.recentLast = l.Index
+}
+
+// walRecentDropOldest forgets the oldest entry kept in memory; mu held, some kept.
+func (w *RaftWAL) walRecentDropOldest() {
+	w.walRecentForget(w.recentFirst)
+	if w.recentFirst == w.recentLast {
+		w.recentFirst, w.recentLast = 0, 0
+		return
+	}
+	w.recentFirst++
+}
+
+// walRecentDropNewest forgets the newest entry kept in memory; mu held, some kept.
+func (w *RaftWAL) walRecentDropNewest() {
+	w.walRecentForget(w.recentLast)
+	if w.recentFirst == w.recentLast {
+		w.recentFirst, w.recentLast = 0, 0
+		return
+	}
+	w.recentLast--
+}
+
+func (w *RaftWAL) walRecentForget(index uint64) {
+	e := &w.recent[index%uint64(len(w.recent))]
+	w.recentSize -= len(e.Data) + len(e.Extensions)
+	*e = raft.Log{} // release its slices
 }
 
 // walChecksum is the CRC-32C of a record's length bytes and payload.

@@ -343,31 +343,136 @@ func TestRaftWAL_FieldRoundTrip(t *testing.T) {
 	}
 }
 
-// GetLog hands out memory of its own: neither the caller's slices nor a later
-// GetLog alias the store or each other.
-func TestRaftWAL_GetLogCopies(t *testing.T) {
+// GetLog serves the newest entries from memory: the very slices StoreLogs was
+// given, capacity-limited, so appending to them copies. Older entries (here:
+// after a reopen) are read from disk into memory of their own, which neither
+// aliases the store nor another GetLog.
+func TestRaftWAL_GetLogSharing(t *testing.T) {
 	w := walOpenTest(t, t.TempDir())
-	in := &raft.Log{Index: 1, Term: 1, Data: []byte("abc"), Extensions: []byte("ext")}
+	in := &raft.Log{Index: 1, Term: 1, Data: append(make([]byte, 0, 64), "abc"...), Extensions: []byte("ext")}
 	if err := w.StoreLog(in); err != nil {
 		t.Fatal(err)
 	}
-	in.Data[0] = 'X'
 	var a raft.Log
 	if err := w.GetLog(1, &a); err != nil {
 		t.Fatal(err)
 	}
-	a.Data[1] = 'Y'
-	a.Data = append(a.Data, "more"...) // capacity-limited: must not run into Extensions
-	if string(a.Extensions) != "ext" {
-		t.Errorf("appending to Data changed Extensions to %q", a.Extensions)
+	if &a.Data[0] != &in.Data[0] || &a.Extensions[0] != &in.Extensions[0] {
+		t.Error("a recent entry was not served from memory")
 	}
-	a.Extensions[0] = 'Z'
-	var b raft.Log
+	if cap(a.Data) != len(a.Data) || cap(a.Extensions) != len(a.Extensions) {
+		t.Errorf("recent entry's slices have capacity %d/%d beyond their length %d/%d", cap(a.Data), cap(a.Extensions), len(a.Data), len(a.Extensions))
+	}
+	_ = append(a.Data, "more"...)
+	if string(in.Data[:4]) == "abcm" {
+		t.Error("appending to a recent entry's Data wrote into the stored entry's spare capacity")
+	}
+
+	w = walReopenTest(t, w)
+	var b, c raft.Log
 	if err := w.GetLog(1, &b); err != nil {
 		t.Fatal(err)
 	}
-	if string(b.Data) != "abc" || string(b.Extensions) != "ext" {
-		t.Errorf("GetLog after caller edits = %q/%q, want abc/ext", b.Data, b.Extensions)
+	b.Data[1] = 'Y'
+	b.Data = append(b.Data, "more"...) // capacity-limited: must not run into Extensions
+	if string(b.Extensions) != "ext" {
+		t.Errorf("appending to Data changed Extensions to %q", b.Extensions)
+	}
+	b.Extensions[0] = 'Z'
+	if err := w.GetLog(1, &c); err != nil {
+		t.Fatal(err)
+	}
+	if string(c.Data) != "abc" || string(c.Extensions) != "ext" {
+		t.Errorf("GetLog from disk after caller edits = %q/%q, want abc/ext", c.Data, c.Extensions)
+	}
+}
+
+// TestRaftWAL_RecentModel runs random stores and deletes against a store that
+// keeps few entries in memory and checks, after each, every index against a
+// model, the memory bounds, and at the end that a reopened store (reading
+// from disk) agrees.
+func TestRaftWAL_RecentModel(t *testing.T) {
+	for seed := uint64(1); seed <= 4; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 0))
+			w := walOpenTest(t, t.TempDir())
+			w.segmentSize = 2 << 10
+			w.recentEntries, w.recentBytes = 8, 600
+			var model []*raft.Log // model[i] has index first+i
+			var first uint64
+			entry := func(i uint64) *raft.Log {
+				l := testRaftLog(i)
+				l.Term = rng.Uint64N(1 << 20)
+				l.Data = bytes.Repeat([]byte{byte(rng.Uint32())}, rng.IntN(250))
+				if rng.IntN(50) == 0 {
+					l.Data = make([]byte, 700) // larger than all of memory
+				}
+				return l
+			}
+			last := func() uint64 { return first + uint64(len(model)) - 1 }
+			for op := 0; op < 400; op++ {
+				switch r := rng.IntN(20); {
+				case r < 14 || len(model) == 0: // append a batch
+					k := uint64(1)
+					if len(model) > 0 {
+						k = last() + 1
+					} else if first != 0 {
+						k = first
+					}
+					var batch []*raft.Log
+					for i := range 1 + rng.IntN(5) {
+						batch = append(batch, entry(k+uint64(i)))
+					}
+					if err := w.StoreLogs(batch); err != nil {
+						t.Fatal(err)
+					}
+					if len(model) == 0 {
+						first = k
+					}
+					model = append(model, batch...)
+				case r < 16: // overwrite a suffix by storing inside the log
+					k := first + uint64(rng.IntN(len(model)))
+					batch := []*raft.Log{entry(k), entry(k + 1)}
+					if err := w.StoreLogs(batch); err != nil {
+						t.Fatal(err)
+					}
+					model = append(model[:k-first], batch...)
+				case r < 18: // delete a suffix, as a follower with conflicting entries does
+					k := first + uint64(rng.IntN(len(model)))
+					if err := w.DeleteRange(k, last()); err != nil {
+						t.Fatal(err)
+					}
+					model = model[:k-first]
+				case r < 19: // delete a prefix (compaction)
+					k := first + uint64(rng.IntN(len(model)))
+					if err := w.DeleteRange(first, k); err != nil {
+						t.Fatal(err)
+					}
+					model = model[k-first+1:]
+					first = k + 1
+				default: // delete everything
+					if err := w.DeleteRange(first, last()); err != nil {
+						t.Fatal(err)
+					}
+					first, model = last()+1, nil
+				}
+				if len(model) == 0 {
+					walCheckAbsent(t, w, first, first+1)
+				} else {
+					walCheckBounds(t, w, first, last())
+					walCheckLogs(t, w, first, last(), func(i uint64) *raft.Log { return model[i-first] })
+					walCheckAbsent(t, w, last()+1)
+				}
+				if n := w.recentLast - w.recentFirst; w.recentFirst != 0 && (int(n) >= w.recentEntries || w.recentSize > w.recentBytes ||
+					w.recentFirst < first || w.recentLast != last()) {
+					t.Fatalf("op %d: memory holds %d..%d (%d bytes) of log %d..%d", op, w.recentFirst, w.recentLast, w.recentSize, first, last())
+				}
+			}
+			if len(model) > 0 {
+				w = walReopenTest(t, w)
+				walCheckLogs(t, w, first, last(), func(i uint64) *raft.Log { return model[i-first] })
+			}
+		})
 	}
 }
 
@@ -1395,6 +1500,7 @@ func TestRaftWAL_InterruptedDelete(t *testing.T) {
 func TestRaftWAL_GetLogCorrupt(t *testing.T) {
 	dir := t.TempDir()
 	w := walOpenTest(t, dir)
+	w.recentEntries = 1 // only entry 3 is served from memory
 	walStoreTest(t, w, 1, 3, 3)
 	path := walLastSegment(t, dir)
 	offs, lens := walRecordSpans(t, path)

@@ -109,10 +109,13 @@ func openStateFile(path string, opts StateOptions) (*bbolt.DB, error) {
 // Path is the database file.
 func (s *StateDB) Path() string { return s.path }
 
-// Close flushes and closes the database.
+// Close writes the freelist (persistFreelist: the next Open need not walk the
+// file), flushes and closes the database. Failing to write the freelist only
+// costs the next Open its walk: it is not an error of Close.
 func (s *StateDB) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	_ = persistFreelist(s.db)
 	return errors.Join(s.db.Sync(), s.db.Close())
 }
 

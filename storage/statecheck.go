@@ -35,31 +35,46 @@ var ErrStateDamaged = errors.New("state database damaged")
 // page reached twice, bucket values long enough to hold a bucket header, inline
 // buckets within their value. Event and record bytes (values) are not judged.
 //
+// A synced freelist must list no page twice and no page of the tree.
+//
 // The cost is that of bbolt's own walk at Open (the same pages, already in the
-// page cache for the Open that follows). A 0-byte file passes: bbolt initialises
+// page cache for the Open that follows); CheckStateFileQuick is the check for
+// a file whose Open does not walk. A 0-byte file passes: bbolt initialises
 // it. Errors wrap ErrStateDamaged, except those of reading the file.
 func CheckStateFile(path string) error {
+	_, err := checkStateFile(path, false)
+	return err
+}
+
+// checkStateFile maps the file and checks it: everything (quick false), or
+// what bbolt's Open reads (quick true, CheckStateFileQuick). It reports
+// whether it walked every bucket.
+func checkStateFile(path string, quick bool) (deep bool, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return err
+		return false, err
 	}
 	if fi.Size() == 0 {
-		return nil
+		return false, nil
 	}
-	data, err := unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
+	flags := unix.MAP_SHARED
+	if !quick {
+		flags |= unix.MAP_POPULATE // every page is read: one sequential read-ahead
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, flags)
 	if err != nil {
-		return fmt.Errorf("map %s: %w", path, err)
+		return false, fmt.Errorf("map %s: %w", path, err)
 	}
 	defer unix.Munmap(data)
-	if err := checkStateBytes(data); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+	if deep, err = checkState(data, quick); err != nil {
+		return deep, fmt.Errorf("%s: %w", path, err)
 	}
-	return nil
+	return deep, nil
 }
 
 // bbolt's on-disk layout (go.etcd.io/bbolt/internal/common), in native byte
@@ -119,9 +134,15 @@ func parseBoltMeta(b []byte) (boltMeta, error) {
 		pgid: ne.Uint64(m[40:]), txid: ne.Uint64(m[48:])}, nil
 }
 
-// checkStateBytes is CheckStateFile over the file's bytes. A fault while reading
+// checkStateBytes is CheckStateFile over the file's bytes.
+func checkStateBytes(data []byte) error {
+	_, err := checkState(data, false)
+	return err
+}
+
+// checkState is checkStateFile over the file's bytes. A fault while reading
 // them (the file shrank under the mapping) is an error, not a crash.
-func checkStateBytes(data []byte) (err error) {
+func checkState(data []byte, quick bool) (deep bool, err error) {
 	old := debug.SetPanicOnFault(true)
 	defer func() {
 		debug.SetPanicOnFault(old)
@@ -130,7 +151,7 @@ func checkStateBytes(data []byte) (err error) {
 		}
 	}()
 	if len(data) < 2*boltMinPageSize {
-		return fmt.Errorf("%d bytes, shorter than two pages: %w", len(data), ErrStateDamaged)
+		return false, fmt.Errorf("%d bytes, shorter than two pages: %w", len(data), ErrStateDamaged)
 	}
 	// The page size comes from the first meta that validates (bbolt's
 	// getPageSize: page 0, then page 1 at every power of two from 1 KiB).
@@ -149,20 +170,20 @@ func checkStateBytes(data []byte) (err error) {
 		}
 	}
 	if pageSize == 0 {
-		return fmt.Errorf("neither meta page is valid: %w", ErrStateDamaged)
+		return false, fmt.Errorf("neither meta page is valid: %w", ErrStateDamaged)
 	}
 	if pageSize < boltMinPageSize || pageSize > boltMaxPageSize || pageSize&(pageSize-1) != 0 {
-		return fmt.Errorf("page size %d: %w", pageSize, ErrStateDamaged)
+		return false, fmt.Errorf("page size %d: %w", pageSize, ErrStateDamaged)
 	}
 	if len(data) < 2*pageSize {
-		return fmt.Errorf("%d bytes, shorter than two %d-byte pages: %w", len(data), pageSize, ErrStateDamaged)
+		return false, fmt.Errorf("%d bytes, shorter than two %d-byte pages: %w", len(data), pageSize, ErrStateDamaged)
 	}
 	m0, err0 := parseBoltMeta(data[:pageSize])
 	m1, err1 := parseBoltMeta(data[pageSize : 2*pageSize])
 	var meta boltMeta
 	switch {
 	case err0 != nil && err1 != nil:
-		return fmt.Errorf("meta page 0: %v; meta page 1: %v: %w", err0, err1, ErrStateDamaged)
+		return false, fmt.Errorf("meta page 0: %v; meta page 1: %v: %w", err0, err1, ErrStateDamaged)
 	case err0 != nil:
 		meta = m1
 	case err1 != nil:
@@ -177,39 +198,64 @@ func checkStateBytes(data []byte) (err error) {
 	for id := range 2 {
 		hdr := data[id*pageSize:]
 		if got, flags := ne.Uint64(hdr), ne.Uint16(hdr[8:]); got != uint64(id) || flags != boltMetaPage {
-			return fmt.Errorf("meta page %d: header says page %d, type flags %#x: %w", id, got, flags, ErrStateDamaged)
+			return false, fmt.Errorf("meta page %d: header says page %d, type flags %#x: %w", id, got, flags, ErrStateDamaged)
 		}
 	}
 	if meta.pgid < 3 {
-		return fmt.Errorf("meta (txid %d): high-water mark %d: %w", meta.txid, meta.pgid, ErrStateDamaged)
+		return false, fmt.Errorf("meta (txid %d): high-water mark %d: %w", meta.txid, meta.pgid, ErrStateDamaged)
 	}
 	// Every page reached lies inside the file (checked in page), so the
 	// bitmap needs a bit per page of the file, whatever the meta claims.
 	filePages := uint64(len(data) / pageSize)
 	c := &boltChecker{data: data, pageSize: pageSize, pgid: meta.pgid, seen: make([]uint64, filePages/64+1)}
+	if quick && meta.freelist != boltNoFreelist {
+		if err := c.checkOpenReads(meta); err != nil {
+			return false, fmt.Errorf("meta (txid %d): %w", meta.txid, err)
+		}
+		return false, nil
+	}
 	if meta.freelist != boltNoFreelist {
 		if err := c.checkFreelist(meta.freelist); err != nil {
-			return fmt.Errorf("meta (txid %d): %w", meta.txid, err)
+			return true, fmt.Errorf("meta (txid %d): %w", meta.txid, err)
 		}
 	}
 	if err := c.checkBucket(meta.root, nil, nil); err != nil {
-		return fmt.Errorf("meta (txid %d): %w", meta.txid, err)
+		return true, fmt.Errorf("meta (txid %d): %w", meta.txid, err)
 	}
-	return nil
+	if meta.freelist != boltNoFreelist {
+		// Every reachable page is marked now: none may be listed free.
+		if err := c.checkFreeIDs(meta.freelist); err != nil {
+			return true, fmt.Errorf("meta (txid %d): %w", meta.txid, err)
+		}
+	}
+	return true, nil
 }
 
 // boltChecker walks one file's pages.
 type boltChecker struct {
 	data     []byte
 	pageSize int
-	pgid     uint64       // the meta's high-water mark: every page id is below it
-	seen     []uint64     // bitmap of the page ids reached
-	bufs     [][]boltElem // element buffers by recursion depth
+	pgid     uint64          // the meta's high-water mark: every page id is below it
+	seen     []uint64        // bitmap of the page ids reached
+	bufs     [][]boltElem    // element buffers by recursion depth
+	done     <-chan struct{} // closed: stop (CheckPages); nil: never
+	reached  int             // pages reached, for polling done
+	trim     bool            // unmap what was read now and then (CheckPages)
 }
 
 // page returns the bytes of page id (with its overflow) after checking its
 // position and header; want is the page type(s) it must have.
 func (c *boltChecker) page(id uint64, want uint16) ([]byte, error) {
+	if c.reached++; c.done != nil && c.reached%1024 == 1 {
+		select {
+		case <-c.done:
+			return nil, errCheckStopped
+		default:
+		}
+	}
+	if c.trim && c.reached%trimPages == 0 {
+		c.unmapRead()
+	}
 	if id < 2 || id >= c.pgid {
 		return nil, fmt.Errorf("page id %d outside 2..%d: %w", id, c.pgid-1, ErrStateDamaged)
 	}

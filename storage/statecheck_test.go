@@ -13,9 +13,9 @@ import (
 	"go.etcd.io/bbolt"
 )
 
-// stateCheckFixture writes a real state database (OpenState's options, so an
-// unsynced freelist) with nested buckets, inline buckets and enough keys for
-// branch pages, closes it and returns its path and bytes.
+// stateCheckFixture writes a real state database (OpenState's options) with
+// nested buckets, inline buckets and enough keys for branch pages, closes it
+// (Close writes the freelist) and returns its path and bytes.
 func stateCheckFixture(t testing.TB, dir string, sessions, events int) (string, []byte) {
 	t.Helper()
 	path := filepath.Join(dir, "state.db")

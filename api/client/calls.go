@@ -46,7 +46,8 @@ func (c *Client) Append(ctx context.Context, req *sessionpb.AppendRequest) (*ses
 }
 
 // Load returns the balanced view, committing the crash repair of a cold
-// session.
+// session. A view too large for one message is read with LoadStream (same
+// request id), so Load serves a session of any size.
 // With an empty req.RequestId the call uses a fresh id (req is not modified).
 func (c *Client) Load(ctx context.Context, req *sessionpb.LoadRequest) (*sessionpb.SessionView, error) {
 	req = withRequestID(req)
@@ -55,21 +56,29 @@ func (c *Client) Load(ctx context.Context, req *sessionpb.LoadRequest) (*session
 		resp, err = c.rpc.Load(ctx, req)
 		return err
 	})
+	if viewTooLarge(err) {
+		return c.LoadStream(ctx, req)
+	}
 	return resp, err
 }
 
-// Inspect returns the view without committing anything.
+// Inspect returns the view without committing anything. A view too large
+// for one message is read with InspectStream.
 func (c *Client) Inspect(ctx context.Context, req *sessionpb.InspectRequest) (*sessionpb.SessionView, error) {
 	var resp *sessionpb.SessionView
 	err := c.do(ctx, read, func(ctx context.Context) (err error) {
 		resp, err = c.rpc.Inspect(ctx, req)
 		return err
 	})
+	if viewTooLarge(err) {
+		return c.InspectStream(ctx, req)
+	}
 	return resp, err
 }
 
 // Prepare takes ownership of a session: it commits the repair, bumps the epoch
-// and grants a lease.
+// and grants a lease. A view too large for one message is read with
+// PrepareStream (same request id).
 // With an empty req.RequestId the call uses a fresh id (req is not modified).
 func (c *Client) Prepare(ctx context.Context, req *sessionpb.PrepareRequest) (*sessionpb.SessionView, *sessionpb.Lease, error) {
 	req = withRequestID(req)
@@ -78,6 +87,9 @@ func (c *Client) Prepare(ctx context.Context, req *sessionpb.PrepareRequest) (*s
 		resp, err = c.rpc.Prepare(ctx, req)
 		return err
 	})
+	if viewTooLarge(err) {
+		return c.PrepareStream(ctx, req)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

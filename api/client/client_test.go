@@ -842,3 +842,90 @@ func TestExitPlanValidationIsARead(t *testing.T) {
 		t.Fatalf("requests %v", reqs)
 	}
 }
+
+// TestUnaryViewsFallBackToStreams: Load, Inspect and Prepare of a view too
+// large for one message (TOO_LARGE, or gRPC's RESOURCE_EXHAUSTED without an
+// ErrorInfo) return the whole view read with the stream form, sending the
+// unary call's request (same request id); other refusals, QUOTA_EXCEEDED
+// included, are returned as they are.
+func TestUnaryViewsFallBackToStreams(t *testing.T) {
+	type result struct {
+		view  *sessionpb.SessionView
+		lease *sessionpb.Lease
+		err   error
+	}
+	calls := []struct {
+		unary, stream string
+		call          func(*Client) result
+		requestID     func(proto.Message) string
+	}{
+		{"Load", "LoadStream", func(c *Client) result {
+			v, err := c.Load(ctxT(t), &sessionpb.LoadRequest{SessionId: "s"})
+			return result{view: v, err: err}
+		}, func(m proto.Message) string { return m.(*sessionpb.LoadRequest).GetRequestId() }},
+		{"Inspect", "InspectStream", func(c *Client) result {
+			v, err := c.Inspect(ctxT(t), &sessionpb.InspectRequest{SessionId: "s"})
+			return result{view: v, err: err}
+		}, nil},
+		{"Prepare", "PrepareStream", func(c *Client) result {
+			v, l, err := c.Prepare(ctxT(t), &sessionpb.PrepareRequest{SessionId: "s", Owner: "o", TtlMs: 1000})
+			return result{view: v, lease: l, err: err}
+		}, func(m proto.Message) string { return m.(*sessionpb.PrepareRequest).GetRequestId() }},
+	}
+	for _, c := range calls {
+		for _, e := range []struct {
+			name     string
+			err      func() error
+			fallback bool
+			reason   sessionstore.Reason // of the error returned without fallback
+		}{
+			{"TOO_LARGE", func() error {
+				return infoErr(t, codes.ResourceExhausted, sessionstore.ReasonTooLarge, "view is 24000000 bytes; use the stream form")
+			}, true, ""},
+			{"RESOURCE_EXHAUSTED without ErrorInfo", func() error {
+				return status.Error(codes.ResourceExhausted, "grpc: received message larger than max (24000000 vs. 16777216)")
+			}, true, ""},
+			{"QUOTA_EXCEEDED", func() error {
+				return infoErr(t, codes.ResourceExhausted, sessionstore.ReasonQuotaExceeded, "too many read streams")
+			}, false, sessionstore.ReasonQuotaExceeded},
+			{"NOT_FOUND", func() error {
+				return infoErr(t, codes.NotFound, sessionstore.ReasonNotFound, `session "s" not found`)
+			}, false, sessionstore.ReasonNotFound},
+		} {
+			t.Run(c.unary+"/"+e.name, func(t *testing.T) {
+				h := start(t)
+				h.fake.viewParts = viewParts()
+				h.fake.fail(c.unary, e.err())
+				got := c.call(h.c)
+				if !e.fallback {
+					var se *sessionstore.Error
+					if !errors.As(got.err, &se) || se.Reason != e.reason {
+						t.Fatalf("%s: %v, want %s", c.unary, got.err, e.reason)
+					}
+					if n := h.fake.callCount(c.stream); n != 0 {
+						t.Fatalf("%s called %s %d times after %s", c.unary, c.stream, n, e.name)
+					}
+					return
+				}
+				if got.err != nil {
+					t.Fatalf("%s after %s: %v, want the view of %s", c.unary, e.name, got.err, c.stream)
+				}
+				if len(got.view.GetEvents()) != 5 || got.view.GetRevision() != "rev" {
+					t.Fatalf("%s after %s: view %v, want the 5 events of %s", c.unary, e.name, got.view, c.stream)
+				}
+				if c.unary == "Prepare" && got.lease.GetEpoch() != 4 {
+					t.Fatalf("Prepare after %s: lease %v, want the stream's", e.name, got.lease)
+				}
+				if n := h.fake.callCount(c.stream); n != 1 {
+					t.Fatalf("%s calls = %d, want 1", c.stream, n)
+				}
+				if c.requestID != nil {
+					first, again := c.requestID(h.fake.requests(c.unary)[0]), c.requestID(h.fake.requests(c.stream)[0])
+					if first == "" || first != again {
+						t.Fatalf("request id %q on %s, %q on %s: want the same", first, c.unary, again, c.stream)
+					}
+				}
+			})
+		}
+	}
+}

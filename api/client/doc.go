@@ -7,7 +7,10 @@
 // Every method takes the rpc's request message from package sessionpb and
 // returns the response with the stream forms assembled: LoadStream,
 // InspectStream and PrepareStream return the whole SessionView, ReadFrom and
-// ReadRaw collect every part, Watch returns a receive function.
+// ReadRaw collect every part, Watch returns a receive function. Load, Inspect
+// and Prepare serve a session of any size: a view too large for one message
+// (TOO_LARGE, which the server answers before committing anything) is read
+// again with the stream form, with the same request.
 //
 // # Errors
 //

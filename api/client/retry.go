@@ -93,6 +93,20 @@ func retryable(ctx context.Context, p policy, err error) bool {
 	}
 }
 
+// viewTooLarge reports whether a unary view (Load, Inspect, Prepare) failed
+// because it does not fit in one message, so that its stream form serves it:
+// the server's TOO_LARGE, which it answers before committing a repair or
+// granting a lease, or gRPC's own RESOURCE_EXHAUSTED without an ErrorInfo,
+// a message above this client's receive limit (the server's other
+// RESOURCE_EXHAUSTED answers carry QUOTA_EXCEEDED). A TOO_LARGE request
+// field fails the stream form the same way, one call later.
+func viewTooLarge(err error) bool {
+	if reason, _, ok := errorInfo(err); ok {
+		return reason == sessionstore.ReasonTooLarge
+	}
+	return status.Code(err) == codes.ResourceExhausted
+}
+
 // do runs call until it succeeds, fails definitely, or the attempts or ctx
 // run out; it returns the last attempt's error converted by FromStatus.
 func (c *Client) do(ctx context.Context, p policy, call func(ctx context.Context) error) error {

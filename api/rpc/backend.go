@@ -18,10 +18,12 @@ type Backend interface {
 	Create(ctx context.Context, h sessionstore.Header, requestID string) error
 	Append(ctx context.Context, id string, events [][]byte, epoch uint64, expectedRevision string) (sessionstore.AppendResult, error)
 	// The views are sent in parts: the metadata with the first events, then
-	// events only (the unary forms collect them).
-	LoadStream(ctx context.Context, id, requestID string, send func(sessionstore.View) error) error
-	InspectStream(ctx context.Context, id string, c sessionstore.Consistency, send func(sessionstore.View) error) error
-	PrepareStream(ctx context.Context, id, owner string, ttl time.Duration, requestID string, send func(sessionstore.View) error) error
+	// events only. The unary forms collect them under a limit: a view above
+	// it fails TOO_LARGE before any repair or lease is committed (and before
+	// its events are read where the session record tells their size).
+	LoadStream(ctx context.Context, id, requestID string, limit sessionstore.ViewLimit, send func(sessionstore.View) error) error
+	InspectStream(ctx context.Context, id string, c sessionstore.Consistency, limit sessionstore.ViewLimit, send func(sessionstore.View) error) error
+	PrepareStream(ctx context.Context, id, owner string, ttl time.Duration, requestID string, limit sessionstore.ViewLimit, send func(sessionstore.View) error) error
 	KeepAlive(ctx context.Context, l sessionstore.Lease, requestID string) (sessionstore.Lease, error)
 	Release(ctx context.Context, id string, epoch uint64, requestID string) error
 	Delete(ctx context.Context, id, expectedRevision, requestID string) (revision string, err error)

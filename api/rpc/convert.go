@@ -39,20 +39,18 @@ func toStrings(events [][]byte) []string {
 	return out
 }
 
-// chunks splits events into runs of at most max bytes (a larger single event
-// travels alone).
 // chunks splits events into runs of at most max bytes on the wire (each
-// event's own framing counted, as in eventBytes); an event larger than max
-// travels alone.
+// event's own framing, sessionstore.EventFraming, counted); an event larger
+// than max travels alone.
 func chunks(events [][]byte, max int) [][][]byte {
 	var out [][][]byte
 	start, size := 0, 0
 	for i, e := range events {
-		if i > start && size+len(e)+8 > max {
+		if i > start && size+len(e)+sessionstore.EventFraming > max {
 			out = append(out, events[start:i])
 			start, size = i, 0
 		}
-		size += len(e) + 8
+		size += len(e) + sessionstore.EventFraming
 	}
 	if start < len(events) {
 		out = append(out, events[start:])
@@ -60,10 +58,11 @@ func chunks(events [][]byte, max int) [][][]byte {
 	return out
 }
 
-func eventBytes(events [][]byte) int {
-	n := 0
+// totalBytes is the size of events without their framing.
+func totalBytes(events [][]byte) int64 {
+	var n int64
 	for _, e := range events {
-		n += len(e) + 8
+		n += int64(len(e))
 	}
 	return n
 }

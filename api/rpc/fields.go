@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"fmt"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
@@ -89,9 +90,24 @@ var fieldLimits = map[string]fieldLimit{
 	"RemoveMemberRequest.node_id":          {bytes: MaxNodeIDBytes},
 }
 
+// fieldLimitsByName is fieldLimits by message name, then field name: looked
+// up with the descriptors' own names, so checking a request builds no string.
+var fieldLimitsByName = func() map[protoreflect.Name]map[protoreflect.Name]fieldLimit {
+	out := map[protoreflect.Name]map[protoreflect.Name]fieldLimit{}
+	for key, lim := range fieldLimits {
+		msg, field, _ := strings.Cut(key, ".")
+		if out[protoreflect.Name(msg)] == nil {
+			out[protoreflect.Name(msg)] = map[protoreflect.Name]fieldLimit{}
+		}
+		out[protoreflect.Name(msg)][protoreflect.Name(field)] = lim
+	}
+	return out
+}()
+
 // CheckFields refuses a request holding a field above its limit with
 // TOO_LARGE naming the field and the limit. It runs before a handler sees
-// the request, so nothing is proposed, forwarded or stored.
+// the request, so nothing is proposed, forwarded or stored. Field names are
+// only spelled out for the refusal: the check runs on every request.
 func CheckFields(req proto.Message) error {
 	return checkMessage(req.ProtoReflect(), "")
 }
@@ -99,37 +115,48 @@ func CheckFields(req proto.Message) error {
 func checkMessage(m protoreflect.Message, path string) error {
 	var err error
 	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		name := path + string(fd.Name())
-		lim := fieldLimits[string(fd.ContainingMessage().Name())+"."+string(fd.Name())]
+		lim := fieldLimitsByName[fd.ContainingMessage().Name()][fd.Name()]
+		nested := fd.Kind() == protoreflect.MessageKind || fd.Kind() == protoreflect.GroupKind
 		if !fd.IsList() {
-			err = checkValue(fd, v, name, lim)
+			err = checkValue(fd, v, path, -1, lim)
 			return err == nil
 		}
 		l := v.List()
 		if lim.count > 0 && l.Len() > lim.count {
-			err = sessionstore.Errorf(sessionstore.ReasonTooLarge, "request field %s holds %d entries; the limit is %d", name, l.Len(), lim.count)
+			err = sessionstore.Errorf(sessionstore.ReasonTooLarge, "request field %s holds %d entries; the limit is %d", path+string(fd.Name()), l.Len(), lim.count)
 			return false
 		}
+		if lim.bytes == 0 && !nested {
+			return true // no entry can be too large
+		}
 		for i := 0; i < l.Len() && err == nil; i++ {
-			err = checkValue(fd, l.Get(i), fmt.Sprintf("%s[%d]", name, i), lim)
+			err = checkValue(fd, l.Get(i), path, i, lim)
 		}
 		return err == nil
 	})
 	return err
 }
 
-func checkValue(fd protoreflect.FieldDescriptor, v protoreflect.Value, name string, lim fieldLimit) error {
+// checkValue checks v, the value of fd (entry i of it; -1: not a list) in the
+// message at path.
+func checkValue(fd protoreflect.FieldDescriptor, v protoreflect.Value, path string, i int, lim fieldLimit) error {
+	name := func() string {
+		if i < 0 {
+			return path + string(fd.Name())
+		}
+		return fmt.Sprintf("%s%s[%d]", path, fd.Name(), i)
+	}
+	n := 0
 	switch fd.Kind() {
 	case protoreflect.MessageKind, protoreflect.GroupKind:
-		return checkMessage(v.Message(), name+".")
+		return checkMessage(v.Message(), name()+".")
 	case protoreflect.StringKind:
-		if n := len(v.String()); lim.bytes > 0 && n > lim.bytes {
-			return sessionstore.Errorf(sessionstore.ReasonTooLarge, "request field %s is %d bytes; the limit is %d", name, n, lim.bytes)
-		}
+		n = len(v.String())
 	case protoreflect.BytesKind:
-		if n := len(v.Bytes()); lim.bytes > 0 && n > lim.bytes {
-			return sessionstore.Errorf(sessionstore.ReasonTooLarge, "request field %s is %d bytes; the limit is %d", name, n, lim.bytes)
-		}
+		n = len(v.Bytes())
+	}
+	if lim.bytes > 0 && n > lim.bytes {
+		return sessionstore.Errorf(sessionstore.ReasonTooLarge, "request field %s is %d bytes; the limit is %d", name(), n, lim.bytes)
 	}
 	return nil
 }

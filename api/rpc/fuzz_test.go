@@ -746,7 +746,9 @@ func (b fzBigBackend) Inspect(context.Context, string, sessionstore.Consistency)
 	return sessionstore.View{Header: b.header(), Events: b.events, Revision: "r1", NextSeq: int64(len(b.events))}, nil
 }
 
-func (b fzBigBackend) InspectStream(ctx context.Context, id string, c sessionstore.Consistency, send func(sessionstore.View) error) error {
+// InspectStream ignores the limit (as no backend should): the unary form's
+// own check answers.
+func (b fzBigBackend) InspectStream(ctx context.Context, id string, c sessionstore.Consistency, _ sessionstore.ViewLimit, send func(sessionstore.View) error) error {
 	v, _ := b.Inspect(ctx, id, c)
 	return send(v)
 }
@@ -799,13 +801,13 @@ func TestStreamsFitMessageLimit(t *testing.T) {
 	}
 	// The unary form, collected from the stream form, answers TOO_LARGE
 	// with the view's size (event bytes and their framing, 8 bytes each) and
-	// points to the stream form.
+	// names the stream form.
 	size := 0
 	for _, e := range events {
 		size += len(e) + 8
 	}
 	_, err := p.Inspect(context.Background(), &pb.InspectRequest{SessionId: "big"})
-	want := fmt.Sprintf("view is %d bytes, above the %d-byte message limit; use the stream form", size, limit)
+	want := fmt.Sprintf("view is %d bytes (%d events), above the %d-byte message limit; use the stream form InspectStream,", size, len(events), limit)
 	if st, _ := status.FromError(err); st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), want) || fzCheckErr(err) != nil {
 		t.Errorf("unary Inspect of a view above the message limit: %v, want TOO_LARGE %q", err, want)
 	}

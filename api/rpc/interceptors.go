@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -69,9 +71,10 @@ func requestIDFrom(ctx context.Context) string {
 }
 
 func withRequestID(ctx context.Context) (context.Context, string) {
-	md, _ := metadata.FromIncomingContext(ctx)
 	var id string
-	if v := md.Get(RequestIDKey); len(v) > 0 && len(v[0]) <= 128 {
+	// ValueFromIncomingContext copies only this key's values, where
+	// FromIncomingContext copies all of the metadata.
+	if v := metadata.ValueFromIncomingContext(ctx, RequestIDKey); len(v) > 0 && len(v[0]) <= 128 {
 		id = v[0]
 	} else {
 		var b [8]byte
@@ -83,6 +86,9 @@ func withRequestID(ctx context.Context) (context.Context, string) {
 
 // reasonOf is the ErrorInfo reason of a status error ("" if none).
 func reasonOf(err error) string {
+	if err == nil {
+		return ""
+	}
 	st, ok := status.FromError(err)
 	if !ok {
 		return ""
@@ -95,16 +101,56 @@ func reasonOf(err error) string {
 	return ""
 }
 
+// methodMetrics are one method's instruments, resolved once: WithLabelValues
+// hashes the label values and looks them up under a lock on every call.
+type methodMetrics struct {
+	latency prometheus.Observer
+	// ok counts the method's OK answers, the common case; resolved at the
+	// first one, so the series does not appear before (as before the cache).
+	ok atomic.Pointer[prometheus.Counter]
+}
+
+// methodCache resolves each method's instruments once.
+type methodCache struct {
+	m       *Metrics
+	methods sync.Map // full method name → *methodMetrics
+}
+
+func (c *methodCache) get(method string) *methodMetrics {
+	if mm, ok := c.methods.Load(method); ok {
+		return mm.(*methodMetrics)
+	}
+	mm, _ := c.methods.LoadOrStore(method, &methodMetrics{latency: c.m.Latency.WithLabelValues(method)})
+	return mm.(*methodMetrics)
+}
+
+// count adds one answer of method with code.
+func (c *methodCache) count(mm *methodMetrics, method string, code codes.Code) {
+	if code != codes.OK {
+		c.m.Requests.WithLabelValues(method, code.String()).Inc()
+		return
+	}
+	ok := mm.ok.Load()
+	if ok == nil {
+		ctr := c.m.Requests.WithLabelValues(method, code.String())
+		ok = &ctr
+		mm.ok.Store(ok)
+	}
+	(*ok).Inc()
+}
+
 // Interceptors returns the server options that assign request ids, recover
 // panics, refuse over-long request fields (CheckFields), log failures and
 // record metrics for every rpc; extra interceptors
 // (the guard) run inside them, so their refusals are logged and counted too.
 func Interceptors(logger *slog.Logger, m *Metrics, extra ...*Guard) []grpc.ServerOption {
 	logger = logger.With("component", "rpc")
-	done := func(method, reqID string, start time.Time, err error) {
+	cache := &methodCache{m: m}
+	done := func(ctx context.Context, method, reqID string, start time.Time, err error) {
 		code := status.Code(err)
-		m.Requests.WithLabelValues(method, code.String()).Inc()
-		m.Latency.WithLabelValues(method).Observe(time.Since(start).Seconds())
+		mm := cache.get(method)
+		cache.count(mm, method, code)
+		mm.latency.Observe(time.Since(start).Seconds())
 		switch reasonOf(err) {
 		case string(sessionstore.ReasonTooLarge):
 			m.Refused.WithLabelValues("too_large").Inc()
@@ -114,6 +160,9 @@ func Interceptors(logger *slog.Logger, m *Metrics, extra ...*Guard) []grpc.Serve
 		switch code {
 		case codes.OK, codes.NotFound, codes.AlreadyExists, codes.FailedPrecondition, codes.InvalidArgument, codes.Canceled,
 			codes.Unauthenticated, codes.PermissionDenied:
+			if !logger.Enabled(ctx, slog.LevelDebug) {
+				return // the arguments alone would cost allocations on every call
+			}
 			logger.Debug("rpc", "method", method, "code", code.String(), "dur", time.Since(start), "request_id", reqID)
 		default:
 			logger.Warn("rpc failed", "method", method, "code", code.String(), "err", err, "dur", time.Since(start), "request_id", reqID)
@@ -132,7 +181,7 @@ func Interceptors(logger *slog.Logger, m *Metrics, extra ...*Guard) []grpc.Serve
 			if r := recover(); r != nil {
 				err = recovered(info.FullMethod, reqID, r)
 			}
-			done(info.FullMethod, reqID, start, err)
+			done(ctx, info.FullMethod, reqID, start, err)
 		}()
 		if pm, ok := req.(proto.Message); ok {
 			if err := CheckFields(pm); err != nil {
@@ -149,7 +198,7 @@ func Interceptors(logger *slog.Logger, m *Metrics, extra ...*Guard) []grpc.Serve
 			if r := recover(); r != nil {
 				err = recovered(info.FullMethod, reqID, r)
 			}
-			done(info.FullMethod, reqID, start, err)
+			done(ctx, info.FullMethod, reqID, start, err)
 		}()
 		return h(srv, &ctxStream{ServerStream: checkedStream{ss}, ctx: ctx})
 	}

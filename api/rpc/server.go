@@ -20,7 +20,7 @@ const ChunkBytes = 1 << 20
 const rawMessageBytes = 256 << 10
 
 // messageMargin is kept free in every message for the header and framing.
-const messageMargin = 64 << 10
+const messageMargin = sessionstore.ViewMessageMargin
 
 // chunk is the event bytes of one streamed message: ChunkBytes, or less when
 // the node's message limit is near it.
@@ -36,8 +36,9 @@ type Persistence struct {
 	pb.UnimplementedSessionPersistenceServer
 	b Backend
 	// MaxMessageBytes is the gRPC message limit; unary views above it answer
-	// TOO_LARGE and point to the stream forms (they are served by the stream
-	// forms of the backend, collected up to this limit).
+	// TOO_LARGE and name their stream form (they are served by the stream
+	// forms of the backend under this limit, which refuse a larger view
+	// before committing anything, and collected).
 	MaxMessageBytes int
 	// WatchProgress is the interval of empty progress messages on Watch.
 	WatchProgress time.Duration
@@ -101,20 +102,29 @@ func viewToPB(v sessionstore.View) *pb.SessionView {
 		Repaired: v.Repaired, NextSeq: v.NextSeq}
 }
 
+// viewLimit is the bound of a unary view whose stream form is stream.
+func (p *Persistence) viewLimit(stream string) sessionstore.ViewLimit {
+	return sessionstore.ViewLimit{MessageBytes: p.MaxMessageBytes, Stream: stream}
+}
+
 // collectView gathers, for a unary answer, the view a stream form of the
-// backend sends in parts. Above the message limit it drops the events but
-// keeps counting them, and answers TOO_LARGE with the view's size: a view
-// too large for one message holds no more than the limit here.
-func (p *Persistence) collectView(id string, stream func(send func(sessionstore.View) error) error) (sessionstore.View, error) {
+// backend sends in parts under limit. The backend refuses a view above the
+// limit before it commits or reads anything; should one come all the same,
+// this drops its events but keeps counting them, and answers TOO_LARGE with
+// the view's size: a view too large for one message holds no more than the
+// limit here.
+func (p *Persistence) collectView(id string, limit sessionstore.ViewLimit, stream func(sessionstore.ViewLimit, func(sessionstore.View) error) error) (sessionstore.View, error) {
 	var v sessionstore.View
 	var events [][]byte
-	first, size := true, 0
-	err := stream(func(part sessionstore.View) error {
+	first := true
+	var count, size int64
+	err := stream(limit, func(part sessionstore.View) error {
 		if first {
 			v, first = part, false
 		}
-		size += eventBytes(part.Events)
-		if p.MaxMessageBytes > 0 && size > p.MaxMessageBytes-messageMargin {
+		count += int64(len(part.Events))
+		size += totalBytes(part.Events)
+		if !limit.Fits(sessionstore.ViewBytes(count, size)) {
 			events = nil
 			return nil
 		}
@@ -124,9 +134,8 @@ func (p *Persistence) collectView(id string, stream func(send func(sessionstore.
 	if err != nil {
 		return sessionstore.View{}, err
 	}
-	if p.MaxMessageBytes > 0 && size > p.MaxMessageBytes-messageMargin {
-		return sessionstore.View{}, sessionstore.Errorf(sessionstore.ReasonTooLarge,
-			"session %s view is %d bytes, above the %d-byte message limit; use the stream form", sessionstore.Quote(id), size, p.MaxMessageBytes)
+	if err := limit.Check(id, count, size); err != nil {
+		return sessionstore.View{}, err
 	}
 	v.Events = events
 	return v, nil
@@ -140,8 +149,8 @@ func (p *Persistence) Load(ctx context.Context, r *pb.LoadRequest) (*pb.SessionV
 	if readOnly(ctx) {
 		return p.Inspect(ctx, &pb.InspectRequest{SessionId: r.SessionId})
 	}
-	v, err := p.collectView(r.SessionId, func(send func(sessionstore.View) error) error {
-		return p.b.LoadStream(ctx, r.SessionId, r.RequestId, send)
+	v, err := p.collectView(r.SessionId, p.viewLimit("LoadStream"), func(limit sessionstore.ViewLimit, send func(sessionstore.View) error) error {
+		return p.b.LoadStream(ctx, r.SessionId, r.RequestId, limit, send)
 	})
 	if err != nil {
 		if nl := leaderOf(err); nl != nil {
@@ -154,8 +163,8 @@ func (p *Persistence) Load(ctx context.Context, r *pb.LoadRequest) (*pb.SessionV
 }
 
 func (p *Persistence) Inspect(ctx context.Context, r *pb.InspectRequest) (*pb.SessionView, error) {
-	v, err := p.collectView(r.SessionId, func(send func(sessionstore.View) error) error {
-		return p.b.InspectStream(ctx, r.SessionId, consistency(r.Consistency), send)
+	v, err := p.collectView(r.SessionId, p.viewLimit("InspectStream"), func(limit sessionstore.ViewLimit, send func(sessionstore.View) error) error {
+		return p.b.InspectStream(ctx, r.SessionId, consistency(r.Consistency), limit, send)
 	})
 	if err != nil {
 		if nl := leaderOf(err); nl != nil {
@@ -168,8 +177,8 @@ func (p *Persistence) Inspect(ctx context.Context, r *pb.InspectRequest) (*pb.Se
 }
 
 func (p *Persistence) Prepare(ctx context.Context, r *pb.PrepareRequest) (*pb.PrepareResponse, error) {
-	v, err := p.collectView(r.SessionId, func(send func(sessionstore.View) error) error {
-		return p.b.PrepareStream(ctx, r.SessionId, r.Owner, time.Duration(r.TtlMs)*time.Millisecond, r.RequestId, send)
+	v, err := p.collectView(r.SessionId, p.viewLimit("PrepareStream"), func(limit sessionstore.ViewLimit, send func(sessionstore.View) error) error {
+		return p.b.PrepareStream(ctx, r.SessionId, r.Owner, time.Duration(r.TtlMs)*time.Millisecond, r.RequestId, limit, send)
 	})
 	if err != nil {
 		if nl := leaderOf(err); nl != nil {
@@ -217,7 +226,7 @@ func (p *Persistence) LoadStream(r *pb.LoadRequest, s grpc.ServerStreamingServer
 	defer d.Close()
 	send := func(m *pb.SessionViewPart) error { return d.Send(m) }
 	view, notSent := viewSender(p.chunk(), send)
-	err := p.b.LoadStream(s.Context(), r.SessionId, r.RequestId, view)
+	err := p.b.LoadStream(s.Context(), r.SessionId, r.RequestId, sessionstore.ViewLimit{}, view)
 	if nl := leaderOf(err); nl != nil && *notSent {
 		return p.fwd.stream(s.Context(), nl, pb.SessionPersistence_LoadStream_FullMethodName, r,
 			func() proto.Message { return new(pb.SessionViewPart) },
@@ -231,7 +240,7 @@ func (p *Persistence) InspectStream(r *pb.InspectRequest, s grpc.ServerStreaming
 	defer d.Close()
 	send := func(m *pb.SessionViewPart) error { return d.Send(m) }
 	view, notSent := viewSender(p.chunk(), send)
-	err := p.b.InspectStream(s.Context(), r.SessionId, consistency(r.Consistency), view)
+	err := p.b.InspectStream(s.Context(), r.SessionId, consistency(r.Consistency), sessionstore.ViewLimit{}, view)
 	if nl := leaderOf(err); nl != nil && *notSent {
 		return p.fwd.stream(s.Context(), nl, pb.SessionPersistence_InspectStream_FullMethodName, r,
 			func() proto.Message { return new(pb.SessionViewPart) },
@@ -245,7 +254,7 @@ func (p *Persistence) PrepareStream(r *pb.PrepareRequest, s grpc.ServerStreaming
 	defer d.Close()
 	send := func(m *pb.SessionViewPart) error { return d.Send(m) }
 	view, notSent := viewSender(p.chunk(), send)
-	err := p.b.PrepareStream(s.Context(), r.SessionId, r.Owner, time.Duration(r.TtlMs)*time.Millisecond, r.RequestId, view)
+	err := p.b.PrepareStream(s.Context(), r.SessionId, r.Owner, time.Duration(r.TtlMs)*time.Millisecond, r.RequestId, sessionstore.ViewLimit{}, view)
 	if nl := leaderOf(err); nl != nil && *notSent {
 		return p.fwd.stream(s.Context(), nl, pb.SessionPersistence_PrepareStream_FullMethodName, r,
 			func() proto.Message { return new(pb.SessionViewPart) },

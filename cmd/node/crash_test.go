@@ -413,7 +413,9 @@ func TestCrash_IdleSnapshotDoesNotForceARestoreAtEveryStart(t *testing.T) {
 // crash loop), a branch page's child pointer sent past the end of the file (a
 // fault in bbolt's walk), both meta pages. Each time the node starts, moves the
 // file aside (bytes kept), rebuilds it from the latest snapshot and the Raft
-// log, and serves every acknowledged event.
+// log, and serves every acknowledged event. The node is stopped with SIGTERM
+// (a clean stop: the damage is a write to the file since), and once with
+// SIGKILL (an unclean stop: the start checks every page anyway).
 func TestCrash_DamagedStatePagesAreMovedAsideAndRebuilt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash test: builds, runs and kills the real binary")
@@ -438,30 +440,37 @@ func TestCrash_DamagedStatePagesAreMovedAsideAndRebuilt(t *testing.T) {
 	ps := os.Getpagesize()
 	const movedMsg = "state database is damaged or cannot be opened; moving it aside"
 
+	zeroLeaf := func(t *testing.T, b []byte, pages map[string][]int) {
+		leaf := pages["leaf"][len(pages["leaf"])/2]
+		clear(b[leaf*ps : (leaf+1)*ps])
+		t.Logf("zeroed leaf page %d", leaf)
+	}
 	cases := []struct {
 		name   string
 		damage func(t *testing.T, b []byte, pages map[string][]int)
+		kill   bool // stop with SIGKILL, not SIGTERM
 	}{
-		{"a leaf page zeroed", func(t *testing.T, b []byte, pages map[string][]int) {
-			leaf := pages["leaf"][len(pages["leaf"])/2]
-			clear(b[leaf*ps : (leaf+1)*ps])
-			t.Logf("zeroed leaf page %d", leaf)
-		}},
+		{"a leaf page zeroed", zeroLeaf, false},
+		{"a leaf page zeroed after SIGKILL", zeroLeaf, true},
 		{"a branch page's first child pointer past the end of the file", func(t *testing.T, b []byte, pages map[string][]int) {
 			br := pages["branch"][0]
 			b[br*ps+16+8+3] ^= 0x10 // child page id + 2^28
 			t.Logf("flipped a bit of branch page %d's first child id", br)
-		}},
+		}, false},
 		{"both meta pages flipped", func(t *testing.T, b []byte, pages map[string][]int) {
 			b[16+48] ^= 0x01 // txid
 			b[ps+16+48] ^= 0x01
-		}},
+		}, false},
 	}
 	for i, tc := range cases {
 		// More acknowledged writes after the snapshot, so the rebuild needs
 		// the log too.
 		crWriteLoad(t, c, ss, 10, seed+uint64(i)+1)
-		n.Term()
+		if tc.kill {
+			n.Kill()
+		} else {
+			n.Term()
+		}
 		pages := crStatePages(t, statePath)
 		if len(pages["branch"]) == 0 || len(pages["leaf"]) == 0 {
 			t.Fatalf("%s: the state database has no branch or no leaf page: %v", tc.name, pages)

@@ -78,6 +78,7 @@ func serveFlags(cfg *serveConfig, fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxBatchBytes, "max-batch-bytes", c.MaxBatchBytes, "largest accepted append batch in bytes")
 	fs.IntVar(&c.MaxBatchCount, "max-batch-events", c.MaxBatchCount, "most events in one append batch")
 	fs.IntVar(&c.InFlight, "raft-inflight", c.InFlight, "grouped Raft entries in flight at once (more: lower latency at low load; fewer: larger groups)")
+	fs.DurationVar(&c.MaxGroupWait, "raft-group-wait", c.MaxGroupWait, "longest a group of commands is held for more while other entries are in flight, when commands arrive fast enough to fill it (never for a lone writer; 0: never)")
 	fs.IntVar(&cfg.MaxMessageBytes, "max-message-bytes", cfg.MaxMessageBytes, "largest gRPC message, both directions")
 	fs.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "log format: text or json")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log level: debug, info, warn or error")
