@@ -156,9 +156,6 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 			return fmt.Errorf("%d sessions: %w", n, err)
 		}
 		results = append(results, r)
-		if !cfg.keep && cfg.workDir == "" {
-			_ = os.RemoveAll(dir)
-		}
 	}
 	printTable(stdout, cfg, results)
 	return nil
