@@ -114,16 +114,16 @@ type result struct {
 	fillDur                     time.Duration
 	fillCPU                     float64 // µs of server CPU per event, fill start to settled
 	afterFill, afterSnap        dirSizes
-	rss, rssRestart             int64
+	rss, rssRestart             memory
 	stopDur, restartDur         time.Duration
 	restartDur2                 time.Duration // after the snapshot
 	snap                        snapshotLine
-	snapRSS                     int64
+	snapRSS                     memory
 	catchApplied, catchArtifact time.Duration
 	catchRestore                time.Duration // the joiner's "restored state from snapshot" dur; 0: replayed the log
 	joinFiles, leaderFiles      int
 	joinSizes                   dirSizes
-	joinRSS                     int64
+	joinRSS                     memory
 	long                        appendCost
 }
 

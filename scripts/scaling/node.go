@@ -149,9 +149,9 @@ func (n *node) cpu() uint64 {
 	return ns
 }
 
-func (n *node) rss() int64 {
-	b, _ := rssBytes(n.p.pid())
-	return b
+func (n *node) rss() memory {
+	m, _ := memoryOf(n.p.pid())
+	return m
 }
 
 // waitLog waits until the current start's log holds a line containing s.

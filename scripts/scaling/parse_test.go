@@ -61,12 +61,15 @@ func TestFindSnapshotLine(t *testing.T) {
 }
 
 func TestParseProcFiles(t *testing.T) {
-	if got, err := parseVmRSS("Name:\tnode\nVmPeak:\t  999 kB\nVmRSS:\t   2048 kB\n"); err != nil || got != 2048*1024 {
-		t.Errorf("parseVmRSS = %d, %v; want %d", got, err, 2048*1024)
+	const status = "Name:\tnode\nVmPeak:\t  999 kB\nVmRSS:\t   2048 kB\nRssAnon:\t    1024 kB\nRssFile:\t 1000 kB\n"
+	for key, want := range map[string]int64{"VmRSS": 2048 * 1024, "RssAnon": 1024 * 1024, "RssFile": 1000 * 1024} {
+		if got, err := parseStatusKB(status, key); err != nil || got != want {
+			t.Errorf("parseStatusKB(%s) = %d, %v; want %d", key, got, err, want)
+		}
 	}
-	for _, bad := range []string{"Name:\tnode\n", "VmRSS:\t12 MB\n", "VmRSS:\tx kB\n"} {
-		if _, err := parseVmRSS(bad); err == nil {
-			t.Errorf("parseVmRSS(%q): no error", bad)
+	for _, bad := range []string{"Name:\tnode\n", "VmRSS:\t12 MB\n", "VmRSS:\tx kB\n", "VmRSSx:\t1 kB\n"} {
+		if _, err := parseStatusKB(bad, "VmRSS"); err == nil {
+			t.Errorf("parseStatusKB(%q): no error", bad)
 		}
 	}
 	if got, err := parseSchedstat("848333995 4726833580 993\n"); err != nil || got != 848333995 {

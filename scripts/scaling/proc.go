@@ -188,29 +188,43 @@ func parseSchedstat(s string) (uint64, error) {
 	return strconv.ParseUint(f[0], 10, 64)
 }
 
-// rssBytes is pid's resident set (VmRSS of /proc/PID/status).
-func rssBytes(pid int) (int64, error) {
+// memory is a process's resident set: the whole (VmRSS), its anonymous
+// part (heap, stacks) and the file-backed part, which for the node is
+// mostly the mmap of state.db (page cache the kernel can drop).
+type memory struct{ rss, anon, file int64 }
+
+func memoryOf(pid int) (memory, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, err
+		return memory{}, err
 	}
-	return parseVmRSS(string(b))
+	var m memory
+	for _, f := range []struct {
+		key string
+		v   *int64
+	}{{"VmRSS", &m.rss}, {"RssAnon", &m.anon}, {"RssFile", &m.file}} {
+		if *f.v, err = parseStatusKB(string(b), f.key); err != nil {
+			return memory{}, err
+		}
+	}
+	return m, nil
 }
 
-// parseVmRSS returns the VmRSS line of /proc/PID/status in bytes.
-func parseVmRSS(status string) (int64, error) {
+// parseStatusKB returns the key line of /proc/PID/status ("key:  N kB") in
+// bytes.
+func parseStatusKB(status, key string) (int64, error) {
 	sc := bufio.NewScanner(strings.NewReader(status))
 	for sc.Scan() {
 		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok || k != "VmRSS" {
+		if !ok || k != key {
 			continue
 		}
 		f := strings.Fields(v)
 		if len(f) != 2 || f[1] != "kB" {
-			return 0, fmt.Errorf("VmRSS %q: want \"N kB\"", strings.TrimSpace(v))
+			return 0, fmt.Errorf("%s %q: want \"N kB\"", key, strings.TrimSpace(v))
 		}
 		n, err := strconv.ParseInt(f[0], 10, 64)
 		return n * 1024, err
 	}
-	return 0, errors.New("no VmRSS line")
+	return 0, fmt.Errorf("no %s line", key)
 }

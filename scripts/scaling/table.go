@@ -46,11 +46,11 @@ func printTable(w io.Writer, cfg config, rs []result) {
 	row("  data dir (du)", func(r result) string { return mb(r.afterFill.total) })
 	row("  data dir / event text", func(r result) string { return ratio(r.afterFill.total, r.eventBytes) })
 	row("  data dir file bytes / event text", func(r result) string { return ratio(r.afterFill.totalApparent, r.eventBytes) })
-	row("  RSS", func(r result) string { return mb(r.rss) })
+	row("  RSS (anon + file)", func(r result) string { return mem(r.rss) })
 	row("restart:", func(result) string { return "" })
 	row("  SIGTERM to exit", func(r result) string { return sec(r.stopDur) })
 	row("  start to ready + read", func(r result) string { return sec(r.restartDur) })
-	row("  RSS when ready", func(r result) string { return mb(r.rssRestart) })
+	row("  RSS when ready (anon + file)", func(r result) string { return mem(r.rssRestart) })
 	row(fmt.Sprintf("append cost, 1 session to %d events:", cfg.longEvents), func(result) string { return "" })
 	row("  first window: ms/Append", func(r result) string { return ms(r.long.first.latency) })
 	row("  last window: ms/Append", func(r result) string { return ms(r.long.last.latency) })
@@ -82,8 +82,12 @@ func printTable(w io.Writer, cfg config, rs []result) {
 	row("  to artifacts written", func(r result) string { return sec(r.catchArtifact) })
 	row("  artifact files joiner/leader", func(r result) string { return fmt.Sprintf("%d/%d", r.joinFiles, r.leaderFiles) })
 	row("  joiner data dir (du)", func(r result) string { return mb(r.joinSizes.total) })
-	row("  joiner RSS", func(r result) string { return mb(r.joinRSS) })
+	row("  joiner RSS (anon + file)", func(r result) string { return mem(r.joinRSS) })
 	tw.Flush()
+}
+
+func mem(m memory) string {
+	return fmt.Sprintf("%.0f MB (%.0f + %.0f)", float64(m.rss)/1e6, float64(m.anon)/1e6, float64(m.file)/1e6)
 }
 
 func free(b int64) string {
