@@ -1,17 +1,37 @@
 // Command scaling measures how one sessionstore node binary scales with the
-// number of stored sessions: for each session count it fills a lone node
-// with that many short sessions (one agent turn of --events events each,
-// appended in --appends Appends, by --writers concurrent clients), then
-// reports the stored event text, state.db and data directory sizes, RSS,
-// restart time, snapshot time, the time an empty node joining it takes to
-// catch up, and the cost of an Append as one session grows long. Run it
-// once per binary to compare two builds:
+// number of stored sessions. For each session count it
 //
-//	go build -o /tmp/node-main ./cmd/node
-//	go run ./scripts/scaling --node-bin /tmp/node-main --sessions 10000,100000
+//  1. fills a lone node with that many sessions of one agent turn each
+//     (--events events of about 180 bytes in --appends Appends, --writers
+//     concurrent clients), no snapshot meanwhile, and reports the stored
+//     event text, state.db (with its free pages from /metrics), the Raft
+//     log, the artifacts and the whole data directory (du and file bytes),
+//     and RSS split into anonymous and file-backed (state.db's mmap);
+//  2. restarts it (SIGTERM, start) and times start → /readyz 200 and a
+//     linearizable Inspect;
+//  3. grows one session to --long-events events in Appends of --long-batch
+//     and compares the mean Append latency and the node's CPU per event
+//     (/proc/PID/task/*/schedstat, nanoseconds) of the first and last
+//     --window events, and of the first and last ten windows;
+//  4. restarts it with --snapshot-threshold 1 and a 1024-entry trailing log,
+//     reads the "snapshot persisted" log line's dur and bytes, stops it and
+//     measures the data directory again;
+//  5. starts it once more (a second restart time, now from a snapshot) and
+//     starts an empty node that --joins it: the time until that node's
+//     applied index reaches the leader's, its "restored state from
+//     snapshot" dur, and the time until its sessionstore_artifact_bytes
+//     last changed (stable for 3 s), with both nodes' artifact file counts.
 //
-// Times are wall-clock on whatever else the machine runs; CPU (from
-// /proc/PID/task/*/schedstat) and byte figures are the steadier ones.
+// An empty joining node does the work of a wiped follower: snapshot
+// install, the log after it, every artifact rebuilt. A lone node's restart
+// includes its Raft election timeout (about 1-2 s). Run it once per binary
+// to compare two builds:
+//
+//	go build -o /tmp/node-new ./cmd/node
+//	go run ./scripts/scaling --node-bin /tmp/node-new --sessions 10000,100000
+//
+// Times are wall-clock on whatever else the machine runs; CPU and byte
+// figures are the steadier ones.
 package main
 
 import (
