@@ -96,6 +96,7 @@ func guardState(dataDir string, snaps raft.SnapshotStore, logger *slog.Logger, v
 	healthy := false   // the state file exists and opens
 	deep := true       // and was checked page by page
 	var applied uint64 // its applied index
+	var stateCluster string
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		need = len(metas) > 0
 	} else if err != nil {
@@ -124,6 +125,9 @@ func guardState(dataDir string, snaps raft.SnapshotStore, logger *slog.Logger, v
 		}
 		if err == nil {
 			applied, _, err = db.AppliedIndex()
+			if err == nil {
+				err = db.View(func(tx *storage.Tx) error { stateCluster = tx.ClusterID(); return nil })
+			}
 			db.Close()
 		}
 		if err != nil {
@@ -163,6 +167,12 @@ func guardState(dataDir string, snaps raft.SnapshotStore, logger *slog.Logger, v
 		return nil, false, false, err
 	}
 	if healthy && applied > max(last, snapIndex) {
+		// A state.db of another cluster is ahead of this log by chance:
+		// say that (checkIdentity's words), not "repair the log".
+		if logID, _ := logClusterID(logs); stateCluster != "" && logID != "" && logID != stateCluster {
+			return nil, false, false, fmt.Errorf("data directory %s mixes two clusters: the state database %s says cluster %s, the Raft log says cluster %s; refusing to start (restore this node's directory from one cluster, or start it empty to join as a new node)",
+				dataDir, path, stateCluster, logID)
+		}
 		logger.Error("the state database is ahead of the Raft log: entries it applied are missing from the log; refusing to start",
 			"applied_index", applied, "log_last_index", last, "snapshot_index", snapIndex)
 		return nil, false, false, fmt.Errorf("%w: the state database applied index %d, but the Raft log ends at %d and the latest snapshot at %d; %s",

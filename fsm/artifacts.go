@@ -98,6 +98,9 @@ func (a *Artifacts) Observe(ap Applied) {
 		a.all = true
 		a.marks = nil // reloaded (after the clear) by the writer
 	}
+	if ap.Converted {
+		a.all = true // frame boundaries may have been mended (layout1Frames)
+	}
 	for _, id := range ap.Sessions {
 		a.dirty[id] = struct{}{}
 	}

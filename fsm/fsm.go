@@ -24,8 +24,11 @@ type GroupResult struct {
 type Applied struct {
 	Index    uint64
 	Sessions []string // sessions whose log or record changed
-	Restored bool     // the whole state was replaced (a snapshot) or converted
-	Frames   []Frame  // artifact frames written by this batch, in log order
+	Restored bool     // the whole state was replaced by a snapshot
+	// Converted: the state's layout changed (ConvertLayout); what readers
+	// see did not, so watchers are not woken, but artifacts are checked.
+	Converted bool
+	Frames    []Frame // artifact frames written by this batch, in log order
 }
 
 // Frame is one artifact frame an applied command wrote: the events of one
@@ -262,7 +265,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	}
 	f.metrics.observeBatch(len(logs), time.Since(start))
 	if lastIndex > 0 {
-		f.published(Applied{Index: lastIndex, Sessions: order, Frames: frames, Restored: converted})
+		f.published(Applied{Index: lastIndex, Sessions: order, Frames: frames, Converted: converted})
 	}
 	return out
 }
