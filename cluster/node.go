@@ -260,6 +260,10 @@ func (n *Node) runLeadership() {
 			}
 			n.logger.Info("cluster id minted", "cluster_id", n.ClusterID())
 		}
+		// Converting before the term is ready means a new cluster serves its
+		// first write in layout 2, and an upgraded one converts before new
+		// writes queue behind the conversion.
+		n.convertLayout()
 		n.setReadyTerm(term)
 	}
 }

@@ -156,6 +156,11 @@ func TestStoredEventFlippedIsNotServed(t *testing.T) {
 func TestStoredRecordFlippedIsRefusedUntilRebuilt(t *testing.T) {
 	n := startTestNode(t, "")
 	const id, cwd = "ig-record", "/ig/record-cwd"
+	// A new node converts to layout 2 before it serves (a damaged record met
+	// by the conversion itself stops the node: fsm.ConvertLayout).
+	if l := n.layout(); l != 2 {
+		t.Fatalf("a new node serves in layout %d, want 2", l)
+	}
 	owCreate(t, n, owMeta(id, cwd))
 	owAppend(t, n, id, 0, owOneTurnLog()...)
 	want := owStored(t, n, id)

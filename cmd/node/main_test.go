@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sessionstore/sessionstore/api/client"
+	"github.com/sessionstore/sessionstore/storage"
 )
 
 // testNode is a real node (Raft, bbolt, artifacts, gRPC, HTTP) started
@@ -111,6 +112,17 @@ func (n *testNode) WaitArtifacts() {
 	if err := n.srv.node.Artifacts().WaitIdle(ctx); err != nil {
 		n.t.Fatalf("artifacts did not catch up: %v", err)
 	}
+}
+
+// layout is the state database's layout (1 until the leader's
+// ConvertLayout is applied).
+func (n *testNode) layout() int {
+	n.t.Helper()
+	l := 0
+	if err := n.srv.node.State().View(func(tx *storage.Tx) error { l = tx.Layout(); return nil }); err != nil {
+		n.t.Fatal(err)
+	}
+	return l
 }
 
 func (n *testNode) ctx() context.Context {
