@@ -115,7 +115,7 @@ func encodeHot(id string, h hot) []byte {
 // encoding (n <= 0), so that what decodes encodes back to the same bytes.
 func uvarint(b []byte) (uint64, int) {
 	v, n := binary.Uvarint(b)
-	if n > 0 && n != len(binary.AppendUvarint(nil, v)) {
+	if n > 1 && b[n-1] == 0 { // a longer encoding ends in a zero group
 		return 0, -1
 	}
 	return v, n

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -420,5 +421,31 @@ func TestLayout2GroupCommitWritesFewPages(t *testing.T) {
 	t.Logf("%d pages written for %d one-event appends", pages, sessions)
 	if per := float64(pages) / sessions; per > 0.6 {
 		t.Fatalf("%d pages written for %d one-event appends (%.2f per event), want at most 0.6", pages, sessions, per)
+	}
+}
+
+// uvarint takes only the shortest encoding of a value, so that what decodes
+// encodes back to the same bytes (the fuzz targets' round trip).
+func TestUvarintShortestOnly(t *testing.T) {
+	for _, v := range []uint64{0, 1, 127, 128, 300, 1 << 21, 1<<63 + 5} {
+		b := binary.AppendUvarint(nil, v)
+		if got, n := uvarint(b); n != len(b) || got != v {
+			t.Errorf("uvarint(%x) = %d, %d; want %d, %d", b, got, n, v, len(b))
+		}
+		if len(b) == binary.MaxVarintLen64 {
+			continue // no longer encoding exists
+		}
+		// The same value padded with a zero group: one byte longer.
+		long := append(bytes.Clone(b), 0)
+		long[len(b)-1] |= 0x80
+		if v, n := binary.Uvarint(long); n != len(long) {
+			t.Fatalf("padding %x: binary.Uvarint = %d, %d", long, v, n)
+		}
+		if _, n := uvarint(long); n > 0 {
+			t.Errorf("uvarint(%x) accepted a longer encoding of %d", long, v)
+		}
+	}
+	if _, n := uvarint([]byte{0x80}); n > 0 {
+		t.Error("uvarint accepted a truncated encoding")
 	}
 }
