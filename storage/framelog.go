@@ -82,30 +82,79 @@ func makeFrameKey(index uint64, pos uint32) frameKey {
 
 // hot is the storage part of a session's hot record.
 type hot struct {
-	frames uint64       // frames stored (the artifact's frames after the header)
-	end    int64        // seq after the last stored event
-	last   frameKey     // the last frame (zero: none)
-	tail   []blockEntry // the frames after the last index block (frames % indexBlock of them)
-	fsm    []byte       // fsm's part, opaque
+	frames uint64   // frames stored (the artifact's frames after the header)
+	end    int64    // seq after the last stored event
+	last   frameKey // the last frame (zero: none)
+	// tail lists the frames after the last index block (frames % indexBlock
+	// of them) as the record stores them, so that an append adds one entry
+	// without decoding the others (tailEntries decodes them).
+	tail []byte
+	fsm  []byte // fsm's part, opaque
+}
+
+// tailLen is the number of entries in the tail.
+func (h hot) tailLen() int { return int(h.frames % indexBlock) }
+
+// appendTail adds the frame at key holding count events to the tail, whose
+// last entry (if any) is h.last: each key is stored as the delta of its Raft
+// index from the previous entry's (a session's frames are a few entries
+// apart) and its position, a few bytes each.
+func (h hot) appendTail(key frameKey, count int64) []byte {
+	prev := uint64(0)
+	if h.tailLen() > 0 {
+		prev = binary.BigEndian.Uint64(h.last[:8])
+	}
+	b := slices.Clip(h.tail) // may alias a page or a staged record: never write in place
+	b = binary.AppendUvarint(b, binary.BigEndian.Uint64(key[:8])-prev)
+	b = binary.AppendUvarint(b, uint64(binary.BigEndian.Uint32(key[8:])))
+	return binary.AppendUvarint(b, uint64(count))
+}
+
+// tailEntries decodes the tail (checked by decodeHot, or built by appendTail).
+func (h hot) tailEntries() []blockEntry {
+	es, _, _, _ := scanTail(h.tail, h.tailLen(), true)
+	return es
+}
+
+// scanTail reads n tail entries at the start of b: their end and the last
+// entry's key, and the entries when want is set; ok is false when they do
+// not parse.
+func scanTail(b []byte, n int, want bool) (es []blockEntry, end int, last frameKey, ok bool) {
+	if want {
+		es = make([]blockEntry, 0, n)
+	}
+	prev := uint64(0)
+	for range n {
+		d, k1 := uvarint(b[end:])
+		if k1 <= 0 {
+			return nil, 0, last, false
+		}
+		pos, k2 := uvarint(b[end+k1:])
+		if k2 <= 0 || pos > 1<<32-1 {
+			return nil, 0, last, false
+		}
+		c, k3 := uvarint(b[end+k1+k2:])
+		if k3 <= 0 || c == 0 || c > 1<<40 {
+			return nil, 0, last, false
+		}
+		end += k1 + k2 + k3
+		prev += d
+		last = makeFrameKey(prev, uint32(pos))
+		if want {
+			es = append(es, blockEntry{key: last, count: int64(c)})
+		}
+	}
+	return es, end, last, true
 }
 
 func encodeHot(id string, h hot) []byte {
-	b := make([]byte, 0, hotFixed+8+len(h.tail)*6+len(h.fsm))
+	b := make([]byte, 0, hotFixed+8+len(h.tail)+len(h.fsm))
 	b = append(b, hotVersion)
 	b = binary.BigEndian.AppendUint64(b, h.frames)
 	b = binary.BigEndian.AppendUint64(b, uint64(h.end))
 	b = append(b, h.last[:]...)
-	// The tail's keys as deltas of the Raft index (a session's frames are
-	// a few entries apart) and positions: a few bytes each.
-	b = binary.AppendUvarint(b, uint64(len(h.tail)))
-	prev := uint64(0)
-	for _, e := range h.tail {
-		idx := binary.BigEndian.Uint64(e.key[:8])
-		b = binary.AppendUvarint(b, idx-prev)
-		b = binary.AppendUvarint(b, uint64(binary.BigEndian.Uint32(e.key[8:])))
-		b = binary.AppendUvarint(b, uint64(e.count))
-		prev = idx
-	}
+	b = binary.AppendUvarint(b, uint64(h.tailLen()))
+	b = append(b, h.tail...)
 	b = binary.AppendUvarint(b, uint64(len(h.fsm)))
 	b = append(b, h.fsm...)
 	return binary.BigEndian.AppendUint32(b, crc32Update(crc32Update(0, idPrefix(id)), b))
@@ -137,25 +186,13 @@ func decodeHot(id string, v []byte) (hot, bool) {
 		return hot{}, false
 	}
 	p += k
-	h.tail = make([]blockEntry, n)
-	prev := uint64(0)
-	for i := range h.tail {
-		d, k1 := uvarint(body[p:])
-		if k1 <= 0 {
-			return hot{}, false
-		}
-		pos, k2 := uvarint(body[p+k1:])
-		if k2 <= 0 || pos > 1<<32-1 {
-			return hot{}, false
-		}
-		c, k3 := uvarint(body[p+k1+k2:])
-		if k3 <= 0 || c == 0 || c > 1<<40 {
-			return hot{}, false
-		}
-		p += k1 + k2 + k3
-		prev += d
-		h.tail[i] = blockEntry{key: makeFrameKey(prev, uint32(pos)), count: int64(c)}
+	// The tail's last entry is the last frame (appendTail counts on it).
+	_, end, last, ok := scanTail(body[p:], int(n), false)
+	if !ok || n > 0 && last != h.last {
+		return hot{}, false
 	}
+	h.tail = body[p : p+end]
+	p += end
 	l, k := uvarint(body[p:])
 	if k <= 0 || uint64(len(body)-p-k) != l {
 		return hot{}, false
@@ -334,7 +371,8 @@ func (t *Tx) putHot2(id string, h hot) error {
 	if t.hots == nil {
 		t.hots = map[string]hot{}
 	}
-	h.fsm = bytes.Clone(h.fsm) // it may alias a page of this transaction
+	// They may alias a page of this transaction.
+	h.fsm, h.tail = bytes.Clone(h.fsm), bytes.Clone(h.tail)
 	t.hots[id] = h
 	return nil
 }
@@ -380,9 +418,9 @@ func (t *Tx) appendFrame2(id string, inc, n uint64, first int64, events [][]byte
 	if err := lb.Put(key[:], encodeFrame(first, events, sums)); err != nil {
 		return err
 	}
+	h.tail = h.appendTail(key, int64(len(events)))
 	h.frames, h.end, h.last = n, first+int64(len(events)), key
-	h.tail = append(slices.Clip(h.tail), blockEntry{key: key, count: int64(len(events))})
-	if len(h.tail) == indexBlock {
+	if h.tailLen() == 0 { // the tail holds indexBlock frames: they become a block
 		if err := t.writeBlock(id, inc, h); err != nil {
 			return err
 		}
@@ -394,12 +432,13 @@ func (t *Tx) appendFrame2(id string, inc, n uint64, first int64, events [][]byte
 // writeBlock writes h's tail, a full indexBlock of frames ending with h's
 // last frame, as the session's next index block.
 func (t *Tx) writeBlock(id string, inc uint64, h hot) error {
+	es, _, _, _ := scanTail(h.tail, indexBlock, true)
 	first := h.end
-	for _, e := range h.tail {
+	for _, e := range es {
 		first -= e.count
 	}
 	block := h.frames/indexBlock - 1
-	return t.tx.Bucket(bucketIndex).Put(blockKey(id, inc, block), encodeBlock(id, inc, block, first, h.tail))
+	return t.tx.Bucket(bucketIndex).Put(blockKey(id, inc, block), encodeBlock(id, inc, block, first, es))
 }
 
 // frameAt reads and parses the frame at key of session id.
@@ -431,13 +470,14 @@ func (t *Tx) framesFrom(id string, inc uint64, h hot, from, to int64) ([]framePo
 	blocks := h.frames / indexBlock
 	indexed := blocks * indexBlock
 	// The tail: the frames after the last block, listed in the hot record.
-	tail := make([]framePos, len(h.tail))
+	es := h.tailEntries()
+	tail := make([]framePos, len(es))
 	tailFirst := h.end
-	for _, e := range h.tail {
+	for _, e := range es {
 		tailFirst -= e.count
 	}
 	first := tailFirst
-	for i, e := range h.tail {
+	for i, e := range es {
 		tail[i] = framePos{n: indexed + uint64(i) + 1, key: e.key, first: first, count: e.count}
 		first += e.count
 	}
@@ -565,8 +605,9 @@ func (t *Tx) frameEnd2(id string, inc uint64, n uint64) int64 {
 	}
 	// A tail frame: count back from the end.
 	end := h.end
-	for i := len(h.tail) - 1; uint64(i) > n-1-blocks*indexBlock; i-- {
-		end -= h.tail[i].count
+	es := h.tailEntries()
+	for i := len(es) - 1; uint64(i) > n-1-blocks*indexBlock; i-- {
+		end -= es[i].count
 	}
 	return end
 }
@@ -600,7 +641,7 @@ func (t *Tx) allFrameKeys(id string, inc uint64, h hot) ([]frameKey, error) {
 			keys = append(keys, e.key)
 		}
 	}
-	for _, e := range h.tail {
+	for _, e := range h.tailEntries() {
 		keys = append(keys, e.key)
 	}
 	return keys, nil

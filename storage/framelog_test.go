@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -359,9 +360,45 @@ func FuzzIndexBlockDecode(f *testing.F) {
 	})
 }
 
+// hotOf builds a hot record by appending the frames es one after another.
+func hotOf(es []blockEntry, fsm string) hot {
+	h := hot{fsm: []byte(fsm)}
+	for _, e := range es {
+		h.tail = h.appendTail(e.key, e.count)
+		h.frames, h.end, h.last = h.frames+1, h.end+e.count, e.key
+	}
+	return h
+}
+
+// An append adds one entry to the stored tail; what decodes is what was
+// appended, and a tail whose last entry is not the last frame is damage.
+func TestHotTailAppends(t *testing.T) {
+	var es []blockEntry
+	for i := range indexBlock - 1 {
+		es = append(es, blockEntry{makeFrameKey(uint64(10+i*i*1000), uint32(i%3)), int64(1 + i%4)})
+	}
+	for n := 0; n < len(es); n++ {
+		h := hotOf(es[:n], "fsm")
+		got, ok := decodeHot("s", encodeHot("s", h))
+		if !ok {
+			t.Fatalf("%d entries: does not decode", n)
+		}
+		if e := got.tailEntries(); len(e) != n || n > 0 && !slices.Equal(e, es[:n]) {
+			t.Fatalf("%d entries: decoded %v, want %v", n, e, es[:n])
+		}
+		if got.frames != uint64(n) || got.last != h.last || string(got.fsm) != "fsm" {
+			t.Fatalf("%d entries: decoded %+v", n, got)
+		}
+	}
+	h := hotOf(es[:3], "")
+	h.last = makeFrameKey(99, 0)
+	if _, ok := decodeHot("s", encodeHot("s", h)); ok {
+		t.Error("a tail that does not end at the last frame decoded")
+	}
+}
+
 func FuzzHotDecode(f *testing.F) {
-	f.Add(encodeHot("s", hot{frames: 3, end: 9, last: makeFrameKey(4, 2), fsm: []byte("x"),
-		tail: []blockEntry{{makeFrameKey(2, 0), 1}, {makeFrameKey(3, 7), 5}, {makeFrameKey(4, 2), 3}}}), "s")
+	f.Add(encodeHot("s", hotOf([]blockEntry{{makeFrameKey(2, 0), 1}, {makeFrameKey(3, 7), 5}, {makeFrameKey(4, 2), 3}}, "x")), "s")
 	f.Add(encodeHot("s", hot{}), "s")
 	f.Add([]byte{1, 2, 3}, "s")
 	f.Fuzz(func(t *testing.T, v []byte, id string) {
