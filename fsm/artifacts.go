@@ -19,7 +19,8 @@ import (
 
 // Artifacts keeps this node's JSONL artifacts (DESIGN.md §8): after commits,
 // in passes at least passPause apart, it appends one zstd frame per Append or
-// repair command, in log order, without fsync, and records a per-session watermark in the node-local store.
+// repair command, in log order, without fsync, and records a per-session
+// watermark in the node-local store.
 // A session whose watermark lags, or whose file does not have the watermark's
 // length, is rebuilt whole from the state database; frame boundaries are stored,
 // so a rebuild is byte-identical. Write errors are counted, reported by

