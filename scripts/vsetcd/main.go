@@ -28,6 +28,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sessionstore/sessionstore/internal/procstat"
 )
 
 const (
@@ -233,7 +235,7 @@ func measure(ctx context.Context, cfg config, name, dir string, writers int, pay
 		written += after[i].writeBytes - before[i].writeBytes
 	}
 	if acked > 0 {
-		r.cpuPerWrite = float64(ticks) * 1e6 / clockTicks / float64(acked)
+		r.cpuPerWrite = float64(ticks) * 1e6 / procstat.ClockTicks / float64(acked)
 		r.diskPerWrite = float64(written) / float64(len(before)) / float64(acked)
 	}
 	for _, d := range sys.dataDirs() {
@@ -314,7 +316,7 @@ func load(ctx context.Context, fns []func(context.Context, int64) error, warmup,
 // samples and false if the servers did not go quiet within settleTimeout.
 func settle(ctx context.Context, sys system, idleCores float64) ([]procSample, bool, error) {
 	deadline := time.Now().Add(settleTimeout)
-	idleTicks := uint64(idleCores * settleWindow.Seconds() * clockTicks)
+	idleTicks := uint64(idleCores * settleWindow.Seconds() * procstat.ClockTicks)
 	var last []procSample
 	for time.Now().Before(deadline) {
 		if err := ctx.Err(); err != nil {
