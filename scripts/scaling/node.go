@@ -14,6 +14,7 @@ import (
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/api/client"
 	"github.com/sessionstore/sessionstore/api/sessionpb"
+	"github.com/sessionstore/sessionstore/internal/du"
 	"github.com/sessionstore/sessionstore/internal/serverproc"
 )
 
@@ -209,13 +210,13 @@ func (n *node) boltFree(ctx context.Context) int64 {
 func (n *node) sizes() (dirSizes, error) {
 	var s dirSizes
 	var err error
-	if s.total, s.totalApparent, err = usage(n.dir); err != nil {
+	if s.total, s.totalApparent, err = du.Usage(n.dir); err != nil {
 		return s, err
 	}
-	if s.stateDB, err = diskUsage(filepath.Join(n.dir, "state.db")); err != nil {
+	if s.stateDB, err = du.Allocated(filepath.Join(n.dir, "state.db")); err != nil {
 		return s, err
 	}
-	s.raft, _ = diskUsage(filepath.Join(n.dir, "raft"))
-	s.artifacts, s.artifactsApparent, _ = usage(filepath.Join(n.dir, "artifacts"))
+	s.raft, _ = du.Allocated(filepath.Join(n.dir, "raft"))
+	s.artifacts, s.artifactsApparent, _ = du.Usage(filepath.Join(n.dir, "artifacts"))
 	return s, nil
 }

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 )
 
 // freeAddrs holds every listener until it returns, so no port is handed
@@ -26,35 +25,6 @@ func freeAddrs(n int) ([]string, error) {
 		defer l.Close() // all held until the end: no port handed out twice
 	}
 	return out, nil
-}
-
-// diskUsage is the space allocated to the files and directories under path
-// (du: preallocated WAL segments count as what they occupy, a small file
-// as at least one block).
-func diskUsage(path string) (int64, error) {
-	n, _, err := usage(path)
-	return n, err
-}
-
-// usage is du and the apparent size (the regular files' bytes) under path.
-func usage(path string) (du, apparent int64, err error) {
-	err = filepath.WalkDir(path, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		if st, ok := info.Sys().(*syscall.Stat_t); ok {
-			du += st.Blocks * 512
-		}
-		if info.Mode().IsRegular() {
-			apparent += info.Size()
-		}
-		return nil
-	})
-	return du, apparent, err
 }
 
 // countFiles is the number of regular files under dir (0 if it is missing).

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/sessionstore/sessionstore/internal/benchload"
+	"github.com/sessionstore/sessionstore/internal/du"
 	"github.com/sessionstore/sessionstore/internal/procstat"
 )
 
@@ -239,7 +240,7 @@ func measure(ctx context.Context, cfg config, name, dir string, writers int, pay
 		r.diskPerWrite = float64(written) / float64(len(before)) / float64(acked)
 	}
 	for _, d := range sys.dataDirs() {
-		n, err := diskUsage(d)
+		n, err := du.Allocated(d)
 		if err != nil {
 			return result{}, err
 		}

@@ -1,12 +1,6 @@
 package main
 
-import (
-	"io/fs"
-	"path/filepath"
-	"syscall"
-
-	"github.com/sessionstore/sessionstore/internal/procstat"
-)
+import "github.com/sessionstore/sessionstore/internal/procstat"
 
 // procSample is what one server process has spent so far.
 type procSample struct {
@@ -24,24 +18,4 @@ func sampleProc(pid int) (procSample, error) {
 		return procSample{}, err
 	}
 	return procSample{cpuTicks: ticks, writeBytes: wb}, nil
-}
-
-// diskUsage is the space allocated to the files under dir (du, not the
-// apparent size: preallocated WAL segments count as what they occupy).
-func diskUsage(dir string) (int64, error) {
-	var n int64
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		if st, ok := info.Sys().(*syscall.Stat_t); ok {
-			n += st.Blocks * 512
-		}
-		return nil
-	})
-	return n, err
 }
