@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math"
-	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
@@ -25,6 +23,7 @@ import (
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/api/client"
 	"github.com/sessionstore/sessionstore/api/sessionpb"
+	"github.com/sessionstore/sessionstore/internal/benchload"
 )
 
 const (
@@ -137,7 +136,7 @@ Flags:
 		cfg.prefix = "bench-" + hex.EncodeToString(b[:])
 	}
 	cfg.addr = strings.Join(cfg.addrs, ",")
-	b := &bencher{cfg: cfg, pad: benchPadding(cfg.eventBytes)}
+	b := &bencher{cfg: cfg, pad: benchload.Padding(cfg.eventBytes)}
 	defer func() {
 		for _, c := range b.clients {
 			c.Close()
@@ -243,7 +242,7 @@ func (b *bencher) create(ctx context.Context, c *client.Client, id string) error
 // append sends the event with seq and returns the call's latency (event
 // construction excluded). Retries are the client library's own.
 func (b *bencher) append(ctx context.Context, c *client.Client, id string, seq int64) (time.Duration, error) {
-	ev := benchEvent(seq, time.Now().UnixMilli(), b.cfg.eventBytes, b.pad)
+	ev := benchload.Event(seq, time.Now().UnixMilli(), b.cfg.eventBytes, b.pad)
 	ctx, cancel := context.WithTimeout(ctx, benchCallTimeout)
 	defer cancel()
 	t0 := time.Now()
@@ -409,23 +408,12 @@ func summarize(lat []time.Duration, elapsed time.Duration, errs map[string]int) 
 		st.OpsPerSec = float64(len(lat)) / elapsed.Seconds()
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	st.P50, st.P99 = ms(percentile(lat, 0.50)), ms(percentile(lat, 0.99))
-	st.P999, st.Max = ms(percentile(lat, 0.999)), ms(percentile(lat, 1))
+	st.P50, st.P99 = ms(benchload.Percentile(lat, 0.50)), ms(benchload.Percentile(lat, 0.99))
+	st.P999, st.Max = ms(benchload.Percentile(lat, 0.999)), ms(benchload.Percentile(lat, 1))
 	for _, v := range errs {
 		st.Errors += v
 	}
 	return st
-}
-
-// percentile is the nearest-rank percentile (p in [0,1]) of an ascending
-// slice: the smallest value with at least p·n values ≤ it; 0 when empty.
-func percentile(sorted []time.Duration, p float64) time.Duration {
-	n := len(sorted)
-	if n == 0 {
-		return 0
-	}
-	rank := int(math.Ceil(p*float64(n) - 1e-9)) // the epsilon absorbs 0.999·1000 = 999.0000000000001
-	return sorted[min(max(rank, 1), n)-1]
 }
 
 func errorText(s benchStats) string {
@@ -493,36 +481,4 @@ func parseCounts(flag, s, example string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
-}
-
-// benchPadding is lowercase words text for event padding, long enough for
-// benchEvent's offsets; it needs no JSON escaping and compresses like prose.
-func benchPadding(eventBytes int) string {
-	r := rand.New(rand.NewPCG(1, 2))
-	b := make([]byte, eventBytes+4096)
-	for i := range b {
-		if r.IntN(6) == 0 {
-			b[i] = ' '
-		} else {
-			b[i] = 'a' + byte(r.IntN(26))
-		}
-	}
-	return string(b)
-}
-
-// benchEvent is one single-line assistant/chunk text-delta event padded to
-// exactly size bytes (or its minimum size, if larger). pad comes from
-// benchPadding(size) or is at least size+4096 bytes of safe text.
-func benchEvent(seq, timeMs int64, size int, pad string) string {
-	b := make([]byte, 0, max(size, 160))
-	b = append(b, `{"type":"assistant/chunk","seq":`...)
-	b = strconv.AppendInt(b, seq, 10)
-	b = append(b, `,"time":`...)
-	b = strconv.AppendInt(b, timeMs, 10)
-	b = append(b, `,"data":{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"`...)
-	const tail = `"}}}`
-	n := max(size-len(b)-len(tail), 0)
-	off := int(seq*131) % 4096
-	b = append(b, pad[off:off+n]...)
-	return string(append(b, tail...))
 }

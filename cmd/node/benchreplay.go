@@ -25,6 +25,7 @@ import (
 	"github.com/sessionstore/sessionstore/api/client"
 	"github.com/sessionstore/sessionstore/api/sessionpb"
 	"github.com/sessionstore/sessionstore/cluster"
+	"github.com/sessionstore/sessionstore/internal/procstat"
 	"github.com/sessionstore/sessionstore/sessionlog"
 )
 
@@ -37,9 +38,6 @@ const (
 	replaySettleWindow  = time.Second
 	replaySettleTimeout = time.Minute
 	replayPollInterval  = 200 * time.Millisecond
-	// clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat:
-	// 100 on every Linux architecture Go supports.
-	clockTicks = 100
 )
 
 // replaySession is one recorded session as an agent replays it.
@@ -274,12 +272,12 @@ func (b *bencher) replayLevel(ctx context.Context, sessions []replaySession, n i
 	if err != nil {
 		return replayStats{}, err
 	}
-	self0, selfErr := procCPUTicks(os.Getpid())
+	self0, selfErr := procstat.CPUTicks(os.Getpid())
 	warmEnd = time.Now().Add(b.cfg.warmup)
 	end = warmEnd.Add(b.cfg.duration)
 	close(start)
 	done.Wait()
-	self1, err := procCPUTicks(os.Getpid())
+	self1, err := procstat.CPUTicks(os.Getpid())
 	if selfErr == nil {
 		selfErr = err
 	}
@@ -418,7 +416,7 @@ func (b *bencher) replayPrepare(ctx context.Context, c *client.Client, id string
 // a node cannot tell its applied index).
 func (b *bencher) settle(ctx context.Context) ([]uint64, bool, error) {
 	deadline := time.Now().Add(replaySettleTimeout)
-	idle := uint64(replayIdleCores * replaySettleWindow.Seconds() * clockTicks)
+	idle := uint64(replayIdleCores * replaySettleWindow.Seconds() * procstat.ClockTicks)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		if !b.appliedAgree(ctx) {
 			time.Sleep(replayPollInterval)
@@ -466,54 +464,18 @@ func (b *bencher) appliedAgree(ctx context.Context) bool {
 }
 
 func cpuPerEvent(ticks uint64, events int) float64 {
-	return float64(ticks) * 1e6 / clockTicks / float64(events)
+	return float64(ticks) * 1e6 / procstat.ClockTicks / float64(events)
 }
 
 func sampleCPU(pids []int) ([]uint64, error) {
 	out := make([]uint64, len(pids))
 	for i, pid := range pids {
 		var err error
-		if out[i], err = procCPUTicks(pid); err != nil {
+		if out[i], err = procstat.CPUTicks(pid); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
-}
-
-// procCPUTicks is utime+stime of a process (all its threads), in clock ticks.
-func procCPUTicks(pid int) (uint64, error) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	ticks, err := parseStatCPU(string(stat))
-	if err != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-	}
-	return ticks, nil
-}
-
-// parseStatCPU returns utime+stime (fields 14 and 15) of a /proc/PID/stat
-// line. The command name (field 2) may hold spaces and parentheses, so the
-// fields are counted from the last ')'.
-func parseStatCPU(stat string) (uint64, error) {
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, errors.New("no ')' closing the command name")
-	}
-	f := strings.Fields(stat[i+1:]) // f[0] is field 3 (state)
-	if len(f) < 13 {
-		return 0, fmt.Errorf("%d fields after the command name, want at least 13", len(f))
-	}
-	utime, err := strconv.ParseUint(f[11], 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("utime: %w", err)
-	}
-	stime, err := strconv.ParseUint(f[12], 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("stime: %w", err)
-	}
-	return utime + stime, nil
 }
 
 // parsePIDs parses --server-pids: empty, or a comma-separated list of

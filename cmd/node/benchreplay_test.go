@@ -197,24 +197,6 @@ func FuzzParseReplaySession(f *testing.F) {
 	})
 }
 
-func TestParseStatCPU(t *testing.T) {
-	// utime 1234, stime 56; the command name holds spaces and parentheses.
-	line := "4711 (node (x) y) S 1 4711 4711 0 -1 4194560 100 0 0 0 1234 56 0 0 20 0 12 0 100 0 0\n"
-	if got, err := parseStatCPU(line); err != nil || got != 1290 {
-		t.Errorf("parseStatCPU = %d, %v; want 1290", got, err)
-	}
-	for _, bad := range []string{"", "4711 node S 1", "4711 (node) S 1 2 3", "4711 (n) S 1 4711 4711 0 -1 4194560 100 0 0 0 x 56 0"} {
-		if _, err := parseStatCPU(bad); err == nil {
-			t.Errorf("parseStatCPU(%q): no error", bad)
-		}
-	}
-	if ticks, err := procCPUTicks(os.Getpid()); err != nil {
-		t.Skipf("no /proc here: %v", err)
-	} else if _, err := procCPUTicks(-1); err == nil {
-		t.Errorf("procCPUTicks(-1): no error (self: %d)", ticks)
-	}
-}
-
 func TestParsePIDs(t *testing.T) {
 	for in, want := range map[string][]int{"": nil, " ": nil, "4711": {4711}, "1, 2 ,3": {1, 2, 3}} {
 		if got, err := parsePIDs(in); err != nil || !slices.Equal(got, want) {

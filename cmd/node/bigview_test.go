@@ -12,6 +12,7 @@ import (
 
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/api/sessionpb"
+	"github.com/sessionstore/sessionstore/internal/benchload"
 )
 
 // bvState is what a view call may commit: a Load's repair changes the
@@ -65,7 +66,7 @@ func TestUnaryViews_TooLargeRefusedBeforeCommitting(t *testing.T) {
 		c.Cluster.MaxEventBytes = 64 << 10
 	})
 	n.waitReady(true)
-	pad := benchPadding(64 << 10)
+	pad := benchload.Padding(64 << 10)
 	openTurn := func(id string, sizes ...int) []string {
 		ctCreate(t, n, ctMeta(id, ""))
 		stored := []string{ctEv("turn/start", 0, 1, `{"turn":1}`), ctEv("step/start", 1, 2, `{"turn":1,"step":1}`)}
@@ -74,7 +75,7 @@ func TestUnaryViews_TooLargeRefusedBeforeCommitting(t *testing.T) {
 			if i == len(sizes)-1 && size == 0 { // the rest of the room
 				size = room - int(sessionstore.ViewBytes(seq+1, int64(len(strings.Join(stored, ""))))) - 50
 			}
-			stored = append(stored, benchEvent(seq, seq+1, size, pad))
+			stored = append(stored, benchload.Event(seq, seq+1, size, pad))
 		}
 		for _, e := range stored {
 			ctAppend(t, n, id, e)

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sessionstore/sessionstore/api/sessionpb"
+	"github.com/sessionstore/sessionstore/internal/benchload"
 )
 
 // rdRssAnon is a process's anonymous resident memory (RssAnon in
@@ -66,9 +67,9 @@ func TestProcReaders_StalledStreamsKeepMemoryBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	const size, count = 2<<20 - 1000, 50 // 100 MiB
-	pad := benchPadding(size)
+	pad := benchload.Padding(size)
 	for seq := int64(0); seq < count; seq += 2 {
-		evs := []string{benchEvent(seq, 1000+seq, size, pad), benchEvent(seq+1, 1001+seq, size, pad)}
+		evs := []string{benchload.Event(seq, 1000+seq, size, pad), benchload.Event(seq+1, 1001+seq, size, pad)}
 		if _, err := c.Append(ctx, &sessionpb.AppendRequest{SessionId: id, Events: evs}); err != nil {
 			t.Fatalf("append at %d: %v", seq, err)
 		}

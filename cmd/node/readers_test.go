@@ -20,6 +20,7 @@ import (
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/api/rpc"
 	"github.com/sessionstore/sessionstore/api/sessionpb"
+	"github.com/sessionstore/sessionstore/internal/benchload"
 	"github.com/sessionstore/sessionstore/sessionlog"
 )
 
@@ -163,10 +164,10 @@ func BenchmarkAppend_IdleWatchers(b *testing.B) {
 func rdFill(t *testing.T, n *testNode, id string, sizes ...int) []byte {
 	t.Helper()
 	ctCreate(t, n, ctMeta(id, ""))
-	pad := benchPadding(slices.Max(sizes))
+	pad := benchload.Padding(slices.Max(sizes))
 	var evs []string
 	for i, sz := range sizes {
-		evs = append(evs, benchEvent(int64(i), int64(1000+i), sz, pad))
+		evs = append(evs, benchload.Event(int64(i), int64(1000+i), sz, pad))
 	}
 	for len(evs) > 0 {
 		k, total := 0, 0
@@ -196,12 +197,12 @@ func TestReadRaw_StreamsFromStorageInChunks(t *testing.T) {
 	const id = "raw-chunks"
 	sizes := []int{200, 300 << 10, 1 << 20, 5, 2<<20 - 100, 256<<10 - 1, 256 << 10, 700, 1<<20 + 3}
 	text := rdFill(t, n, id, sizes...)
-	pad := benchPadding(slices.Max(sizes))
+	pad := benchload.Padding(slices.Max(sizes))
 	var want bytes.Buffer
 	want.Write(sessionlog.HeaderLine(fsmHeader(t, n, id)))
 	want.WriteByte('\n')
 	for i, sz := range sizes {
-		want.WriteString(benchEvent(int64(i), int64(1000+i), sz, pad) + "\n")
+		want.WriteString(benchload.Event(int64(i), int64(1000+i), sz, pad) + "\n")
 	}
 	if !bytes.Equal(text, want.Bytes()) {
 		t.Fatalf("RawText: %d bytes, want %d (the stored events)", len(text), want.Len())
@@ -213,7 +214,7 @@ func TestReadRaw_StreamsFromStorageInChunks(t *testing.T) {
 		got := ctReadFrom(t, n, id, from).GetEvents()
 		var wantEvs []string
 		for i := from; i < int64(len(sizes)); i++ {
-			wantEvs = append(wantEvs, benchEvent(i, 1000+i, sizes[i], pad))
+			wantEvs = append(wantEvs, benchload.Event(i, 1000+i, sizes[i], pad))
 		}
 		if !slices.Equal(got, wantEvs) {
 			t.Fatalf("ReadFrom(%d): %d events, want %d", from, len(got), len(wantEvs))
@@ -432,10 +433,10 @@ func TestViewStreams_ReadFromStorageMatchUnary(t *testing.T) {
 	n := ctSharedNode(t)
 	const id = "view-streams"
 	ctCreate(t, n, ctMeta(id, ""))
-	pad := benchPadding(700 << 10)
+	pad := benchload.Padding(700 << 10)
 	evs := []string{ctEv("turn/start", 0, 1, `{"turn":1}`), ctEv("step/start", 1, 2, `{"turn":1,"step":1}`)}
 	for seq := int64(2); seq < 8; seq++ {
-		evs = append(evs, benchEvent(seq, seq+1, int(100<<10*seq), pad))
+		evs = append(evs, benchload.Event(seq, seq+1, int(100<<10*seq), pad))
 	}
 	for _, e := range evs {
 		ctAppend(t, n, id, e)

@@ -1,24 +1,14 @@
 package main
 
 import (
-	"math/rand/v2"
 	"strconv"
+
+	"github.com/sessionstore/sessionstore/internal/benchload"
 )
 
-// prose is lowercase-words text for event bodies: it needs no JSON escaping
-// and compresses like prose (as node bench's and scripts/vsetcd's events).
-var prose = func() string {
-	r := rand.New(rand.NewPCG(1, 2))
-	b := make([]byte, 1<<16)
-	for i := range b {
-		if r.IntN(6) == 0 {
-			b[i] = ' '
-		} else {
-			b[i] = 'a' + byte(r.IntN(26))
-		}
-	}
-	return string(b)
-}()
+// prose is the text of event bodies, the same as node bench's and
+// scripts/vsetcd's events take theirs from.
+var prose = benchload.Prose(1 << 16)
 
 // text is n bytes of prose starting at a position picked by key, so
 // different sessions do not store identical bodies.

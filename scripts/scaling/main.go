@@ -52,13 +52,15 @@ import (
 	"time"
 
 	"github.com/sessionstore/sessionstore/api/sessionpb"
+	"github.com/sessionstore/sessionstore/internal/serverproc"
 )
 
 const (
 	callTimeout = 30 * time.Second
-	readyID     = "scaling-ready" // the session readiness reads
-	longID      = "scaling-long"  // the session the append-cost phase grows
-	idleCores   = 0.1             // settled: the node used less CPU than this over a second
+	readyID     = "scaling-ready"  // the session readiness reads
+	longID      = "scaling-long"   // the session the append-cost phase grows
+	idleCores   = 0.1              // settled: the node used less CPU than this over a second
+	stopTimeout = 60 * time.Second // SIGTERM to kill: a large state may take a while to close
 	// converted is what a node that converts its state to layout 2 logs.
 	converted = "state database converted to layout 2"
 )
@@ -197,9 +199,9 @@ func measure(ctx context.Context, cfg config, dir string, count int, converts bo
 	if err := n1.start(ctx, noSnap...); err != nil {
 		return r, err
 	}
-	err = waitFor(ctx, time.Minute, 100*time.Millisecond, func(ctx context.Context) error {
-		if n1.p.exited() {
-			return permanent{fmt.Errorf("exited:\n%s", tail(n1.p.log))}
+	err = serverproc.WaitFor(ctx, time.Minute, 100*time.Millisecond, func(ctx context.Context) error {
+		if n1.p.Exited() {
+			return serverproc.Permanent(fmt.Errorf("exited:\n%s", n1.p.Tail()))
 		}
 		return create(ctx, n1, readyID, 0)
 	})
@@ -244,7 +246,7 @@ func measure(ctx context.Context, cfg config, dir string, count int, converts bo
 	if err := n1.start(ctx, noSnap...); err != nil {
 		return r, err
 	}
-	if err := waitFor(ctx, 10*time.Minute, 20*time.Millisecond, func(ctx context.Context) error { return n1.ready(ctx, readyID) }); err != nil {
+	if err := serverproc.WaitFor(ctx, 10*time.Minute, 20*time.Millisecond, func(ctx context.Context) error { return n1.ready(ctx, readyID) }); err != nil {
 		return r, err
 	}
 	r.restartDur = time.Since(t0)
@@ -294,7 +296,7 @@ func measure(ctx context.Context, cfg config, dir string, count int, converts bo
 	if err := n1.start(ctx, noSnap...); err != nil {
 		return r, err
 	}
-	if err := waitFor(ctx, 10*time.Minute, 20*time.Millisecond, func(ctx context.Context) error { return n1.ready(ctx, readyID) }); err != nil {
+	if err := serverproc.WaitFor(ctx, 10*time.Minute, 20*time.Millisecond, func(ctx context.Context) error { return n1.ready(ctx, readyID) }); err != nil {
 		return r, err
 	}
 	r.restartDur2 = time.Since(t0)
@@ -312,9 +314,9 @@ func measure(ctx context.Context, cfg config, dir string, count int, converts bo
 	if err := n2.start(ctx, "--join", n1.gossip); err != nil {
 		return r, err
 	}
-	err = waitFor(ctx, 10*time.Minute, 100*time.Millisecond, func(ctx context.Context) error {
-		if n2.p.exited() {
-			return permanent{fmt.Errorf("n2 exited:\n%s", tail(n2.p.log))}
+	err = serverproc.WaitFor(ctx, 10*time.Minute, 100*time.Millisecond, func(ctx context.Context) error {
+		if n2.p.Exited() {
+			return serverproc.Permanent(fmt.Errorf("n2 exited:\n%s", n2.p.Tail()))
 		}
 		want, err := n1.applied(ctx)
 		if err != nil {
@@ -338,7 +340,7 @@ func measure(ctx context.Context, cfg config, dir string, count int, converts bo
 	// the time is that of its last change.
 	var last float64
 	lastChange := time.Now()
-	err = waitFor(ctx, 10*time.Minute, 100*time.Millisecond, func(ctx context.Context) error {
+	err = serverproc.WaitFor(ctx, 10*time.Minute, 100*time.Millisecond, func(ctx context.Context) error {
 		v, err := n2.metric(ctx, "sessionstore_artifact_bytes")
 		if err != nil {
 			return err

@@ -14,6 +14,8 @@ import (
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/api/client"
 	"github.com/sessionstore/sessionstore/api/sessionpb"
+	"github.com/sessionstore/sessionstore/internal/du"
+	"github.com/sessionstore/sessionstore/internal/serverproc"
 )
 
 // node is one `node serve` process on loopback with its own data directory,
@@ -22,7 +24,7 @@ type node struct {
 	bin, id, dir, logDir     string
 	grpc, http, raft, gossip string
 	starts                   int
-	p                        *proc
+	p                        *serverproc.Proc
 	c                        *client.Client
 	hc                       *http.Client
 }
@@ -45,7 +47,7 @@ func (n *node) start(ctx context.Context, extra ...string) error {
 		// The shared machine's disk may be fuller than the shipped 256 MiB
 		// reserve allows; this run's own bytes are what is measured.
 		"--min-free-bytes", "0"}, extra...)
-	p, err := startProc(n.bin, filepath.Join(n.logDir, fmt.Sprintf("%s-%d.log", n.id, n.starts)), args...)
+	p, err := serverproc.Start(n.bin, filepath.Join(n.logDir, fmt.Sprintf("%s-%d.log", n.id, n.starts)), args...)
 	if err != nil {
 		return err
 	}
@@ -62,7 +64,7 @@ func (n *node) stop() time.Duration {
 	if n.p == nil {
 		return 0
 	}
-	d := n.p.stop()
+	d := n.p.Stop(stopTimeout)
 	n.p = nil
 	return d
 }
@@ -75,7 +77,7 @@ func (n *node) close() {
 }
 
 func (n *node) log() string {
-	b, _ := os.ReadFile(n.p.log)
+	b, _ := os.ReadFile(n.p.Log)
 	return string(b)
 }
 
@@ -96,8 +98,8 @@ func (n *node) httpGet(ctx context.Context, path string) (int, string, error) {
 // ready is /readyz answering 200 and then a linearizable read of session
 // id (Inspect: Load could commit a repair) succeeding.
 func (n *node) ready(ctx context.Context, id string) error {
-	if n.p.exited() {
-		return permanent{fmt.Errorf("%s exited:\n%s", n.id, tail(n.p.log))}
+	if n.p.Exited() {
+		return serverproc.Permanent(fmt.Errorf("%s exited:\n%s", n.id, n.p.Tail()))
 	}
 	code, body, err := n.httpGet(ctx, "/readyz")
 	if err != nil {
@@ -113,7 +115,7 @@ func (n *node) ready(ctx context.Context, id string) error {
 		switch de.Reason {
 		case sessionstore.ReasonNoLeader, sessionstore.ReasonShuttingDown, sessionstore.ReasonOutcomeUnknown:
 		default:
-			return permanent{err} // e.g. not found, invalid stored event
+			return serverproc.Permanent(err) // e.g. not found, invalid stored event
 		}
 	}
 	return err
@@ -145,23 +147,23 @@ func (n *node) applied(ctx context.Context) (uint64, error) {
 }
 
 func (n *node) cpu() uint64 {
-	ns, _ := cpuNanos(n.p.pid())
+	ns, _ := cpuNanos(n.p.Pid())
 	return ns
 }
 
 func (n *node) rss() memory {
-	m, _ := memoryOf(n.p.pid())
+	m, _ := memoryOf(n.p.Pid())
 	return m
 }
 
 // waitLog waits until the current start's log holds a line containing s.
 func (n *node) waitLog(ctx context.Context, s string, d time.Duration) error {
-	return waitFor(ctx, d, 100*time.Millisecond, func(context.Context) error {
+	return serverproc.WaitFor(ctx, d, 100*time.Millisecond, func(context.Context) error {
 		if strings.Contains(n.log(), s) {
 			return nil
 		}
-		if n.p.exited() {
-			return permanent{fmt.Errorf("%s exited:\n%s", n.id, tail(n.p.log))}
+		if n.p.Exited() {
+			return serverproc.Permanent(fmt.Errorf("%s exited:\n%s", n.id, n.p.Tail()))
 		}
 		return fmt.Errorf("no %q in the log yet", s)
 	})
@@ -172,7 +174,7 @@ func (n *node) waitLog(ctx context.Context, s string, d time.Duration) error {
 // and other deferred work have then finished.
 func (n *node) settle(ctx context.Context, idle float64) error {
 	var last uint64
-	return waitFor(ctx, 10*time.Minute, 0, func(ctx context.Context) error {
+	return serverproc.WaitFor(ctx, 10*time.Minute, 0, func(ctx context.Context) error {
 		a, err := n.applied(ctx)
 		if err != nil {
 			return err
@@ -208,13 +210,13 @@ func (n *node) boltFree(ctx context.Context) int64 {
 func (n *node) sizes() (dirSizes, error) {
 	var s dirSizes
 	var err error
-	if s.total, s.totalApparent, err = usage(n.dir); err != nil {
+	if s.total, s.totalApparent, err = du.Usage(n.dir); err != nil {
 		return s, err
 	}
-	if s.stateDB, err = diskUsage(filepath.Join(n.dir, "state.db")); err != nil {
+	if s.stateDB, err = du.Allocated(filepath.Join(n.dir, "state.db")); err != nil {
 		return s, err
 	}
-	s.raft, _ = diskUsage(filepath.Join(n.dir, "raft"))
-	s.artifacts, s.artifactsApparent, _ = usage(filepath.Join(n.dir, "artifacts"))
+	s.raft, _ = du.Allocated(filepath.Join(n.dir, "raft"))
+	s.artifacts, s.artifactsApparent, _ = du.Usage(filepath.Join(n.dir, "artifacts"))
 	return s, nil
 }

@@ -2,78 +2,18 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
-	"time"
 )
 
-// proc is a started server process; its output goes to a log file, shown
-// when the process fails to start. startProc, stop, tail, freeAddrs,
-// waitFor and diskUsage are scripts/vsetcd's.
-type proc struct {
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-}
-
-func startProc(bin, logPath string, args ...string) (*proc, error) {
-	f, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	p := &proc{cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.done) }()
-	return p, nil
-}
-
-func (p *proc) pid() int { return p.cmd.Process.Pid }
-
-// stop asks for a clean exit (SIGTERM), then kills after 60 s (a large
-// state may take a while to close). It returns how long the exit took.
-func (p *proc) stop() time.Duration {
-	start := time.Now()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(60 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-	return time.Since(start)
-}
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-func tail(path string) string {
-	b, _ := os.ReadFile(path)
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
-	}
-	return string(b)
-}
-
+// freeAddrs holds every listener until it returns, so no port is handed
+// out twice (scripts/vsetcd's closes each at once).
 func freeAddrs(n int) ([]string, error) {
 	out := make([]string, n)
 	for i := range out {
@@ -85,61 +25,6 @@ func freeAddrs(n int) ([]string, error) {
 		defer l.Close() // all held until the end: no port handed out twice
 	}
 	return out, nil
-}
-
-// permanent marks an error waiting longer cannot cure.
-type permanent struct{ error }
-
-func (p permanent) Unwrap() error { return p.error }
-
-// waitFor polls ready every interval until it succeeds, fails permanently
-// or d passes.
-func waitFor(ctx context.Context, d, interval time.Duration, ready func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	for {
-		err := ready(ctx)
-		if err == nil {
-			return nil
-		}
-		if errors.As(err, new(permanent)) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("not ready after %v: %w", d, err)
-		case <-time.After(interval):
-		}
-	}
-}
-
-// diskUsage is the space allocated to the files and directories under path
-// (du: preallocated WAL segments count as what they occupy, a small file
-// as at least one block).
-func diskUsage(path string) (int64, error) {
-	n, _, err := usage(path)
-	return n, err
-}
-
-// usage is du and the apparent size (the regular files' bytes) under path.
-func usage(path string) (du, apparent int64, err error) {
-	err = filepath.WalkDir(path, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		if st, ok := info.Sys().(*syscall.Stat_t); ok {
-			du += st.Blocks * 512
-		}
-		if info.Mode().IsRegular() {
-			apparent += info.Size()
-		}
-		return nil
-	})
-	return du, apparent, err
 }
 
 // countFiles is the number of regular files under dir (0 if it is missing).

@@ -4,17 +4,15 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sessionstore/sessionstore/api/client"
 	"github.com/sessionstore/sessionstore/api/sessionpb"
+	"github.com/sessionstore/sessionstore/internal/serverproc"
 )
 
 // system is one store under test: a set of server processes on loopback and
@@ -32,47 +30,11 @@ type system interface {
 	stop()
 }
 
-// proc is a started server process; its output goes to a log file in the
-// run's directory, shown when the process fails to start.
-type proc struct {
-	cmd *exec.Cmd
-	log string
-}
-
-func startProc(bin, logPath string, args ...string) (*proc, error) {
-	f, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	return &proc{cmd: cmd, log: logPath}, nil
-}
-
-// stop asks for a clean exit (SIGTERM), then kills after 10 s.
-func (p *proc) stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = p.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-done
-	}
-}
-
-func tail(path string) string {
-	b, _ := os.ReadFile(path)
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
-	}
-	return string(b)
-}
+const (
+	stopTimeout  = 10 * time.Second       // a server is killed if still running this long after SIGTERM
+	readyTimeout = 60 * time.Second       // for a fresh cluster to elect a leader and take a write
+	readyPoll    = 200 * time.Millisecond // readiness polling while it starts
+)
 
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -95,27 +57,10 @@ func freeAddrs(n int) ([]string, error) {
 	return out, nil
 }
 
-// waitFor polls ready every 200 ms until it succeeds or the deadline passes.
-func waitFor(ctx context.Context, d time.Duration, ready func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	for {
-		err := ready(ctx)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("not ready after %v: %w", d, err)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
 // ours is a sessionstore cluster: n `node serve` processes with shipped
 // defaults, formed with --join and --bootstrap-expect as the README shows.
 type ours struct {
-	procs   []*proc
+	procs   []*serverproc.Proc
 	dirs    []string
 	clients []*client.Client
 	prefix  string
@@ -150,7 +95,7 @@ func startOurs(ctx context.Context, bin, work string, n int) (_ *ours, err error
 			}
 			args = append(args, "--join", strings.Join(join, ","), "--bootstrap-expect", fmt.Sprint(n))
 		}
-		p, err := startProc(bin, filepath.Join(work, fmt.Sprintf("n%d.log", i+1)), args...)
+		p, err := serverproc.Start(bin, filepath.Join(work, fmt.Sprintf("n%d.log", i+1)), args...)
 		if err != nil {
 			return nil, err
 		}
@@ -162,7 +107,7 @@ func startOurs(ctx context.Context, bin, work string, n int) (_ *ours, err error
 		s.clients = append(s.clients, c)
 	}
 	// Ready: every node knows the leader and a write through the last one commits.
-	err = waitFor(ctx, 60*time.Second, func(ctx context.Context) error {
+	err = serverproc.WaitFor(ctx, readyTimeout, readyPoll, func(ctx context.Context) error {
 		for i, c := range s.clients {
 			st, err := c.Status(ctx)
 			if err != nil {
@@ -175,7 +120,7 @@ func startOurs(ctx context.Context, bin, work string, n int) (_ *ours, err error
 		return s.create(ctx, s.clients[n-1], s.prefix+"-ready")
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sessionstore: %w\n%s", err, tail(s.procs[0].log))
+		return nil, fmt.Errorf("sessionstore: %w\n%s", err, s.procs[0].Tail())
 	}
 	return s, nil
 }
@@ -186,7 +131,7 @@ func (s *ours) dataDirs() []string { return s.dirs }
 func (s *ours) pids() []int {
 	var out []int
 	for _, p := range s.procs {
-		out = append(out, p.cmd.Process.Pid)
+		out = append(out, p.Pid())
 	}
 	return out
 }
@@ -246,13 +191,13 @@ func (s *ours) stop() {
 		c.Close()
 	}
 	for _, p := range s.procs {
-		p.stop()
+		p.Stop(stopTimeout)
 	}
 }
 
 // etcd is an etcd cluster of n members with default durability.
 type etcd struct {
-	procs     []*proc
+	procs     []*serverproc.Proc
 	dirs      []string
 	endpoints []string
 	clients   []*clientv3.Client
@@ -278,7 +223,7 @@ func startEtcd(ctx context.Context, bin, work string, n int) (_ *etcd, err error
 	}
 	for i := range peers {
 		dir := filepath.Join(work, fmt.Sprintf("m%d", i+1))
-		p, err := startProc(bin, filepath.Join(work, fmt.Sprintf("m%d.log", i+1)),
+		p, err := serverproc.Start(bin, filepath.Join(work, fmt.Sprintf("m%d.log", i+1)),
 			"--name", fmt.Sprintf("m%d", i+1), "--data-dir", dir,
 			"--listen-client-urls", s.endpoints[i], "--advertise-client-urls", s.endpoints[i],
 			"--listen-peer-urls", peers[i], "--initial-advertise-peer-urls", peers[i],
@@ -294,7 +239,7 @@ func startEtcd(ctx context.Context, bin, work string, n int) (_ *etcd, err error
 		}
 		s.clients = append(s.clients, c)
 	}
-	err = waitFor(ctx, 60*time.Second, func(ctx context.Context) error {
+	err = serverproc.WaitFor(ctx, readyTimeout, readyPoll, func(ctx context.Context) error {
 		for i, c := range s.clients {
 			st, err := c.Status(ctx, s.endpoints[i])
 			if err != nil {
@@ -308,7 +253,7 @@ func startEtcd(ctx context.Context, bin, work string, n int) (_ *etcd, err error
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("etcd: %w\n%s", err, tail(s.procs[0].log))
+		return nil, fmt.Errorf("etcd: %w\n%s", err, s.procs[0].Tail())
 	}
 	return s, nil
 }
@@ -319,7 +264,7 @@ func (s *etcd) dataDirs() []string { return s.dirs }
 func (s *etcd) pids() []int {
 	var out []int
 	for _, p := range s.procs {
-		out = append(out, p.cmd.Process.Pid)
+		out = append(out, p.Pid())
 	}
 	return out
 }
@@ -352,6 +297,6 @@ func (s *etcd) stop() {
 		_ = c.Close()
 	}
 	for _, p := range s.procs {
-		p.stop()
+		p.Stop(stopTimeout)
 	}
 }

@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -28,6 +27,10 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sessionstore/sessionstore/internal/benchload"
+	"github.com/sessionstore/sessionstore/internal/du"
+	"github.com/sessionstore/sessionstore/internal/procstat"
 )
 
 const (
@@ -120,8 +123,8 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		}
 		defer os.RemoveAll(work)
 	}
-	pad := padding(cfg.eventBytes)
-	payload := func(seq int64) string { return event(seq, time.Now().UnixMilli(), cfg.eventBytes, pad) }
+	pad := benchload.Padding(cfg.eventBytes)
+	payload := func(seq int64) string { return benchload.Event(seq, time.Now().UnixMilli(), cfg.eventBytes, pad) }
 	fmt.Fprintf(stdout, "vs-etcd: %d node(s) on loopback, %d-byte writes, closed loop, %v per run after %v warm-up, %d pairs, %s\n",
 		cfg.nodes, cfg.eventBytes, cfg.duration, cfg.warmup, cfg.pairs, time.Now().UTC().Format("2006-01-02 15:04 UTC"))
 	fmt.Fprintln(stdout, "cpu: µs of all servers' CPU per write, from the start of the load until every server has applied everything and gone quiet;")
@@ -226,18 +229,18 @@ func measure(ctx context.Context, cfg config, name, dir string, writers int, pay
 	r := result{errors: errs, settled: settled}
 	slices.Sort(lat)
 	r.opsPerSec = float64(len(lat)) / elapsed.Seconds()
-	r.p50, r.p99 = ms(percentile(lat, 0.50)), ms(percentile(lat, 0.99))
+	r.p50, r.p99 = ms(benchload.Percentile(lat, 0.50)), ms(benchload.Percentile(lat, 0.99))
 	var ticks, written uint64
 	for i := range before {
 		ticks += after[i].cpuTicks - before[i].cpuTicks
 		written += after[i].writeBytes - before[i].writeBytes
 	}
 	if acked > 0 {
-		r.cpuPerWrite = float64(ticks) * 1e6 / clockTicks / float64(acked)
+		r.cpuPerWrite = float64(ticks) * 1e6 / procstat.ClockTicks / float64(acked)
 		r.diskPerWrite = float64(written) / float64(len(before)) / float64(acked)
 	}
 	for _, d := range sys.dataDirs() {
-		n, err := diskUsage(d)
+		n, err := du.Allocated(d)
 		if err != nil {
 			return result{}, err
 		}
@@ -314,7 +317,7 @@ func load(ctx context.Context, fns []func(context.Context, int64) error, warmup,
 // samples and false if the servers did not go quiet within settleTimeout.
 func settle(ctx context.Context, sys system, idleCores float64) ([]procSample, bool, error) {
 	deadline := time.Now().Add(settleTimeout)
-	idleTicks := uint64(idleCores * settleWindow.Seconds() * clockTicks)
+	idleTicks := uint64(idleCores * settleWindow.Seconds() * procstat.ClockTicks)
 	var last []procSample
 	for time.Now().Before(deadline) {
 		if err := ctx.Err(); err != nil {
@@ -354,46 +357,3 @@ func settle(ctx context.Context, sys system, idleCores float64) ([]procSample, b
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// percentile is the nearest-rank percentile (p in [0,1]) of an ascending
-// slice; 0 when empty.
-func percentile(sorted []time.Duration, p float64) time.Duration {
-	n := len(sorted)
-	if n == 0 {
-		return 0
-	}
-	rank := int(math.Ceil(p*float64(n) - 1e-9))
-	return sorted[min(max(rank, 1), n)-1]
-}
-
-// padding is lowercase-words text, long enough for event's offsets; it needs
-// no JSON escaping and compresses like prose (as node bench's events).
-func padding(size int) string {
-	r := rand.New(rand.NewPCG(1, 2))
-	b := make([]byte, size+4096)
-	for i := range b {
-		if r.IntN(6) == 0 {
-			b[i] = ' '
-		} else {
-			b[i] = 'a' + byte(r.IntN(26))
-		}
-	}
-	return string(b)
-}
-
-// event is the write both systems store: one assistant/chunk text-delta
-// event padded to exactly size bytes (or its minimum size, if larger), the
-// shape `node bench` appends.
-func event(seq, timeMs int64, size int, pad string) string {
-	b := make([]byte, 0, max(size, 160))
-	b = append(b, `{"type":"assistant/chunk","seq":`...)
-	b = strconv.AppendInt(b, seq, 10)
-	b = append(b, `,"time":`...)
-	b = strconv.AppendInt(b, timeMs, 10)
-	b = append(b, `,"data":{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"`...)
-	const tail = `"}}}`
-	n := max(size-len(b)-len(tail), 0)
-	off := int(seq*131) % 4096
-	b = append(b, pad[off:off+n]...)
-	return string(append(b, tail...))
-}
