@@ -17,7 +17,7 @@ import (
 	"github.com/sessionstore/sessionstore/storage"
 )
 
-// Artifacts keeps this node's JSONL artifacts (DESIGN.md §8): after commits,
+// Artifacts keeps this node's JSONL artifacts: after commits,
 // in passes at least passPause apart, it appends one zstd frame per Append or
 // repair command, in log order, without fsync, and records a per-session
 // watermark in the node-local store.

@@ -547,8 +547,7 @@ func (t *Tx) forEachEvent2(id string, inc uint64, from, to int64, fn func(seq in
 	if err != nil {
 		return err
 	}
-	base := sessionSum(id, inc)
-	want := from
+	w := t.walkEvents(id, inc, from, fn)
 	for _, p := range fs {
 		f, err := t.frameAt(id, p.key)
 		if err != nil {
@@ -559,31 +558,18 @@ func (t *Tx) forEachEvent2(id string, inc uint64, from, to int64, fn func(seq in
 		}
 		for i, ev := range f.events {
 			seq := f.first + int64(i)
-			if seq < want {
+			if seq < w.want {
 				continue
 			}
 			if seq >= to {
 				return nil
 			}
-			if seq != want {
-				return t.fail(&ChecksumError{Session: id, Seq: want, What: "missing event"})
-			}
-			if eventSum(base, seq, ev) != f.sums[i] {
-				return t.fail(&ChecksumError{Session: id, Seq: seq, What: "event"})
-			}
-			want++
-			if err := fn(seq, ev); err != nil {
-				if errors.Is(err, ErrStop) {
-					return nil
-				}
+			if done, err := w.visit(seq, ev, f.sums[i]); done {
 				return err
 			}
 		}
 	}
-	if want < to {
-		return t.fail(&ChecksumError{Session: id, Seq: want, What: "missing event"})
-	}
-	return nil
+	return w.end(to)
 }
 
 // frameEnd2 is FrameEnd for layout 2.

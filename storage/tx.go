@@ -257,37 +257,69 @@ func (t *Tx) ForEachEvent(id string, inc uint64, from, to int64, fn func(seq int
 		from = 0
 	}
 	sums := t.sumsFrom(id, from)
-	base := sessionSum(id, inc)
+	w := t.walkEvents(id, inc, from, fn)
 	c := b.Cursor()
-	want := from
 	for k, v := c.Seek(u64(uint64(from))); k != nil; k, v = c.Next() {
 		if len(k) != 8 {
-			return t.fail(&ChecksumError{Session: id, Seq: want, What: "missing event"})
+			return t.fail(&ChecksumError{Session: id, Seq: w.want, What: "missing event"})
 		}
 		seq := int64(binary.BigEndian.Uint64(k))
-		if seq >= to && want >= to {
+		if seq >= to && w.want >= to {
 			break
 		}
-		if seq != want {
-			return t.fail(&ChecksumError{Session: id, Seq: want, What: "missing event"})
+		if seq != w.want {
+			return t.fail(&ChecksumError{Session: id, Seq: w.want, What: "missing event"})
 		}
 		sum, ok := sums.at(seq)
 		if !ok {
 			return t.fail(&ChecksumError{Session: id, Seq: seq, What: "event without checksum"})
 		}
-		if eventSum(base, seq, v) != sum {
-			return t.fail(&ChecksumError{Session: id, Seq: seq, What: "event"})
-		}
-		want++
-		if err := fn(seq, v); err != nil {
-			if errors.Is(err, ErrStop) {
-				return nil
-			}
+		if done, err := w.visit(seq, v, sum); done {
 			return err
 		}
 	}
-	if want < to {
-		return t.fail(&ChecksumError{Session: id, Seq: want, What: "missing event"})
+	return w.end(to)
+}
+
+// eventWalk hands a session's events to fn in seq order, each verified
+// against its stored checksum: what both layouts' ForEachEvent share.
+type eventWalk struct {
+	t    *Tx
+	id   string
+	base uint32 // sessionSum of the session's incarnation
+	want int64  // the next seq expected
+	fn   func(seq int64, ev []byte) error
+}
+
+func (t *Tx) walkEvents(id string, inc uint64, from int64, fn func(seq int64, ev []byte) error) *eventWalk {
+	return &eventWalk{t: t, id: id, base: sessionSum(id, inc), want: from, fn: fn}
+}
+
+// visit checks event seq (the next expected, bytes matching sum) and hands
+// it to fn; done ends the walk, with fn's error (nil for ErrStop) or the
+// damage found.
+func (w *eventWalk) visit(seq int64, ev []byte, sum uint32) (done bool, err error) {
+	if seq != w.want {
+		return true, w.t.fail(&ChecksumError{Session: w.id, Seq: w.want, What: "missing event"})
+	}
+	if eventSum(w.base, seq, ev) != sum {
+		return true, w.t.fail(&ChecksumError{Session: w.id, Seq: seq, What: "event"})
+	}
+	w.want++
+	if err := w.fn(seq, ev); err != nil {
+		if errors.Is(err, ErrStop) {
+			return true, nil
+		}
+		return true, err
+	}
+	return false, nil
+}
+
+// end is the walk's result once the stored events ran out: a seq below to
+// never met is missing.
+func (w *eventWalk) end(to int64) error {
+	if w.want < to {
+		return w.t.fail(&ChecksumError{Session: w.id, Seq: w.want, What: "missing event"})
 	}
 	return nil
 }
