@@ -17,7 +17,7 @@ protoc -I . \
   --plugin=protoc-gen-go-grpc="$plugin_grpc" \
   --go_out=. --go_opt=paths=source_relative \
   --go-grpc_out=. --go-grpc_opt=paths=source_relative \
-  api/sessionpb/session.proto
+  api/sessionpb/session.proto api/forwardpb/forward.proto
 
 protoc -I . \
   --plugin=protoc-gen-go="$plugin_go" \

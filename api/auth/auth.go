@@ -174,16 +174,29 @@ func FromContext(ctx context.Context) *Principal {
 // (forwarding to the leader): the caller's bearer token goes along, and so
 // does the principal's name for a leader that trusts this node's certificate.
 func Outgoing(ctx context.Context) context.Context {
-	md, _ := metadata.FromIncomingContext(ctx)
+	authz, principal := Forwarded(ctx)
 	var kv []string
-	if vals := md.Get("authorization"); len(vals) > 0 {
-		kv = append(kv, "authorization", vals[0])
+	if authz != "" {
+		kv = append(kv, "authorization", authz)
 	}
-	if p, ok := ctx.Value(principalKey{}).(*Principal); ok && p.Name != "" {
-		kv = append(kv, PrincipalKey, p.Name)
+	if principal != "" {
+		kv = append(kv, PrincipalKey, principal)
 	}
 	if len(kv) == 0 {
 		return ctx
 	}
 	return metadata.AppendToOutgoingContext(ctx, kv...)
+}
+
+// Forwarded returns what a call this node makes on behalf of its caller
+// carries: the caller's authorization header and the name of the principal
+// this node authenticated (either may be empty).
+func Forwarded(ctx context.Context) (authorization, principal string) {
+	if vals := metadata.ValueFromIncomingContext(ctx, "authorization"); len(vals) > 0 {
+		authorization = vals[0]
+	}
+	if p, ok := ctx.Value(principalKey{}).(*Principal); ok {
+		principal = p.Name
+	}
+	return authorization, principal
 }

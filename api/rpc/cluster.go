@@ -60,7 +60,7 @@ func NewClusterService(b ClusterBackend, fwd *Forwarder) *ClusterService {
 }
 
 // Register adds the service to g.
-func (s *ClusterService) Register(g *grpc.Server) { pb.RegisterClusterServer(g, s) }
+func (s *ClusterService) Register(g grpc.ServiceRegistrar) { pb.RegisterClusterServer(g, s) }
 
 func (s *ClusterService) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusResponse, error) {
 	st, err := s.b.Status(ctx)

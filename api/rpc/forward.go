@@ -36,8 +36,13 @@ type Forwarder struct {
 	dialer net.Dialer
 	creds  credentials.TransportCredentials
 
-	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn
+	ctx    context.Context // ends the forwarding streams (Close)
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	conns   map[string]*grpc.ClientConn
+	streams map[string]*fwdStream // by leader address
+	legacy  map[string]bool       // leaders without the Forward service
 }
 
 // NewForwarder returns a forwarder whose connections carry messages up to
@@ -49,11 +54,14 @@ func NewForwarder(maxMsg int, dialer net.Dialer, creds credentials.TransportCred
 	if creds == nil {
 		creds = insecure.NewCredentials()
 	}
-	return &Forwarder{maxMsg: maxMsg, dialer: dialer, creds: creds, conns: map[string]*grpc.ClientConn{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Forwarder{maxMsg: maxMsg, dialer: dialer, creds: creds, ctx: ctx, cancel: cancel,
+		conns: map[string]*grpc.ClientConn{}, streams: map[string]*fwdStream{}, legacy: map[string]bool{}}
 }
 
-// Close closes the pooled connections.
+// Close ends the forwarding streams and closes the pooled connections.
 func (f *Forwarder) Close() {
+	f.cancel()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, c := range f.conns {
@@ -65,6 +73,10 @@ func (f *Forwarder) Close() {
 func (f *Forwarder) conn(addr string) (*grpc.ClientConn, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.connLocked(addr)
+}
+
+func (f *Forwarder) connLocked(addr string) (*grpc.ClientConn, error) {
 	if c, ok := f.conns[addr]; ok {
 		return c, nil
 	}
@@ -143,10 +155,19 @@ func failure(err error, mutating bool) error {
 	return toStatus(sessionstore.ErrNoLeader)
 }
 
-// unary forwards one unary call to the leader named by nl.
+// unary forwards one unary call to the leader named by nl: as a message on
+// this node's forwarding stream to it (forwardstream.go), or as a call of its
+// own to a leader that predates that stream.
 func (f *Forwarder) unary(ctx context.Context, nl *sessionstore.NotLeaderError, method string, req, resp proto.Message, mutating bool) error {
 	if f == nil || isForwarded(ctx) {
 		return toStatus(sessionstore.ErrNoLeader)
+	}
+	if !f.isLegacy(nl.LeaderAPI) {
+		err := f.viaStream(ctx, nl.LeaderAPI, method, req, resp, mutating)
+		if !errors.Is(err, errNoForwardService) {
+			f.count(method, err)
+			return err
+		}
 	}
 	c, err := f.conn(nl.LeaderAPI)
 	if err != nil {
@@ -163,7 +184,6 @@ func (f *Forwarder) unary(ctx context.Context, nl *sessionstore.NotLeaderError, 
 	return nil
 }
 
-// stream forwards a server-streaming call, relaying every message.
 // count records a forwarded call's outcome.
 func (f *Forwarder) count(method string, err error) {
 	if f.Metrics == nil {
@@ -183,6 +203,7 @@ func (f *Forwarder) count(method string, err error) {
 	f.Metrics.Forwarded.WithLabelValues(method, outcome).Inc()
 }
 
+// stream forwards a server-streaming call, relaying every message.
 func (f *Forwarder) stream(ctx context.Context, nl *sessionstore.NotLeaderError, method string, req proto.Message, newResp func() proto.Message, send func(proto.Message) error, mutating bool) error {
 	if f == nil || isForwarded(ctx) {
 		return toStatus(sessionstore.ErrNoLeader)

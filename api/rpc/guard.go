@@ -12,6 +12,7 @@ import (
 
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/api/auth"
+	"github.com/sessionstore/sessionstore/api/forwardpb"
 	pb "github.com/sessionstore/sessionstore/api/sessionpb"
 )
 
@@ -109,7 +110,9 @@ func NewGuard(a Authenticator, cfg GuardConfig, m *Metrics, logger *slog.Logger)
 // admit authenticates and authorises a call; session checks wait for the
 // request (check).
 func (g *Guard) admit(ctx context.Context, method string) (context.Context, *auth.Principal, error) {
-	if strings.HasPrefix(method, healthPrefix) {
+	if strings.HasPrefix(method, healthPrefix) || method == forwardpb.Forward_Calls_FullMethodName {
+		// The forwarding stream carries no authority of its own: each call
+		// in it is admitted here as if sent directly (forwardserver.go).
 		return ctx, nil, nil
 	}
 	p, err := g.auth.Authenticate(ctx)

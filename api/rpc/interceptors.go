@@ -139,11 +139,38 @@ func (c *methodCache) count(mm *methodMetrics, method string, code codes.Code) {
 	(*ok).Inc()
 }
 
-// Interceptors returns the server options that assign request ids, recover
-// panics, refuse over-long request fields (CheckFields), log failures and
-// record metrics for every rpc; extra interceptors
-// (the guard) run inside them, so their refusals are logged and counted too.
-func Interceptors(logger *slog.Logger, m *Metrics, extra ...*Guard) []grpc.ServerOption {
+// Interceptors assign request ids, recover panics, refuse over-long request
+// fields (CheckFields), log failures and record metrics for every rpc, direct
+// or forwarded on a stream (ForwardServer); extra interceptors (the guard)
+// run inside them, so their refusals are logged and counted too.
+type Interceptors struct {
+	unary  grpc.UnaryServerInterceptor
+	stream []grpc.StreamServerInterceptor
+}
+
+// ServerOptions installs the interceptors on a gRPC server.
+func (i *Interceptors) ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.UnaryInterceptor(i.unary), grpc.ChainStreamInterceptor(i.stream...)}
+}
+
+// Unary is the chain of unary interceptors, for calls that arrive otherwise
+// than as gRPC calls of their own (ForwardServer).
+func (i *Interceptors) Unary() grpc.UnaryServerInterceptor { return i.unary }
+
+// chainUnary runs us in order, the first outermost.
+func chainUnary(us []grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
+	if len(us) == 1 {
+		return us[0]
+	}
+	inner := chainUnary(us[1:])
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		return us[0](ctx, req, info, func(ctx context.Context, req any) (any, error) { return inner(ctx, req, info, h) })
+	}
+}
+
+// NewInterceptors returns the interceptors, logging to logger and counting
+// in m.
+func NewInterceptors(logger *slog.Logger, m *Metrics, extra ...*Guard) *Interceptors {
 	logger = logger.With("component", "rpc")
 	cache := &methodCache{m: m}
 	done := func(ctx context.Context, method, reqID string, start time.Time, err error) {
@@ -208,7 +235,7 @@ func Interceptors(logger *slog.Logger, m *Metrics, extra ...*Guard) []grpc.Serve
 		us = append(us, g.unary)
 		ss = append(ss, g.stream)
 	}
-	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(us...), grpc.ChainStreamInterceptor(ss...)}
+	return &Interceptors{unary: chainUnary(us), stream: ss}
 }
 
 // ctxStream is a server stream with a derived context.

@@ -24,7 +24,7 @@ type PlanMode struct {
 func NewPlanMode(b PlanBackend, fwd *Forwarder) *PlanMode { return &PlanMode{b: b, fwd: fwd} }
 
 // Register adds the service to s.
-func (p *PlanMode) Register(s *grpc.Server) { pb.RegisterPlanModeServer(s, p) }
+func (p *PlanMode) Register(s grpc.ServiceRegistrar) { pb.RegisterPlanModeServer(s, p) }
 
 // serve runs call, forwarding to the leader when this node is not it.
 func serve[Resp proto.Message](ctx context.Context, fwd *Forwarder, method string, req proto.Message, mutating bool,

@@ -61,7 +61,7 @@ func NewPersistence(b Backend, maxMessageBytes int, fwd *Forwarder) *Persistence
 }
 
 // Register adds the service to s.
-func (p *Persistence) Register(s *grpc.Server) { pb.RegisterSessionPersistenceServer(s, p) }
+func (p *Persistence) Register(s grpc.ServiceRegistrar) { pb.RegisterSessionPersistenceServer(s, p) }
 
 func (p *Persistence) Locate(ctx context.Context, r *pb.LocateRequest) (*pb.LocateResponse, error) {
 	kind, path, url, err := p.b.Locate(ctx, headerFromPB(r.GetHeader()))

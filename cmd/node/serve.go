@@ -212,17 +212,23 @@ func startServer(cfg serveConfig, logger *slog.Logger, raftLog io.Writer) (*serv
 	rpcMetrics := rpc.NewMetrics(reg)
 	streams := rpc.NewStreams(cfg.Streams.Read, cfg.Streams.Watch, reg)
 	guard := rpc.NewGuard(authn, rpc.GuardConfig{Rate: cfg.Auth.Rate, Burst: cfg.Auth.Burst, Streams: streams}, rpcMetrics, logger)
-	opts := append(rpc.Interceptors(logger, rpcMetrics, guard),
+	intercept := rpc.NewInterceptors(logger, rpcMetrics, guard)
+	opts := append(intercept.ServerOptions(),
 		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes), grpc.MaxSendMsgSize(cfg.MaxMessageBytes))
 	opts = append(opts, sec.serverOptions()...)
 	s.grpc = grpc.NewServer(opts...)
 	s.fwd = rpc.NewForwarder(cfg.MaxMessageBytes, cluster.LocalDialer(cfg.GRPCAddr), sec.peerCreds())
 	s.fwd.Metrics = rpcMetrics
+	// Calls followers forward arrive on the Forward stream and run through
+	// the same interceptors and handlers as direct ones.
+	forwarded := rpc.NewForwardServer(cfg.MaxMessageBytes, intercept.Unary())
+	forwarded.Register(s.grpc)
+	services := forwarded.Registrar(s.grpc)
 	persistence := rpc.NewPersistence(node, cfg.MaxMessageBytes, s.fwd)
 	persistence.Streams, persistence.StreamWriteTimeout = streams, cfg.Streams.WriteTimeout
-	persistence.Register(s.grpc)
-	rpc.NewClusterService(node, s.fwd).Register(s.grpc)
-	rpc.NewPlanMode(node, s.fwd).Register(s.grpc)
+	persistence.Register(services)
+	rpc.NewClusterService(node, s.fwd).Register(services)
+	rpc.NewPlanMode(node, s.fwd).Register(services)
 	node.SetRemover(func(ctx context.Context, leaderAPI, nodeID string) error {
 		c, err := client.Dial(ctx, leaderAPI, sec.peerDialOptions()...)
 		if err != nil {
