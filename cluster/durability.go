@@ -2,19 +2,27 @@ package cluster
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/sessionstore/sessionstore/storage"
 )
 
-// The state database commits without fsync (storage.StateOptions.NoSync):
-// an entry is durable once the Raft log holds it, and the state database is a
-// cache of the applied log that Raft replays from its applied index after a
-// crash. Two mechanisms keep that safe:
+// The state database commits without fsync (storage.StateOptions.NoSync),
+// and the FSM's batches are committed together (storage.StateDB.UpdateDeferred:
+// by this flush, by the first read, or every 256 batches): an entry is
+// durable once the Raft log holds it, and the state database is a cache of
+// the applied log that Raft replays from its applied index after a crash. A
+// process crash loses what was applied but not yet committed, which the
+// replay applies again. Two mechanisms keep that safe:
 //
-//   - runSyncer flushes the state database every syncInterval, so replay after
-//     a crash stays short and the file on disk is never far behind;
+//   - runSyncer commits and flushes the state database every syncInterval,
+//     so replay after a crash stays short and the file on disk is never far
+//     behind;
 //   - the boot marker tells the start-up guard whether the operating system
 //     may have crashed (power loss) since the file was last flushed, in which
 //     case page writes may have reached the disk out of order: the guard then
@@ -38,6 +46,11 @@ func (n *Node) runSyncer() {
 			continue
 		}
 		if err := n.state.Sync(); err != nil {
+			if errors.Is(err, storage.ErrStateFailed) {
+				// Applied entries were lost from the state: it can no longer
+				// follow the log. Stop, as the FSM does; a restart replays them.
+				panic(fmt.Sprintf("state database: %v", err))
+			}
 			n.logger.Error("flushing the state database failed; committed entries stay durable in the Raft log", "err", err)
 			continue
 		}

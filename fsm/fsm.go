@@ -91,7 +91,9 @@ func New(db *storage.StateDB, logger *slog.Logger, metrics *Metrics, observer fu
 		applied: idx, changed: make(chan struct{}), sessions: map[string]*sessionSignal{}, observer: observer}, nil
 }
 
-// AppliedIndex is the last Raft index whose effects are committed in bbolt.
+// AppliedIndex is the last Raft index whose effects are applied: every read
+// of the state database that begins afterwards sees them (a deferred commit
+// is completed first).
 func (f *FSM) AppliedIndex() uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -195,7 +197,8 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 }
 
 // ApplyBatch applies entries in one bbolt transaction that also records the
-// last applied index; entries at or below the stored index are skipped.
+// last applied index (a transaction that later batches join until it is
+// committed); entries at or below the stored index are skipped.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	start := time.Now()
 	out := make([]interface{}, len(logs))
@@ -204,7 +207,9 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	var frames []Frame
 	var lastIndex uint64
 	converted := false // the layout changed: artifacts are checked whole
-	err := f.db.Update(func(tx *storage.Tx) error {
+	// Deferred: the batch is committed with the next ones, by the node's
+	// periodic Sync or the first read (storage.StateDB.UpdateDeferred).
+	err := f.db.UpdateDeferred(func(tx *storage.Tx) error {
 		applied, _ := tx.Applied()
 		var last *raft.Log
 		for i, l := range logs {

@@ -31,5 +31,6 @@ func persistFreelist(db *bbolt.DB) error {
 func (s *StateDB) CloseUnchanged() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.dropPending()
 	return s.db.Close()
 }

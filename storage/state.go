@@ -46,8 +46,30 @@ type StateDB struct {
 	mu sync.RWMutex // guards db against the swap in Restore
 	db *bbolt.DB
 
+	// Deferred commits (UpdateDeferred): the write transaction that applied
+	// batches accumulate in until the next commit, and how many it holds.
+	// hasPending lets readers skip wmu when nothing waits; failed is the
+	// error of a commit that lost batches already applied (sticky).
+	wmu        sync.Mutex
+	pending    *bbolt.Tx
+	batches    int
+	hasPending atomic.Bool
+	failed     error
+	hasFailed  atomic.Bool
+
 	fails atomic.Uint64 // checksum failures found by reads (ChecksumFailures)
 }
+
+// maxDeferredBatches bounds the batches one deferred commit holds (memory,
+// and the work a process crash leaves Raft to replay), whatever the period
+// of the caller's Sync.
+const maxDeferredBatches = 256
+
+// ErrStateFailed is returned by every call after a commit of deferred
+// batches failed: the database no longer holds everything the FSM applied
+// and must not serve or apply anything more. The entries are in the Raft
+// log; a restart applies them again.
+var ErrStateFailed = errors.New("state database: a commit of applied entries failed; the node must restart")
 
 // ChecksumFailures counts the stored values that failed their checksum when
 // read, since the database was opened (sessionstore_checksum_failures_total).
@@ -115,15 +137,121 @@ func (s *StateDB) Path() string { return s.path }
 func (s *StateDB) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.commitPending(); err != nil {
+		return errors.Join(err, s.db.Close())
+	}
 	_ = persistFreelist(s.db)
 	return errors.Join(s.db.Sync(), s.db.Close())
 }
 
-// Sync flushes committed transactions to disk (fdatasync).
+// Sync commits deferred batches and flushes committed transactions to disk
+// (fdatasync).
 func (s *StateDB) Sync() error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	if err := s.commitPending(); err != nil {
+		return err
+	}
 	return s.db.Sync()
+}
+
+// UpdateDeferred runs fn as Update does, but in a write transaction that
+// stays open for the next calls: it is committed by the next Sync, by any
+// read (View, BeginSnapshot, Update, Close) or once it holds
+// maxDeferredBatches. A group of applied Raft entries then costs its puts
+// and no commit of its own: bbolt's commit (spill, a pwrite per dirty page,
+// the meta page) is paid once per Sync period instead of once per batch,
+// and pages several batches dirty (a session's hot record, the log's right
+// edge) are written once. Readers never see less than was applied before
+// they started: they commit first.
+//
+// An error rolls back every batch since the last commit, not only fn's: the
+// caller (the FSM) has answered those, so it must stop, as it does for any
+// failed apply; the Raft log still holds the entries.
+func (s *StateDB) UpdateDeferred(fn func(*Tx) error) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.failed != nil {
+		return s.failed
+	}
+	if s.pending == nil {
+		tx, err := s.db.Begin(true)
+		if err != nil {
+			return err
+		}
+		s.pending = tx
+	}
+	t := newTx(s.pending, &s.fails)
+	err := fn(t)
+	if err == nil {
+		err = t.flushHot()
+	}
+	if err != nil {
+		s.fail(err) // before the flag clears: readers must not find a clean state
+		_ = s.pending.Rollback()
+		s.pending, s.batches = nil, 0
+		s.hasPending.Store(false)
+		return err
+	}
+	s.batches++
+	s.hasPending.Store(true)
+	if s.batches >= maxDeferredBatches {
+		return s.commitLocked()
+	}
+	return nil
+}
+
+// commitPending commits deferred batches, if any. The caller holds mu.
+func (s *StateDB) commitPending() error {
+	if !s.hasPending.Load() && !s.hasFailed.Load() {
+		return nil
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return s.commitLocked()
+}
+
+// commitLocked commits the pending transaction; the caller holds wmu.
+func (s *StateDB) commitLocked() error {
+	if s.failed != nil {
+		return s.failed
+	}
+	if s.pending == nil {
+		return nil
+	}
+	tx := s.pending
+	s.pending, s.batches = nil, 0
+	err := tx.Commit()
+	// Only now: a reader that finds the flag clear reads without wmu, so it
+	// must not begin before the commit is complete.
+	s.hasPending.Store(false)
+	if err != nil {
+		s.fail(err)
+		return s.failed
+	}
+	return nil
+}
+
+// fail records that applied batches were lost; the caller holds wmu.
+func (s *StateDB) fail(err error) {
+	if s.failed == nil {
+		s.failed = fmt.Errorf("%w: %w", ErrStateFailed, err)
+		s.hasFailed.Store(true)
+	}
+}
+
+// dropPending discards deferred batches (the database is being replaced or
+// closed as it is on disk). The caller holds mu for writing.
+func (s *StateDB) dropPending() {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.pending != nil {
+		_ = s.pending.Rollback()
+		s.pending, s.batches = nil, 0
+		s.hasPending.Store(false)
+	}
 }
 
 // Check walks every page of the database and reports the first inconsistency.
@@ -139,10 +267,16 @@ func (s *StateDB) Check() error {
 	})
 }
 
-// Update runs fn in one write transaction, committed (and fsynced) on success.
+// Update runs fn in one write transaction, committed on success (after the
+// deferred batches before it).
 func (s *StateDB) Update(fn func(*Tx) error) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if err := s.commitLocked(); err != nil {
+		return err
+	}
 	return s.db.Update(func(tx *bbolt.Tx) error {
 		t := newTx(tx, &s.fails)
 		if err := fn(t); err != nil {
@@ -152,10 +286,14 @@ func (s *StateDB) Update(fn func(*Tx) error) error {
 	})
 }
 
-// View runs fn in a read transaction.
+// View runs fn in a read transaction, which sees everything applied before
+// it began.
 func (s *StateDB) View(fn func(*Tx) error) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	if err := s.commitPending(); err != nil {
+		return err
+	}
 	return s.db.View(func(tx *bbolt.Tx) error { return fn(newTx(tx, &s.fails)) })
 }
 
@@ -185,6 +323,10 @@ type Snapshot struct {
 // the I/O happens in WriteTo, while writers continue.
 func (s *StateDB) BeginSnapshot() (*Snapshot, error) {
 	s.mu.RLock()
+	if err := s.commitPending(); err != nil {
+		s.mu.RUnlock()
+		return nil, err
+	}
 	tx, err := s.db.Begin(false)
 	if err != nil {
 		s.mu.RUnlock()
@@ -263,6 +405,7 @@ func (s *StateDB) Restore(r io.Reader, check func(*Tx) error) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.dropPending() // replaced by the snapshot's state
 	if err := s.db.Close(); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("restore: close state database: %w", err)
