@@ -146,7 +146,7 @@ func (x *Call) GetCancel() bool {
 	return false
 }
 
-// Calls is what a follower sends: the calls that queued while the previous
+// CallBatch is what a follower sends: the calls that queued while the previous
 // message was being sent.
 type CallBatch struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -257,10 +257,14 @@ func (x *Reply) GetStatus() []byte {
 	return nil
 }
 
-// Replies is what the leader sends: the replies ready since the last message.
+// ReplyBatch is what the leader sends: the replies ready since the last message.
 type ReplyBatch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Replies       []*Reply               `protobuf:"bytes,1,rep,name=replies,proto3" json:"replies,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Replies []*Reply               `protobuf:"bytes,1,rep,name=replies,proto3" json:"replies,omitempty"`
+	// draining: the leader is stopping. The follower sends nothing more on
+	// this stream (new calls start another) and half-closes it; the leader
+	// answers every call it received, then ends the stream.
+	Draining      bool `protobuf:"varint,2,opt,name=draining,proto3" json:"draining,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -302,6 +306,13 @@ func (x *ReplyBatch) GetReplies() []*Reply {
 	return nil
 }
 
+func (x *ReplyBatch) GetDraining() bool {
+	if x != nil {
+		return x.Draining
+	}
+	return false
+}
+
 var File_api_forwardpb_forward_proto protoreflect.FileDescriptor
 
 const file_api_forwardpb_forward_proto_rawDesc = "" +
@@ -322,10 +333,11 @@ const file_api_forwardpb_forward_proto_rawDesc = "" +
 	"\x05Reply\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1a\n" +
 	"\bresponse\x18\x02 \x01(\fR\bresponse\x12\x16\n" +
-	"\x06status\x18\x03 \x01(\fR\x06status\"G\n" +
+	"\x06status\x18\x03 \x01(\fR\x06status\"c\n" +
 	"\n" +
 	"ReplyBatch\x129\n" +
-	"\areplies\x18\x01 \x03(\v2\x1f.sessionstore.internal.v1.ReplyR\areplies2a\n" +
+	"\areplies\x18\x01 \x03(\v2\x1f.sessionstore.internal.v1.ReplyR\areplies\x12\x1a\n" +
+	"\bdraining\x18\x02 \x01(\bR\bdraining2a\n" +
 	"\aForward\x12V\n" +
 	"\x05Calls\x12#.sessionstore.internal.v1.CallBatch\x1a$.sessionstore.internal.v1.ReplyBatch(\x010\x01B4Z2github.com/sessionstore/sessionstore/api/forwardpbb\x06proto3"
 

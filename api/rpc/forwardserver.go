@@ -16,6 +16,11 @@ package rpc
 // verified node certificate (auth.Authenticator), and a stranger's calls on
 // the stream are refused one by one as they would be on their own.
 //
+// Stopping. Drain tells every follower that the stream is ending: it sends
+// nothing more there (its next call opens a new stream) and half-closes; the
+// leader answers what it received and ends the stream, so a graceful stop
+// of the gRPC server does not wait on streams that would never end.
+//
 // Bounds. At most forwardInflight calls of one stream run at once; beyond
 // that the stream is not read, so HTTP/2 flow control holds the follower
 // back. A reply larger than the message limit is replaced by the error a
@@ -59,6 +64,9 @@ type ForwardServer struct {
 	intercept grpc.UnaryServerInterceptor
 	methods   map[string]unaryMethod // full method name → handler
 	workers   workers
+
+	drainOnce sync.Once
+	drain     chan struct{} // closed by Drain
 }
 
 // NewForwardServer returns a forward server whose calls pass intercept (the
@@ -67,8 +75,15 @@ type ForwardServer struct {
 // Registrar.
 func NewForwardServer(maxMsg int, intercept grpc.UnaryServerInterceptor) *ForwardServer {
 	return &ForwardServer{maxMsg: maxMsg, intercept: intercept, methods: map[string]unaryMethod{},
-		workers: workers{work: make(chan func()), idle: 10 * time.Second}}
+		workers: workers{work: make(chan func()), idle: 10 * time.Second}, drain: make(chan struct{})}
 }
+
+// Drain asks the followers to end their streams (the node is stopping): each
+// is told to send nothing more and to half-close, and its stream ends once
+// every call it carried is answered, so a graceful stop of the gRPC server
+// does not wait for streams that would otherwise stay open, and no call is
+// cut off unanswered.
+func (f *ForwardServer) Drain() { f.drainOnce.Do(func() { close(f.drain) }) }
 
 // workers run forwarded calls on goroutines that outlive one call: a fresh
 // goroutine per call grew its stack through the handler's depth every time
@@ -194,14 +209,27 @@ recv:
 // are ready, until replies is closed. A failed send ends the stream's calls.
 func (f *ForwardServer) sendReplies(stream forwardpb.Forward_CallsServer, replies <-chan *forwardpb.Reply, cancelAll context.CancelFunc) error {
 	limit := f.maxMsg - replyOverhead
+	drain := f.drain
 	var next *forwardpb.Reply
 	for {
 		r := next
 		next = nil
 		if r == nil {
 			var ok bool
-			if r, ok = <-replies; !ok {
-				return nil
+			select {
+			case r, ok = <-replies:
+				if !ok {
+					return nil
+				}
+			case <-drain:
+				drain = nil
+				if err := stream.Send(&forwardpb.ReplyBatch{Draining: true}); err != nil {
+					cancelAll()
+					for range replies {
+					}
+					return err
+				}
+				continue
 			}
 		}
 		batch := &forwardpb.ReplyBatch{Replies: []*forwardpb.Reply{r}}

@@ -63,6 +63,12 @@ func (e *echoLeader) Append(ctx context.Context, r *pb.AppendRequest) (*pb.Appen
 // token file, with (stream) or without (an older build) the Forward service.
 func startLeader(t *testing.T, e *echoLeader, stream bool) string {
 	t.Helper()
+	addr, _, _ := startLeaderServer(t, e, stream)
+	return addr
+}
+
+func startLeaderServer(t *testing.T, e *echoLeader, stream bool) (string, *ForwardServer, *grpc.Server) {
+	t.Helper()
 	tokens := filepath.Join(t.TempDir(), "tokens")
 	table := fwdAliceToken + " alice read,write alice/\n" + fwdReaderTok + " reader read *\n"
 	if err := os.WriteFile(tokens, []byte(table), 0o600); err != nil {
@@ -77,8 +83,9 @@ func startLeader(t *testing.T, e *echoLeader, stream bool) string {
 	ic := NewInterceptors(logger, m, NewGuard(a, GuardConfig{}, m, logger))
 	srv := grpc.NewServer(ic.ServerOptions()...)
 	var reg grpc.ServiceRegistrar = srv
+	var fs *ForwardServer
 	if stream {
-		fs := NewForwardServer(1<<20, ic.Unary())
+		fs = NewForwardServer(1<<20, ic.Unary())
 		fs.Register(srv)
 		reg = fs.Registrar(srv)
 	}
@@ -89,7 +96,7 @@ func startLeader(t *testing.T, e *echoLeader, stream bool) string {
 	}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(srv.Stop)
-	return ln.Addr().String()
+	return ln.Addr().String(), fs, srv
 }
 
 // asClient is the context of a call a follower received from a client with
@@ -220,5 +227,55 @@ func TestForwardOversizedCallNeverLeaves(t *testing.T) {
 	}
 	if e.seen["alice/big"] != 0 {
 		t.Fatal("the oversized call reached the leader")
+	}
+}
+
+// A stopping leader drains its forwarding streams: the call it is running is
+// answered (not cut off as OUTCOME_UNKNOWN), the follower half-closes, and
+// the server's graceful stop, which waits for every stream, completes.
+// Calls sent meanwhile start a new stream and are still served.
+func TestForwardDrainAnswersEveryCall(t *testing.T) {
+	e := &echoLeader{seen: map[string]int{}, block: make(chan struct{}), canceled: make(chan struct{}, 1)}
+	addr, fs, srv := startLeaderServer(t, e, true)
+	f := NewForwarder(1<<20, net.Dialer{}, nil)
+	defer f.Close()
+	nl := &sessionstore.NotLeaderError{LeaderID: "n1", LeaderAPI: addr}
+	ctx := asClient(context.Background(), fwdAliceToken, "")
+	call := func(id string) <-chan error {
+		errc := make(chan error, 1)
+		go func() {
+			out := new(pb.AppendResponse)
+			err := f.unary(ctx, nl, pb.SessionPersistence_Append_FullMethodName, &pb.AppendRequest{SessionId: id}, out, true)
+			if err == nil && !strings.HasSuffix(out.Revision, "|"+id) {
+				err = fmt.Errorf("answer %q is not %s's", out.Revision, id)
+			}
+			errc <- err
+		}()
+		return errc
+	}
+	seen := func(id string) bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.seen[id] > 0
+	}
+	running := call("alice/running")
+	for !seen("alice/running") {
+		time.Sleep(time.Millisecond)
+	}
+	fs.Drain()
+	stopped := make(chan struct{})
+	go func() { srv.GracefulStop(); close(stopped) }()
+	later := call("alice/later") // on a new stream, or refused by the stopping server
+	close(e.block)
+	if err := <-running; err != nil {
+		t.Fatalf("the running call: %v, want its answer", err)
+	}
+	if err := <-later; err != nil && reasonOf(err) != string(sessionstore.ReasonNoLeader) {
+		t.Fatalf("a call during the stop: %v, want its answer or NO_LEADER", err)
+	}
+	select {
+	case <-stopped:
+	case <-time.After(30 * time.Second):
+		t.Fatal("graceful stop still waits for a forwarding stream")
 	}
 }

@@ -14,6 +14,10 @@ package rpc
 // sent before its message is handed to gRPC, so a break that races with the
 // send errs towards OUTCOME_UNKNOWN, never towards a false NO_LEADER.
 //
+// A leader that is stopping says so (ReplyBatch.draining): the stream takes
+// no new calls, sends what was queued, half-closes and ends once the leader
+// has answered; the next call starts a new stream.
+//
 // A caller that gives up (deadline, cancellation) tells the leader with a
 // cancel message, best effort; its deadline travels with the call anyway.
 // A leader of an older build without the Forward service answers the stream
@@ -45,6 +49,9 @@ const forwardQueue = 1024
 // build); the call did not run there.
 var errNoForwardService = errors.New("leader has no forwarding stream")
 
+// errStreamClosing: the stream takes no new calls (its leader is draining).
+var errStreamClosing = errors.New("forwarding stream closing")
+
 // fwdStream is one forwarding stream to a leader.
 type fwdStream struct {
 	f      *Forwarder
@@ -57,6 +64,9 @@ type fwdStream struct {
 	nextID  uint64
 	pending map[uint64]*fwdCall // calls queued or sent, not yet answered
 	broken  bool
+	closing bool          // the leader is draining: no new calls
+	pushing atomic.Int64  // enqueues registered but not yet in queue
+	drained chan struct{} // closed when closing is set
 }
 
 // fwdCall is one call on a stream (or a cancel message: done is nil).
@@ -93,12 +103,19 @@ func (f *Forwarder) viaStream(ctx context.Context, addr, method string, req, res
 		// What gRPC answers a call over the limit; it never leaves.
 		return status.Errorf(codes.ResourceExhausted, "grpc: trying to send message larger than max (%d vs. %d)", n, f.maxMsg)
 	}
-	s := f.streamTo(addr)
-	if s == nil {
-		return failure(errors.New("forwarder closed"), false)
-	}
-	if err := s.enqueue(ctx, c); err != nil {
-		return failure(err, false)
+	var s *fwdStream
+	for {
+		if s = f.streamTo(addr); s == nil {
+			return failure(errors.New("forwarder closed"), false)
+		}
+		err := s.enqueue(ctx, c)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errStreamClosing) {
+			return failure(err, false)
+		}
+		// That stream was draining and is forgotten: the next one is new.
 	}
 	var r fwdResult
 	select {
@@ -158,7 +175,7 @@ func (f *Forwarder) streamTo(addr string) *fwdStream {
 	}
 	ctx, cancel := context.WithCancel(f.ctx)
 	s := &fwdStream{f: f, addr: addr, ctx: ctx, cancel: cancel, queue: make(chan *fwdCall, forwardQueue),
-		pending: map[uint64]*fwdCall{}}
+		pending: map[uint64]*fwdCall{}, drained: make(chan struct{})}
 	f.streams[addr] = s
 	conn, err := f.connLocked(addr)
 	go s.run(conn, err)
@@ -177,6 +194,10 @@ func (f *Forwarder) forget(s *fwdStream) {
 // enqueue registers c and queues it for the sender.
 func (s *fwdStream) enqueue(ctx context.Context, c *fwdCall) error {
 	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return errStreamClosing
+	}
 	if s.broken {
 		s.mu.Unlock()
 		return errors.New("forwarding stream closed")
@@ -184,7 +205,9 @@ func (s *fwdStream) enqueue(ctx context.Context, c *fwdCall) error {
 	s.nextID++
 	c.msg.Id = s.nextID
 	s.pending[c.msg.Id] = c
+	s.pushing.Add(1) // under mu: the sender's drain sees it once closing is set
 	s.mu.Unlock()
+	defer s.pushing.Add(-1)
 	select {
 	case s.queue <- c:
 		return nil
@@ -218,6 +241,19 @@ func (s *fwdStream) take(id uint64) *fwdCall {
 	c := s.pending[id]
 	delete(s.pending, id)
 	return c
+}
+
+// close stops new calls on the stream (its leader is draining) and makes
+// the next call start a new one; the sender sends what was queued and
+// half-closes.
+func (s *fwdStream) close() {
+	s.f.forget(s)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closing {
+		s.closing = true
+		close(s.drained)
+	}
 }
 
 // fail ends the stream: every pending call gets err, and the next call
@@ -259,6 +295,9 @@ func (s *fwdStream) run(conn *grpc.ClientConn, err error) {
 		if c == nil {
 			select {
 			case c = <-s.queue:
+			case <-s.drained:
+				s.sendRest(cs)
+				return
 			case <-s.ctx.Done():
 				s.fail(s.ctx.Err())
 				return
@@ -301,6 +340,42 @@ func (s *fwdStream) run(conn *grpc.ClientConn, err error) {
 	}
 }
 
+// sendRest sends, once the stream is closing, the calls queued or being
+// queued, then half-closes; receive goes on until the leader has answered
+// them and ended the stream.
+func (s *fwdStream) sendRest(cs forwardpb.Forward_CallsClient) {
+	for {
+		var calls []*forwardpb.Call
+	take:
+		for {
+			select {
+			case c := <-s.queue:
+				c.sent.Store(true)
+				calls = append(calls, c.msg)
+			default:
+				break take
+			}
+		}
+		if len(calls) > 0 {
+			// One call per message: these are few, and none is too large alone.
+			for _, m := range calls {
+				if err := cs.Send(&forwardpb.CallBatch{Calls: []*forwardpb.Call{m}}); err != nil {
+					s.fail(err) // marked sent: a write among them is OUTCOME_UNKNOWN
+					return
+				}
+			}
+			continue
+		}
+		if s.pushing.Load() == 0 && len(s.queue) == 0 {
+			break
+		}
+		time.Sleep(time.Millisecond) // an enqueue registered before closing is on its way
+	}
+	if err := cs.CloseSend(); err != nil {
+		s.fail(err)
+	}
+}
+
 // receive hands each reply to its caller until the stream breaks.
 func (s *fwdStream) receive(cs forwardpb.Forward_CallsClient) {
 	for {
@@ -313,6 +388,9 @@ func (s *fwdStream) receive(cs forwardpb.Forward_CallsClient) {
 			if c := s.take(r.Id); c != nil {
 				c.done <- fwdResult{reply: r}
 			}
+		}
+		if batch.Draining {
+			s.close()
 		}
 	}
 }

@@ -140,6 +140,7 @@ type server struct {
 	grpc     *grpc.Server
 	auth     *auth.Authenticator
 	fwd      *rpc.Forwarder
+	fwdIn    *rpc.ForwardServer // calls followers forward here
 	health   *health.Server
 	http     *http.Server
 	grpcAddr string
@@ -221,9 +222,9 @@ func startServer(cfg serveConfig, logger *slog.Logger, raftLog io.Writer) (*serv
 	s.fwd.Metrics = rpcMetrics
 	// Calls followers forward arrive on the Forward stream and run through
 	// the same interceptors and handlers as direct ones.
-	forwarded := rpc.NewForwardServer(cfg.MaxMessageBytes, intercept.Unary())
-	forwarded.Register(s.grpc)
-	services := forwarded.Registrar(s.grpc)
+	s.fwdIn = rpc.NewForwardServer(cfg.MaxMessageBytes, intercept.Unary())
+	s.fwdIn.Register(s.grpc)
+	services := s.fwdIn.Registrar(s.grpc)
 	persistence := rpc.NewPersistence(node, cfg.MaxMessageBytes, s.fwd)
 	persistence.Streams, persistence.StreamWriteTimeout = streams, cfg.Streams.WriteTimeout
 	persistence.Register(services)
@@ -330,6 +331,7 @@ func (s *server) Close() error {
 	s.stop()
 	<-s.done
 	s.health.Shutdown()
+	s.fwdIn.Drain() // followers end their forwarding streams, so GracefulStop need not wait for them
 	stopped := make(chan struct{})
 	go func() { s.grpc.GracefulStop(); close(stopped) }()
 	select {
