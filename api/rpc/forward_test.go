@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/sessionstore/sessionstore"
 	pb "github.com/sessionstore/sessionstore/api/sessionpb"
@@ -26,8 +27,9 @@ func refusingAddr(t *testing.T) string {
 	return addr
 }
 
-// vanishingLeader serves every call by signalling got and then dying with
-// the connection open: the call was sent and never answered.
+// vanishingLeader serves every call (or forwarding stream) by reading its
+// first message, signalling got and then dying with the connection open: the
+// call reached the leader and was never answered.
 func vanishingLeader(t *testing.T) (addr string, got <-chan struct{}) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -37,6 +39,9 @@ func vanishingLeader(t *testing.T) (addr string, got <-chan struct{}) {
 	ch := make(chan struct{}, 1)
 	var srv *grpc.Server
 	srv = grpc.NewServer(grpc.UnknownServiceHandler(func(_ any, ss grpc.ServerStream) error {
+		if err := ss.RecvMsg(new(emptypb.Empty)); err != nil { // any message: its fields are kept as unknown
+			return err
+		}
 		ch <- struct{}{}
 		go srv.Stop()
 		<-ss.Context().Done()

@@ -274,11 +274,24 @@ func (f *ForwardServer) callContext(ctx context.Context, c *forwardpb.Call) (con
 		md[RequestIDKey] = []string{c.RequestId}
 	}
 	ctx = metadata.NewIncomingContext(ctx, md)
+	// Not the Forward stream's: a call's response headers (the request id)
+	// have no stream of their own to go on.
+	ctx = grpc.NewContextWithServerTransportStream(ctx, callStream(c.Method))
 	if c.TimeoutMicros > 0 {
 		return context.WithTimeout(ctx, time.Duration(c.TimeoutMicros)*time.Microsecond)
 	}
 	return context.WithCancel(ctx)
 }
+
+// callStream is a forwarded call's grpc.ServerTransportStream: it names the
+// method and drops headers and trailers (the reply carries neither; the
+// follower answers its client with its own).
+type callStream string
+
+func (m callStream) Method() string             { return string(m) }
+func (callStream) SetHeader(metadata.MD) error  { return nil }
+func (callStream) SendHeader(metadata.MD) error { return nil }
+func (callStream) SetTrailer(metadata.MD) error { return nil }
 
 // serve runs one call and returns its reply.
 func (f *ForwardServer) serve(ctx context.Context, c *forwardpb.Call) *forwardpb.Reply {
