@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/fsm"
 	"github.com/sessionstore/sessionstore/fsm/fsmpb"
@@ -166,6 +168,11 @@ func (n *Node) Create(ctx context.Context, h sessionstore.Header, requestID stri
 func (n *Node) Append(ctx context.Context, id string, events [][]byte, epoch uint64, expectedRevision string) (sessionstore.AppendResult, error) {
 	if err := sessionlog.ValidateSessionID(id); err != nil {
 		return sessionstore.AppendResult{}, err
+	}
+	// A follower hands the call on as it came: the leader checks the batch
+	// (once, not on both nodes) against its own state and limits.
+	if n.raft.State() != raft.Leader {
+		return sessionstore.AppendResult{}, n.notLeader()
 	}
 	if len(events) > n.cfg.MaxBatchCount {
 		return sessionstore.AppendResult{}, sessionstore.Errorf(sessionstore.ReasonTooLarge,

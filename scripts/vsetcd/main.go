@@ -43,6 +43,7 @@ const (
 
 type config struct {
 	nodeBin, etcdBin, workDir string
+	baseBin                   string // compare against this node build instead of etcd
 	nodes, pairs, eventBytes  int
 	levels                    []int
 	duration, warmup          time.Duration
@@ -54,6 +55,7 @@ func main() {
 	var writers string
 	flag.StringVar(&cfg.nodeBin, "node-bin", "", "the sessionstore node binary (go build ./cmd/node)")
 	flag.StringVar(&cfg.etcdBin, "etcd-bin", "", "the etcd v3.7.3 server binary")
+	flag.StringVar(&cfg.baseBin, "baseline-node-bin", "", "compare --node-bin against this other node build (before/after a change) instead of etcd; ratios are node-bin/baseline")
 	flag.StringVar(&cfg.workDir, "work-dir", "", "where the data directories and server logs go (default: a new temporary directory, removed at the end)")
 	flag.IntVar(&cfg.nodes, "nodes", 3, "servers per cluster (1 or 3)")
 	flag.IntVar(&cfg.pairs, "pairs", 5, "interleaved sessionstore/etcd pairs per writer count")
@@ -81,8 +83,8 @@ func main() {
 
 func (c config) validate() error {
 	switch {
-	case c.nodeBin == "" || c.etcdBin == "":
-		return fmt.Errorf("--node-bin and --etcd-bin are required (scripts/vs-etcd builds both)")
+	case c.nodeBin == "" || c.etcdBin == "" && c.baseBin == "":
+		return fmt.Errorf("--node-bin and --etcd-bin (or --baseline-node-bin) are required (scripts/vs-etcd builds both)")
 	case c.nodes != 1 && c.nodes != 3:
 		return fmt.Errorf("--nodes %d: want 1 or 3", c.nodes)
 	case c.pairs <= 0 || c.eventBytes <= 0 || c.duration <= 0 || c.warmup < 0 || c.idleCores <= 0:
@@ -125,6 +127,10 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 	pad := benchload.Padding(cfg.eventBytes)
 	payload := func(seq int64) string { return benchload.Event(seq, time.Now().UnixMilli(), cfg.eventBytes, pad) }
+	other := "etcd"
+	if cfg.baseBin != "" {
+		other = "baseline"
+	}
 	fmt.Fprintf(stdout, "vs-etcd: %d node(s) on loopback, %d-byte writes, closed loop, %v per run after %v warm-up, %d pairs, %s\n",
 		cfg.nodes, cfg.eventBytes, cfg.duration, cfg.warmup, cfg.pairs, time.Now().UTC().Format("2006-01-02 15:04 UTC"))
 	fmt.Fprintln(stdout, "cpu: µs of all servers' CPU per write, from the start of the load until every server has applied everything and gone quiet;")
@@ -136,7 +142,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		for pair := 1; pair <= cfg.pairs; pair++ {
 			// Alternate which system goes first, so drift on the shared machine
 			// does not always favour the same one.
-			order := []string{"sessionstore", "etcd"}
+			order := []string{"sessionstore", other}
 			if pair%2 == 0 {
 				slices.Reverse(order)
 			}
@@ -150,7 +156,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 				}
 				res[name] = r
 			}
-			for _, name := range []string{"sessionstore", "etcd"} {
+			for _, name := range []string{"sessionstore", other} {
 				r := res[name]
 				note := fmt.Sprint(r.errors)
 				if !r.settled {
@@ -159,14 +165,14 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 				fmt.Fprintf(stdout, "%-4d  %-12s  %8.0f  %7.2f  %7.2f  %8.0f  %9.0f  %8.1f  %s\n",
 					pair, name, r.opsPerSec, r.p50, r.p99, r.cpuPerWrite, r.diskPerWrite, r.dataBytes/1e6, note)
 			}
-			o, e := res["sessionstore"], res["etcd"]
+			o, e := res["sessionstore"], res[other]
 			q := [5]float64{ratio(o.opsPerSec, e.opsPerSec), ratio(o.p50, e.p50), ratio(o.p99, e.p99),
 				ratio(o.cpuPerWrite, e.cpuPerWrite), ratio(o.diskPerWrite, e.diskPerWrite)}
 			for i, v := range q {
 				ratios[i] = append(ratios[i], v)
 			}
 			fmt.Fprintf(stdout, "%-4d  %-12s  %8.2f  %7.2f  %7.2f  %8.2f  %9.2f  %8.2f\n",
-				pair, "ours/etcd", q[0], q[1], q[2], q[3], q[4], ratio(o.dataBytes, e.dataBytes))
+				pair, "ours/"+other, q[0], q[1], q[2], q[3], q[4], ratio(o.dataBytes, e.dataBytes))
 		}
 		fmt.Fprintf(stdout, "%-4s  %-12s  %8s  %7s  %7s  %8s  %9s\n", "", "median ratio",
 			minMedMax(ratios[0]), minMedMax(ratios[1]), minMedMax(ratios[2]), minMedMax(ratios[3]), minMedMax(ratios[4]))
@@ -202,9 +208,12 @@ func measure(ctx context.Context, cfg config, name, dir string, writers int, pay
 	}
 	var sys system
 	var err error
-	if name == "etcd" {
+	switch name {
+	case "etcd":
 		sys, err = startEtcd(ctx, cfg.etcdBin, dir, cfg.nodes)
-	} else {
+	case "baseline":
+		sys, err = startOurs(ctx, cfg.baseBin, dir, cfg.nodes)
+	default:
 		sys, err = startOurs(ctx, cfg.nodeBin, dir, cfg.nodes)
 	}
 	if err != nil {
