@@ -12,7 +12,10 @@ import (
 // Metrics holds every instrument of the cluster package.
 type Metrics struct {
 	Proposals *prometheus.CounterVec
-	GroupSize prometheus.Histogram
+	// proposalsOK is Proposals' "ok" child, resolved once: it counts every
+	// write (the label lookup was ~1 % of a leader's CPU).
+	proposalsOK prometheus.Counter
+	GroupSize   prometheus.Histogram
 	// CommitSeconds: one grouped entry, from raft.Apply until its future
 	// resolves (quorum commit and the leader's own apply).
 	CommitSeconds prometheus.Histogram
@@ -53,6 +56,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sessionstore_cluster_queue_wait_seconds", Help: "Commands, from enqueue until their group is submitted to raft.Apply.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18)}),
 	}
+	m.proposalsOK = m.Proposals.WithLabelValues("ok")
 	if reg != nil {
 		reg.MustRegister(m.Proposals, m.GroupSize, m.CommitSeconds, m.QueueSeconds, m.RetentionDeleted, m.WatchWakeups, m.HandshakeRefusals)
 	}
@@ -63,7 +67,7 @@ func (m *Metrics) proposal(err error) {
 	var de *sessionstore.Error
 	switch {
 	case err == nil:
-		m.Proposals.WithLabelValues("ok").Inc()
+		m.proposalsOK.Inc()
 	case errors.Is(err, sessionstore.ErrNoLeader):
 		m.Proposals.WithLabelValues("no_leader").Inc()
 	case errors.Is(err, sessionstore.ErrOutcomeUnknown):

@@ -3,6 +3,7 @@ package storage
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -93,5 +94,91 @@ func TestUpdateDeferredFailureIsSticky(t *testing.T) {
 		if err := call(); !errors.Is(err, ErrStateFailed) {
 			t.Errorf("%s after a failed batch: %v, want ErrStateFailed", name, err)
 		}
+	}
+}
+
+// Deferred batches share the sessions' staged records until the commit: each
+// batch reads what the previous ones wrote (cold and hot), a record put
+// unchanged is not rewritten, a session deleted in a later batch is not
+// brought back by its staged counters at the commit, and after the commit
+// readers find exactly the last state.
+func TestUpdateDeferredStagesRecordsUntilTheCommit(t *testing.T) {
+	s := openLayout2(t)
+	var index uint64
+	batch := func(fn func(tx *Tx) error) {
+		t.Helper()
+		if err := s.UpdateDeferred(func(tx *Tx) error {
+			index++
+			tx.BeginEntry(index)
+			return fn(tx)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := func(tx *Tx, id, rec string) error {
+		got, err := tx.Record(id)
+		if err != nil || string(got) != rec {
+			return fmt.Errorf("record of %s: %q, %v; want %q", id, got, err, rec)
+		}
+		return nil
+	}
+	batch(func(tx *Tx) error {
+		if err := tx.PutRecord("a", []byte("C1"), []byte("H1")); err != nil {
+			return err
+		}
+		return tx.PutRecord("b", []byte("B1"), []byte("h1"))
+	})
+	for i := range 3 {
+		batch(func(tx *Tx) error {
+			if err := want(tx, "a", fmt.Sprintf("C1H%d", i+1)); err != nil {
+				return err
+			}
+			h, _, err := tx.hot2("a")
+			if err != nil {
+				return err
+			}
+			if err := tx.AppendFrame("a", 1, h.frames+1, h.end, [][]byte{fmt.Appendf(nil, `{"seq":%d}`, h.end)}); err != nil {
+				return err
+			}
+			return tx.PutRecord("a", []byte("C1"), fmt.Appendf(nil, "H%d", i+2))
+		})
+	}
+	batch(func(tx *Tx) error {
+		if err := want(tx, "b", "B1h1"); err != nil {
+			return err
+		}
+		if err := tx.PutRecord("b", []byte("B2"), []byte("h2")); err != nil { // the cold part changes
+			return err
+		}
+		return want(tx, "b", "B2h2")
+	})
+	batch(func(tx *Tx) error {
+		if err := want(tx, "a", "C1H4"); err != nil {
+			return err
+		}
+		return tx.DeleteSession("b", 0)
+	})
+	batch(func(tx *Tx) error { return want(tx, "b", "") })
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	err := s.View(func(tx *Tx) error {
+		if err := want(tx, "a", "C1H4"); err != nil {
+			return err
+		}
+		if err := want(tx, "b", ""); err != nil {
+			return err
+		}
+		if n := tx.tx.Bucket(bucketHot).Stats().KeyN; n != 1 {
+			return fmt.Errorf("%d hot records after the commit, want 1 (a's)", n)
+		}
+		evs, err := tx.Events("a", 1, 0, 3)
+		if err != nil || len(evs) != 3 || string(evs[2]) != `{"seq":2}` {
+			return fmt.Errorf("a's events %q, %v", evs, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

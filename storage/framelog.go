@@ -364,9 +364,24 @@ func (t *Tx) hot2(id string) (hot, bool, error) {
 	return h, true, nil
 }
 
+// stageCold keeps a copy of a session's verified cold record for the
+// deferred batches of one commit period (Tx.stage), so that the next append
+// of the session finds it without a lookup and writes it only if it changed.
+// Only the FSM's deferred transactions stage: a reader's transaction would
+// pay the copy and never use it.
+func (t *Tx) stageCold(id string, cold []byte) {
+	if !t.stage {
+		return
+	}
+	if t.colds == nil {
+		t.colds = map[string][]byte{}
+	}
+	t.colds[id] = bytes.Clone(cold)
+}
+
 // putHot2 stages a session's hot record; flushHot writes it once per
-// transaction, however many commands of the batch changed it (an append
-// changes it twice: the frame, then the record).
+// transaction (per commit of deferred batches), however many commands
+// changed it (an append changes it twice: the frame, then the record).
 func (t *Tx) putHot2(id string, h hot) error {
 	if t.hots == nil {
 		t.hots = map[string]hot{}
@@ -377,7 +392,8 @@ func (t *Tx) putHot2(id string, h hot) error {
 	return nil
 }
 
-// flushHot writes the staged hot records (StateDB.Update, before commit).
+// flushHot writes the staged hot records (before a commit: StateDB.Update,
+// or for deferred batches StateDB.commitLocked).
 func (t *Tx) flushHot() error {
 	if len(t.hots) == 0 {
 		return nil
@@ -656,6 +672,7 @@ func (t *Tx) deleteSession2(id string, inc uint64) error {
 		}
 	}
 	delete(t.hots, id)
+	delete(t.colds, id)
 	if err := t.hotBucket().Delete([]byte(id)); err != nil {
 		return err
 	}
@@ -696,11 +713,25 @@ func (t *Tx) repairEvent2(id string, inc uint64, seq int64, ev []byte) (bool, er
 	return true, lb.Put(fs[0].key[:], encodeFrame(f.first, events, f.sums))
 }
 
-// record2 returns the cold record followed by the fsm's hot part.
+// record2 returns the cold record followed by the fsm's hot part. b is the
+// session's bucket; nil (one session's read, Record) looks it up unless the
+// cold record is staged, and stages it.
 func (t *Tx) record2(id string, b *bbolt.Bucket) ([]byte, error) {
-	cold, err := t.checkRecord(id, b)
-	if err != nil || cold == nil {
-		return cold, err
+	cold, staged := t.colds[id]
+	if !staged {
+		one := b == nil
+		if one {
+			if b = t.session(id); b == nil {
+				return nil, nil
+			}
+		}
+		var err error
+		if cold, err = t.checkRecord(id, b); err != nil || cold == nil {
+			return cold, err
+		}
+		if one {
+			t.stageCold(id, cold)
+		}
 	}
 	h, ok, err := t.hot2(id)
 	if err != nil {
@@ -715,17 +746,20 @@ func (t *Tx) record2(id string, b *bbolt.Bucket) ([]byte, error) {
 
 // putRecord2 stores the cold record when it changed and the hot part.
 func (t *Tx) putRecord2(id string, cold, hotPart []byte) error {
-	b, err := t.sessions().CreateBucketIfNotExists([]byte(id))
-	if err != nil {
-		return fmt.Errorf("session bucket: %w", err)
-	}
-	if !bytes.Equal(b.Get(keyRecord), cold) {
-		if err := b.Put(keyRecord, cold); err != nil {
-			return err
+	if staged, ok := t.colds[id]; !ok || !bytes.Equal(staged, cold) {
+		b, err := t.sessions().CreateBucketIfNotExists([]byte(id))
+		if err != nil {
+			return fmt.Errorf("session bucket: %w", err)
 		}
-		if err := b.Put(keyRecordSum, binary.BigEndian.AppendUint32(nil, recordSum(id, cold))); err != nil {
-			return err
+		if !bytes.Equal(b.Get(keyRecord), cold) {
+			if err := b.Put(keyRecord, cold); err != nil {
+				return err
+			}
+			if err := b.Put(keyRecordSum, binary.BigEndian.AppendUint32(nil, recordSum(id, cold))); err != nil {
+				return err
+			}
 		}
+		t.stageCold(id, cold)
 	}
 	h, _, err := t.hot2(id)
 	if err != nil {

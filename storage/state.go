@@ -50,12 +50,17 @@ type StateDB struct {
 	// batches accumulate in until the next commit, and how many it holds.
 	// hasPending lets readers skip wmu when nothing waits; failed is the
 	// error of a commit that lost batches already applied (sticky).
-	wmu        sync.Mutex
-	pending    *bbolt.Tx
-	batches    int
-	hasPending atomic.Bool
-	failed     error
-	hasFailed  atomic.Bool
+	// pendingHots are the sessions' hot records those batches changed,
+	// staged until the commit writes each once (see Tx.putHot2), and
+	// pendingColds the cold records they read or wrote (Tx.stageCold).
+	wmu          sync.Mutex
+	pending      *bbolt.Tx
+	pendingHots  map[string]hot
+	pendingColds map[string][]byte
+	batches      int
+	hasPending   atomic.Bool
+	failed       error
+	hasFailed    atomic.Bool
 
 	fails atomic.Uint64 // checksum failures found by reads (ChecksumFailures)
 }
@@ -162,7 +167,9 @@ func (s *StateDB) Sync() error {
 // and no commit of its own: bbolt's commit (spill, a pwrite per dirty page,
 // the meta page) is paid once per Sync period instead of once per batch,
 // and pages several batches dirty (a session's hot record, the log's right
-// edge) are written once. Readers never see less than was applied before
+// edge) are written once. A session's hot record is staged decoded for the
+// whole period and put once, at the commit: an active session's appends
+// read and write it in memory. Readers never see less than was applied before
 // they started: they commit first.
 //
 // An error rolls back every batch since the last commit, not only fn's: the
@@ -184,17 +191,15 @@ func (s *StateDB) UpdateDeferred(fn func(*Tx) error) error {
 		s.pending = tx
 	}
 	t := newTx(s.pending, &s.fails)
-	err := fn(t)
-	if err == nil {
-		err = t.flushHot()
-	}
-	if err != nil {
+	t.stage, t.hots, t.colds = true, s.pendingHots, s.pendingColds
+	if err := fn(t); err != nil {
 		s.fail(err) // before the flag clears: readers must not find a clean state
 		_ = s.pending.Rollback()
-		s.pending, s.batches = nil, 0
+		s.pending, s.pendingHots, s.pendingColds, s.batches = nil, nil, nil, 0
 		s.hasPending.Store(false)
 		return err
 	}
+	s.pendingHots, s.pendingColds = t.hots, t.colds
 	s.batches++
 	s.hasPending.Store(true)
 	if s.batches >= maxDeferredBatches {
@@ -221,9 +226,16 @@ func (s *StateDB) commitLocked() error {
 	if s.pending == nil {
 		return nil
 	}
-	tx := s.pending
-	s.pending, s.batches = nil, 0
-	err := tx.Commit()
+	tx, hots := s.pending, s.pendingHots
+	s.pending, s.pendingHots, s.pendingColds, s.batches = nil, nil, nil, 0
+	t := newTx(tx, &s.fails)
+	t.hots = hots
+	err := t.flushHot()
+	if err == nil {
+		err = tx.Commit()
+	} else {
+		_ = tx.Rollback()
+	}
 	// Only now: a reader that finds the flag clear reads without wmu, so it
 	// must not begin before the commit is complete.
 	s.hasPending.Store(false)
@@ -249,7 +261,7 @@ func (s *StateDB) dropPending() {
 	defer s.wmu.Unlock()
 	if s.pending != nil {
 		_ = s.pending.Rollback()
-		s.pending, s.batches = nil, 0
+		s.pending, s.pendingHots, s.pendingColds, s.batches = nil, nil, nil, 0
 		s.hasPending.Store(false)
 	}
 }

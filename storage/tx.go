@@ -25,6 +25,11 @@ type Tx struct {
 	// hots are the hot records changed by this transaction (layout 2),
 	// written once each before it commits.
 	hots map[string]hot
+	// stage is set for the FSM's deferred batches (StateDB.UpdateDeferred):
+	// colds then keeps the cold records they read or wrote (layout 2),
+	// shared, with hots, by every batch until the commit.
+	stage bool
+	colds map[string][]byte
 }
 
 func newTx(tx *bbolt.Tx, fails *atomic.Uint64) *Tx {
@@ -106,12 +111,12 @@ func (t *Tx) session(id string) *bbolt.Bucket {
 // record whose checksum does not match is a *ChecksumError (CORRUPTION), never
 // its bytes. Use RecordUnchecked only to convert data without checksums.
 func (t *Tx) Record(id string) ([]byte, error) {
+	if t.layout >= 2 {
+		return t.record2(id, nil)
+	}
 	b := t.session(id)
 	if b == nil {
 		return nil, nil
-	}
-	if t.layout >= 2 {
-		return t.record2(id, b)
 	}
 	return t.checkRecord(id, b)
 }

@@ -39,6 +39,7 @@ const (
 	settleWindow  = time.Second            // CPU is sampled over windows this long while settling
 	settleTimeout = 120 * time.Second      // give up waiting for the servers to go quiet
 	pollInterval  = 200 * time.Millisecond // applied-index polling while settling
+	startAttempts = 3                      // cluster starts tried per run (see measure)
 )
 
 type config struct {
@@ -208,13 +209,28 @@ func measure(ctx context.Context, cfg config, name, dir string, writers int, pay
 	}
 	var sys system
 	var err error
-	switch name {
-	case "etcd":
-		sys, err = startEtcd(ctx, cfg.etcdBin, dir, cfg.nodes)
-	case "baseline":
-		sys, err = startOurs(ctx, cfg.baseBin, dir, cfg.nodes)
-	default:
-		sys, err = startOurs(ctx, cfg.nodeBin, dir, cfg.nodes)
+	// The free ports picked for a cluster can be taken before its servers
+	// bind them (another server's outgoing connection may get one): start
+	// it again on new ports, in a fresh directory.
+	for attempt := 1; ; attempt++ {
+		switch name {
+		case "etcd":
+			sys, err = startEtcd(ctx, cfg.etcdBin, dir, cfg.nodes)
+		case "baseline":
+			sys, err = startOurs(ctx, cfg.baseBin, dir, cfg.nodes)
+		default:
+			sys, err = startOurs(ctx, cfg.nodeBin, dir, cfg.nodes)
+		}
+		if err == nil || attempt == startAttempts || ctx.Err() != nil {
+			break
+		}
+		fmt.Fprintf(os.Stderr, "vsetcd: %s did not start (%v); starting it again on other ports\n", name, err)
+		if err := os.RemoveAll(dir); err != nil {
+			return result{}, err
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return result{}, err
+		}
 	}
 	if err != nil {
 		return result{}, err
