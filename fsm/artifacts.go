@@ -81,9 +81,9 @@ const flushEvery = 500 * time.Millisecond
 // that an active session's appends meanwhile reach its file in one write:
 // the write, not its bytes, is what costs (with a pass per applied batch,
 // one pwrite per active session per pass was 9-12 % of a node's CPU at 256
-// writers; 250 ms apart, 5-9 %; a second apart, 2-3 %). Reads never wait for it: a lagging
-// artifact is served from the state database (Current), and WaitIdle cuts
-// the pause short.
+// writers; 250 ms apart, 5-9 %; a second apart, 2-5 %). Reads never wait
+// for it: a lagging artifact is served from the state database (Current),
+// and WaitIdle cuts the pause short.
 const passPause = time.Second
 
 // maxPendingBytes bounds the frames held for the writer in memory.

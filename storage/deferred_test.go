@@ -98,10 +98,10 @@ func TestUpdateDeferredFailureIsSticky(t *testing.T) {
 }
 
 // Deferred batches share the sessions' staged records until the commit: each
-// batch reads what the previous ones wrote (cold and hot), a record put
-// unchanged is not rewritten, a session deleted in a later batch is not
-// brought back by its staged counters at the commit, and after the commit
-// readers find exactly the last state.
+// batch reads what the previous ones wrote (cold and hot), a session deleted
+// in a later batch is gone for the next batches and is not brought back by
+// its staged counters at the commit, and after the commit readers find
+// exactly the last state.
 func TestUpdateDeferredStagesRecordsUntilTheCommit(t *testing.T) {
 	s := openLayout2(t)
 	var index uint64

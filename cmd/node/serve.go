@@ -133,10 +133,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return s.Close()
 }
 
-// server is one running node with its listeners; tests start it in-process.
 // streamWorkers is how many calls the gRPC server runs on reused goroutines.
 const streamWorkers = 256
 
+// server is one running node with its listeners; tests start it in-process.
 type server struct {
 	logger   *slog.Logger
 	node     *cluster.Node
