@@ -98,7 +98,8 @@ func TestUpdateDeferredFailureIsSticky(t *testing.T) {
 }
 
 // Deferred batches share the sessions' staged records until the commit: each
-// batch reads what the previous ones wrote (cold and hot), a session deleted
+// batch reads what the previous ones wrote (cold and hot records, the size
+// of request results), a session deleted
 // in a later batch is gone for the next batches and is not brought back by
 // its staged counters at the commit, and after the commit readers find
 // exactly the last state.
@@ -153,6 +154,15 @@ func TestUpdateDeferredStagesRecordsUntilTheCommit(t *testing.T) {
 		return want(tx, "b", "B2h2")
 	})
 	batch(func(tx *Tx) error {
+		if n := tx.RequestBytes("a"); n != 0 {
+			return fmt.Errorf("a keeps %d bytes of request results, want 0", n)
+		}
+		return tx.PutRequestResult("a", "r1", 1, []byte("xyz"), true)
+	})
+	batch(func(tx *Tx) error {
+		if n := tx.RequestBytes("a"); n != 5 { // "r1" and "xyz"
+			return fmt.Errorf("a keeps %d bytes of request results, want 5", n)
+		}
 		if err := want(tx, "a", "C1H4"); err != nil {
 			return err
 		}

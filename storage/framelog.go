@@ -673,6 +673,7 @@ func (t *Tx) deleteSession2(id string, inc uint64) error {
 	}
 	delete(t.hots, id)
 	delete(t.colds, id)
+	delete(t.reqBytes, id)
 	if err := t.hotBucket().Delete([]byte(id)); err != nil {
 		return err
 	}

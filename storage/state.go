@@ -50,17 +50,15 @@ type StateDB struct {
 	// batches accumulate in until the next commit, and how many it holds.
 	// hasPending lets readers skip wmu when nothing waits; failed is the
 	// error of a commit that lost batches already applied (sticky).
-	// pendingHots are the sessions' hot records those batches changed,
-	// staged until the commit writes each once (see Tx.putHot2), and
-	// pendingColds the cold records they read or wrote (Tx.stageCold).
-	wmu          sync.Mutex
-	pending      *bbolt.Tx
-	pendingHots  map[string]hot
-	pendingColds map[string][]byte
-	batches      int
-	hasPending   atomic.Bool
-	failed       error
-	hasFailed    atomic.Bool
+	// pendingStaged is what those batches keep of their sessions in memory
+	// (staged: hot records written once, at the commit).
+	wmu           sync.Mutex
+	pending       *bbolt.Tx
+	pendingStaged staged
+	batches       int
+	hasPending    atomic.Bool
+	failed        error
+	hasFailed     atomic.Bool
 
 	fails atomic.Uint64 // checksum failures found by reads (ChecksumFailures)
 }
@@ -191,15 +189,15 @@ func (s *StateDB) UpdateDeferred(fn func(*Tx) error) error {
 		s.pending = tx
 	}
 	t := newTx(s.pending, &s.fails)
-	t.stage, t.hots, t.colds = true, s.pendingHots, s.pendingColds
+	t.stage, t.staged = true, s.pendingStaged
 	if err := fn(t); err != nil {
 		s.fail(err) // before the flag clears: readers must not find a clean state
 		_ = s.pending.Rollback()
-		s.pending, s.pendingHots, s.pendingColds, s.batches = nil, nil, nil, 0
+		s.pending, s.pendingStaged, s.batches = nil, staged{}, 0
 		s.hasPending.Store(false)
 		return err
 	}
-	s.pendingHots, s.pendingColds = t.hots, t.colds
+	s.pendingStaged = t.staged
 	s.batches++
 	s.hasPending.Store(true)
 	if s.batches >= maxDeferredBatches {
@@ -226,10 +224,10 @@ func (s *StateDB) commitLocked() error {
 	if s.pending == nil {
 		return nil
 	}
-	tx, hots := s.pending, s.pendingHots
-	s.pending, s.pendingHots, s.pendingColds, s.batches = nil, nil, nil, 0
+	tx, st := s.pending, s.pendingStaged
+	s.pending, s.pendingStaged, s.batches = nil, staged{}, 0
 	t := newTx(tx, &s.fails)
-	t.hots = hots
+	t.hots = st.hots
 	err := t.flushHot()
 	if err == nil {
 		err = tx.Commit()
@@ -261,7 +259,7 @@ func (s *StateDB) dropPending() {
 	defer s.wmu.Unlock()
 	if s.pending != nil {
 		_ = s.pending.Rollback()
-		s.pending, s.pendingHots, s.pendingColds, s.batches = nil, nil, nil, 0
+		s.pending, s.pendingStaged, s.batches = nil, staged{}, 0
 		s.hasPending.Store(false)
 	}
 }

@@ -22,14 +22,22 @@ type Tx struct {
 	// index being applied and the frames it has stored so far.
 	entryIndex uint64
 	entryPos   uint32
-	// hots are the hot records changed by this transaction (layout 2),
-	// written once each before it commits.
-	hots map[string]hot
+	staged
 	// stage is set for the FSM's deferred batches (StateDB.UpdateDeferred):
-	// colds then keeps the cold records they read or wrote (layout 2),
-	// shared, with hots, by every batch until the commit.
+	// they share staged until the commit, and fill colds and reqBytes.
 	stage bool
-	colds map[string][]byte
+}
+
+// staged is what a transaction keeps of its sessions in memory (layout 2).
+// hots are the hot records it changed, written once each before it commits
+// (flushHot). For the FSM's deferred batches, shared by every batch until
+// the commit: colds, the verified cold records they read or wrote
+// (stageCold), and reqBytes, the size of each session's request results
+// (RequestBytes); each entry is dropped where what it mirrors changes.
+type staged struct {
+	hots     map[string]hot
+	colds    map[string][]byte
+	reqBytes map[string]int64
 }
 
 func newTx(tx *bbolt.Tx, fails *atomic.Uint64) *Tx {
@@ -390,11 +398,20 @@ func (t *Tx) RequestResult(id, requestID string) []byte {
 // ids (what a client made it store besides its events): request ids and
 // results of the q/k entries.
 func (t *Tx) RequestBytes(id string) int64 {
-	b, _ := t.sub(id, bucketReqs, false)
-	if b == nil {
-		return 0
+	if n, ok := t.reqBytes[id]; ok {
+		return n
 	}
-	return int64(requestBytes(b))
+	var n int64
+	if b, _ := t.sub(id, bucketReqs, false); b != nil {
+		n = int64(requestBytes(b))
+	}
+	if t.stage && t.layout >= 2 {
+		if t.reqBytes == nil {
+			t.reqBytes = map[string]int64{}
+		}
+		t.reqBytes[id] = n
+	}
+	return n
 }
 
 // requestBytes is q/b's sum when it was kept up to date (it names the q/n it
@@ -426,6 +443,7 @@ func (t *Tx) PutRequestResult(id, requestID string, nowMs int64, result []byte, 
 	if requestID == "" {
 		return nil
 	}
+	delete(t.reqBytes, id)
 	b, err := t.sub(id, bucketReqs, true)
 	if err != nil {
 		return err

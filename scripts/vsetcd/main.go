@@ -49,6 +49,7 @@ type config struct {
 	levels                    []int
 	duration, warmup          time.Duration
 	idleCores                 float64
+	rate                      float64 // writes/s of all writers together (0: as fast as answered)
 }
 
 func main() {
@@ -64,6 +65,7 @@ func main() {
 	flag.DurationVar(&cfg.duration, "duration", 10*time.Second, "measured time per run")
 	flag.DurationVar(&cfg.warmup, "warmup", time.Second, "unmeasured warm-up before each run (its writes count for CPU and disk)")
 	flag.IntVar(&cfg.eventBytes, "event-bytes", 1024, "bytes per write (the event; the Put's value)")
+	flag.Float64Var(&cfg.rate, "rate", 0, "pace the writers to this many writes/s in all (0: closed loop, each writer sends its next write when the last is answered); both systems then do the same work per second, which makes CPU per write steadier to compare")
 	flag.Float64Var(&cfg.idleCores, "idle-cores", 0.1, "after the load, the servers count as caught up when their applied indexes agree and all of them together use less CPU than this many cores over a second")
 	flag.Parse()
 	var err error
@@ -88,8 +90,8 @@ func (c config) validate() error {
 		return fmt.Errorf("--node-bin and --etcd-bin (or --baseline-node-bin) are required (scripts/vs-etcd builds both)")
 	case c.nodes != 1 && c.nodes != 3:
 		return fmt.Errorf("--nodes %d: want 1 or 3", c.nodes)
-	case c.pairs <= 0 || c.eventBytes <= 0 || c.duration <= 0 || c.warmup < 0 || c.idleCores <= 0:
-		return fmt.Errorf("--pairs, --event-bytes, --duration and --idle-cores must be > 0, --warmup ≥ 0")
+	case c.pairs <= 0 || c.eventBytes <= 0 || c.duration <= 0 || c.warmup < 0 || c.idleCores <= 0 || c.rate < 0:
+		return fmt.Errorf("--pairs, --event-bytes, --duration and --idle-cores must be > 0, --warmup and --rate ≥ 0")
 	}
 	return nil
 }
@@ -132,8 +134,12 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	if cfg.baseBin != "" {
 		other = "baseline"
 	}
-	fmt.Fprintf(stdout, "vs-etcd: %d node(s) on loopback, %d-byte writes, closed loop, %v per run after %v warm-up, %d pairs, %s\n",
-		cfg.nodes, cfg.eventBytes, cfg.duration, cfg.warmup, cfg.pairs, time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+	loop := "closed loop"
+	if cfg.rate > 0 {
+		loop = fmt.Sprintf("closed loop paced to %.0f writes/s in all", cfg.rate)
+	}
+	fmt.Fprintf(stdout, "vs-etcd: %d node(s) on loopback, %d-byte writes, %s, %v per run after %v warm-up, %d pairs, %s\n",
+		cfg.nodes, cfg.eventBytes, loop, cfg.duration, cfg.warmup, cfg.pairs, time.Now().UTC().Format("2006-01-02 15:04 UTC"))
 	fmt.Fprintln(stdout, "cpu: µs of all servers' CPU per write, from the start of the load until every server has applied everything and gone quiet;")
 	fmt.Fprintln(stdout, "disk: bytes written to storage (/proc/PID/io write_bytes) per write, per server; data: data directory per server (du)")
 	for _, writers := range cfg.levels {
@@ -246,7 +252,11 @@ func measure(ctx context.Context, cfg config, name, dir string, writers int, pay
 	if err != nil {
 		return result{}, err
 	}
-	lat, acked, errs, elapsed := load(ctx, fns, cfg.warmup, cfg.duration)
+	var interval time.Duration // between one writer's writes when paced
+	if cfg.rate > 0 {
+		interval = time.Duration(float64(writers) / cfg.rate * float64(time.Second))
+	}
+	lat, acked, errs, elapsed := load(ctx, fns, cfg.warmup, cfg.duration, interval)
 	after, settled, err := settle(ctx, sys, cfg.idleCores)
 	if err != nil {
 		return result{}, fmt.Errorf("%s: %w", name, err)
@@ -286,11 +296,11 @@ func sampleAll(pids []int) ([]procSample, error) {
 }
 
 // load runs one closed-loop goroutine per write function for warm-up +
-// duration. It returns the latencies of the writes started inside the
+// duration, each sending at most one write per interval when interval > 0. It returns the latencies of the writes started inside the
 // measured window, the count of all acknowledged writes (warm-up included:
 // the servers' CPU and disk are counted from the start of the load), the
 // failed writes and the measured window's length (up to the last answer).
-func load(ctx context.Context, fns []func(context.Context, int64) error, warmup, duration time.Duration) ([]time.Duration, int, int, time.Duration) {
+func load(ctx context.Context, fns []func(context.Context, int64) error, warmup, duration, interval time.Duration) ([]time.Duration, int, int, time.Duration) {
 	type writerRun struct {
 		lat           []time.Duration
 		acked, failed int
@@ -303,7 +313,14 @@ func load(ctx context.Context, fns []func(context.Context, int64) error, warmup,
 	for i, fn := range fns {
 		wg.Go(func() {
 			r := &runs[i]
+			// Paced writers start spread over one interval and keep their
+			// own schedule; one that falls behind sends at once.
+			next := time.Now().Add(interval * time.Duration(i) / time.Duration(len(fns)))
 			for seq := int64(0); ctx.Err() == nil && time.Now().Before(end); {
+				if interval > 0 {
+					time.Sleep(time.Until(next))
+					next = next.Add(interval)
+				}
 				t0 := time.Now()
 				if err := fn(ctx, seq); err != nil {
 					r.failed++
