@@ -288,9 +288,7 @@ func (n *Node) await(f raft.Future) error {
 // at the same index. Until then the state stays in layout 1, whose snapshots
 // an older voter reads (a rolling upgrade).
 func (n *Node) convertLayout() {
-	layout := 2
-	_ = n.state.View(func(tx *storage.Tx) error { layout = tx.Layout(); return nil })
-	if layout >= 2 || !n.votersSupport(fsm.LayoutVersion) {
+	if n.state.Layout() >= 2 || !n.votersSupport(fsm.LayoutVersion) {
 		return
 	}
 	n.logger.Info("every voter supports layout 2: converting the state database")

@@ -192,3 +192,37 @@ func TestUpdateDeferredStagesRecordsUntilTheCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Layout reports a conversion still held in deferred batches, and leaves
+// them uncommitted (the leader asks every 100 ms).
+func TestLayoutSeesDeferredBatchesWithoutCommitting(t *testing.T) {
+	s, err := OpenState(filepath.Join(t.TempDir(), "state.db"), StateOptions{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := s.Layout(); got != 1 {
+		t.Fatalf("a new state database is in layout %d, want 1", got)
+	}
+	err = s.UpdateDeferred(func(tx *Tx) error {
+		if err := tx.PrepareLayout2(); err != nil {
+			return err
+		}
+		return tx.FinishLayout2()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Layout(); got != 2 {
+		t.Fatalf("after a deferred conversion: layout %d, want 2", got)
+	}
+	if !s.hasPending.Load() || s.pending == nil {
+		t.Fatal("Layout committed the deferred batches")
+	}
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Layout(); got != 2 {
+		t.Fatalf("after the commit: layout %d, want 2", got)
+	}
+}

@@ -296,6 +296,22 @@ func (s *StateDB) Update(fn func(*Tx) error) error {
 	})
 }
 
+// Layout is the state format (1 or 2) of everything applied so far,
+// deferred batches included, read without committing them: the leader asks
+// every 100 ms, and a View would commit the deferred batches each time.
+func (s *StateDB) Layout() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.pending != nil {
+		return newTx(s.pending, &s.fails).Layout()
+	}
+	layout := 1
+	_ = s.db.View(func(tx *bbolt.Tx) error { layout = newTx(tx, &s.fails).Layout(); return nil })
+	return layout
+}
+
 // View runs fn in a read transaction, which sees everything applied before
 // it began.
 func (s *StateDB) View(fn func(*Tx) error) error {
