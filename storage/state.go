@@ -234,11 +234,13 @@ func (s *StateDB) commitLocked() error {
 	} else {
 		_ = tx.Rollback()
 	}
+	if err != nil {
+		s.fail(err) // before the flag clears, as in UpdateDeferred
+	}
 	// Only now: a reader that finds the flag clear reads without wmu, so it
 	// must not begin before the commit is complete.
 	s.hasPending.Store(false)
 	if err != nil {
-		s.fail(err)
 		return s.failed
 	}
 	return nil
