@@ -167,6 +167,9 @@ func (n *Node) PlanPreStep(ctx context.Context, id string, c sessionstore.PlanCa
 // decide only "/plan off" with images and the steer content, so the log and
 // the FSM see their number, never their bytes.
 func (n *Node) PlanCommand(ctx context.Context, id, rawInput string, images [][]byte, c sessionstore.PlanCall) (sessionstore.PlanResult, error) {
+	if err := planmode.CheckRawInput(rawInput); err != nil {
+		return sessionstore.PlanResult{}, err
+	}
 	total := len(rawInput)
 	for i, img := range images {
 		if t := bytes.TrimSpace(img); len(t) == 0 || t[0] != '{' || !json.Valid(t) {

@@ -2,6 +2,8 @@ package planmode
 
 import (
 	"encoding/json"
+	"strconv"
+	"unicode/utf8"
 
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/sessionlog"
@@ -49,6 +51,33 @@ func ParseCommandLine(line string) (name, rawInput string, ok bool) {
 		}
 	}
 	return line[1:i], line[i:], true
+}
+
+// CheckRawInput refuses a raw_input that would not make "/plan" + rawInput a
+// /plan command line under ParseCommandLine's rule: after the name comes the
+// end or a space, tab, CR or LF. "off" would be the line "/planoff", another
+// (unknown) command for the reference, which logs nothing for it; a NBSP or a
+// form feed is not a separator either.
+func CheckRawInput(rawInput string) error {
+	if name, _, ok := ParseCommandLine("/" + CommandName + rawInput); ok && name == CommandName {
+		return nil
+	}
+	return sessionstore.Errorf(sessionstore.ReasonInvalidArgument,
+		"raw_input %s is not what follows /plan on a command line: it must be empty or start with a space, tab, CR or LF (e.g. \" off\")",
+		strconv.Quote(truncateForError(rawInput)))
+}
+
+// truncateForError keeps an error text short when it quotes caller input.
+func truncateForError(s string) string {
+	const max = 40
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // CommandInput is one /plan execution.

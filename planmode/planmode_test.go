@@ -58,8 +58,11 @@ package planmode
 // §12 sequences: TestGolden12_1 … TestGolden12_4. Recorded session: TestRecordedWebPlanMode.
 
 import (
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/sessionstore/sessionstore"
 )
 
 func newBench(t *testing.T) *bench { return &bench{t: t} }
@@ -489,5 +492,25 @@ func TestCommandImages(t *testing.T) {
 	}
 	if last := string(d.l.evs[len(d.l.evs)-1]); !strings.Contains(last, `"kind":"error","text":"Image attachments cannot accompany /plan off."`) {
 		t.Fatal(last)
+	}
+}
+
+func TestCheckRawInput(t *testing.T) {
+	for _, c := range []struct {
+		raw string
+		ok  bool
+	}{
+		{"", true}, {" off", true}, {"\toff", true}, {"\r\noff", true}, {"\n", true}, {"   draft the plan  ", true},
+		// Not a /plan line: "/planoff", "/planx", "/plan\u00a0off", "/plan\foff", "/plan/x".
+		{"off", false}, {"x", false}, {"\u00a0off", false}, {"\foff", false}, {"/x", false}, {"-x", false}, {"_", false},
+	} {
+		err := CheckRawInput(c.raw)
+		if (err == nil) != c.ok {
+			t.Errorf("CheckRawInput(%q) = %v, want ok=%v", c.raw, err, c.ok)
+			continue
+		}
+		if err != nil && !errors.Is(err, sessionstore.ErrInvalidArgument) {
+			t.Errorf("CheckRawInput(%q) = %v, want INVALID_ARGUMENT", c.raw, err)
+		}
 	}
 }

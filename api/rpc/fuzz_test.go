@@ -544,7 +544,7 @@ func fzSeeds(f *testing.F) {
 	add(M, "Set", &pb.PlanSetRequest{SessionId: fzPlan, Active: true, ExpectedNextSeq: -1})
 	add(M, "Set", &pb.PlanSetRequest{SessionId: fzLease, Active: true, LeaseEpoch: 1})
 	add(M, "PreStep", &pb.PlanPreStepRequest{SessionId: fzLease, LeaseEpoch: 1, ExpectedNextSeq: 1 << 62})
-	add(M, "Command", &pb.PlanCommandRequest{SessionId: fzPlan, RawInput: "off"})
+	add(M, "Command", &pb.PlanCommandRequest{SessionId: fzPlan, RawInput: " off"})
 	add(M, "Command", &pb.PlanCommandRequest{SessionId: fzPlan, RawInput: ""})
 	add(M, "Command", &pb.PlanCommandRequest{SessionId: fzPlan, RawInput: " look", ImageBlocks: []string{
 		`{"type":"image","attachment":{"attachmentId":"att-1","mediaType":"image/png"}}`, "not json", "{}"}})

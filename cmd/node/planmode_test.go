@@ -1571,9 +1571,26 @@ func TestPlanMode_Command(t *testing.T) {
 		b.state("after /plan <message>", "{active:false, pending:true}", "{false,true}")
 	})
 
+	// The command-line rule (after "/plan" comes the end or a space, tab, CR
+	// or LF) holds for raw_input: "off" is the line "/planoff", another command.
+	t.Run("raw_input that is not a /plan line", func(t *testing.T) {
+		a := pmSession(t, n, "cmd-not-a-line")
+		a.turnStart(1)
+		stored := len(a.stored())
+		stub := sessionpb.NewPlanModeClient(n.Client.Conn())
+		for _, raw := range []string{"off", "\u00a0off", "\foff", "x"} {
+			_, err := stub.Command(n.ctx(), &sessionpb.PlanCommandRequest{SessionId: a.id, RawInput: raw})
+			pmWantStatus(t, fmt.Sprintf("Command(%q)", raw), err, codes.InvalidArgument, sessionstore.ReasonInvalidArgument,
+				fmt.Sprintf("raw_input %s is not what follows /plan on a command line: it must be empty or start with a space, tab, CR or LF (e.g. \" off\")", strconv.Quote(raw)))
+		}
+		if got := len(a.stored()); got != stored {
+			t.Errorf("%d stored events, want %d (nothing appended)", got, stored)
+		}
+	})
+
 	t.Run("33 plan off", func(t *testing.T) {
 		a := pmSession(t, n, "cmd-off-inactive")
-		r := a.command("off")
+		r := a.command(" off")
 		track(t, r)
 		pmWantCommand(t, r, "success", pmTextInactive, nil, "")
 		a.state("idle inactive /plan off", "{active:false}", "{false,false}")
@@ -1581,7 +1598,7 @@ func TestPlanMode_Command(t *testing.T) {
 		b := pmSession(t, n, "cmd-off-cancel")
 		b.turnStart(1)
 		track(t, b.command(""))
-		r = b.command("off")
+		r = b.command(" off")
 		track(t, r)
 		pmWantCommand(t, r, "success", pmTextCancelled, nil, "")
 		b.state("after /plan, /plan off", "{active:false, pending:false}", "{false,false}")
@@ -1615,11 +1632,11 @@ func TestPlanMode_Command(t *testing.T) {
 			pmEv("plan/mode", 0, 0, `{"active":true}`),
 			pmEv("command/done", 0, 0, `{"commandId":"x","kind":"success","text":"`+pmTextPlanOn+`"}`))
 		a.state("after /plan", "{active:true}", "{true,false}")
-		r = a.command("off")
+		r = a.command(" off")
 		track(t, r)
 		pmWantCommand(t, r, "success", pmTextPlanOff, nil, "")
 		pmWantNorm(t, "/plan off appended", r.GetAppendedEvents(),
-			pmEv("command/run", 0, 0, `{"commandId":"x","name":"plan","args":"off","source":{"kind":"user"}}`),
+			pmEv("command/run", 0, 0, `{"commandId":"x","name":"plan","args":" off","source":{"kind":"user"}}`),
 			pmEv("plan/mode", 0, 0, `{"active":false}`),
 			pmEv("command/done", 0, 0, `{"commandId":"x","kind":"success","text":"`+pmTextPlanOff+`"}`))
 		a.state("after /plan off", "{active:false}", "{false,false}")
@@ -1653,11 +1670,11 @@ func TestPlanMode_Command(t *testing.T) {
 
 		c := pmSession(t, n, "cmd-images-off")
 		c.planMode(true)
-		r = c.command("off", pmImg1)
+		r = c.command(" off", pmImg1)
 		track(t, r)
 		pmWantCommand(t, r, "error", pmTextOffImages, nil, "")
 		pmWantNorm(t, "appended", r.GetAppendedEvents(),
-			pmEv("command/run", 0, 0, `{"commandId":"x","name":"plan","args":"off","source":{"kind":"user"}}`),
+			pmEv("command/run", 0, 0, `{"commandId":"x","name":"plan","args":" off","source":{"kind":"user"}}`),
 			pmEv("command/done", 0, 0, `{"commandId":"x","kind":"error","text":"`+pmTextOffImages+`"}`))
 		c.state("after /plan off + image", "{active:true}", "{true,false}")
 	})
@@ -2007,7 +2024,7 @@ func TestPlanMode_Projection(t *testing.T) {
 		a.state("after a direct Set", "{active:false, pending:true}", "{false,false}")
 		c := pmSession(t, n, "proj-server-error")
 		c.planMode(true)
-		c.command("off", pmImg1)
+		c.command(" off", pmImg1)
 		c.state("after /plan off + image", "{active:true}", "{true,false}")
 	})
 }
@@ -2218,7 +2235,7 @@ func TestPlanMode_OwnedSession(t *testing.T) {
 		t.Fatalf("Set with epoch 0 on an owned idle session: %v %v; want QUEUED, nothing appended", r, err)
 	}
 	a.state("after the deferred Set", "{active:false, pending:true}", "{false,false}")
-	c, err := n.Client.PlanCommand(n.ctx(), &sessionpb.PlanCommandRequest{SessionId: a.id, RawInput: "off"})
+	c, err := n.Client.PlanCommand(n.ctx(), &sessionpb.PlanCommandRequest{SessionId: a.id, RawInput: " off"})
 	if err != nil || len(c.GetAppendedEvents()) != 0 || c.GetNextSeq() != a.next {
 		t.Fatalf("Command with epoch 0: %v %v; want nothing appended", c, err)
 	}
@@ -2235,7 +2252,7 @@ func TestPlanMode_OwnedSession(t *testing.T) {
 	fenced := pmFenced(a.id, e, e+1)
 	_, err = raw.Set(n.ctx(), &sessionpb.PlanSetRequest{SessionId: a.id, Active: false, LeaseEpoch: e + 1})
 	pmWantStatus(t, "Set with a wrong epoch", err, codes.FailedPrecondition, sessionstore.ReasonLeaseFenced, fenced)
-	_, err = raw.Command(n.ctx(), &sessionpb.PlanCommandRequest{SessionId: a.id, RawInput: "off", LeaseEpoch: e + 1})
+	_, err = raw.Command(n.ctx(), &sessionpb.PlanCommandRequest{SessionId: a.id, RawInput: " off", LeaseEpoch: e + 1})
 	pmWantStatus(t, "Command with a wrong epoch", err, codes.FailedPrecondition, sessionstore.ReasonLeaseFenced, fenced)
 	_, err = raw.PreStep(n.ctx(), &sessionpb.PlanPreStepRequest{SessionId: a.id, LeaseEpoch: e + 1})
 	pmWantStatus(t, "PreStep with a wrong epoch", err, codes.FailedPrecondition, sessionstore.ReasonLeaseFenced, fenced)
