@@ -243,8 +243,8 @@ func (n *Node) checkedView(ctx context.Context, id string, c sessionstore.Consis
 	if err != nil {
 		return s, nil, err
 	}
-	path := n.rawLogPath(s.header)
-	if err := sessionlog.CheckStoredHeader(id, s.header, path); err != nil {
+	check := sessionlog.NewReadCheck(id, s.header, n.rawLogPath(s.header))
+	if err := check.Err(); err != nil { // the header's, before any event is read
 		return s, nil, err
 	}
 	if size := s.rec.EventBytes; size != nil { // absent on old records: the check below counts
@@ -253,29 +253,19 @@ func (n *Node) checkedView(ctx context.Context, id string, c sessionstore.Consis
 		}
 	}
 	var count, size int64 // of the normalised events
-	// One pass: the Normalizer decides Normalize's error over the whole log,
-	// and while it has none the Validator checks the normalised events.
-	norm, val := sessionlog.NewNormalizer(id, path), sessionlog.NewValidator(id)
 	for seq := int64(0); seq < s.rec.NextSeq; {
 		evs, err := n.chunkAt(ctx, id, s.rec.Incarnation, seq, s.rec.NextSeq)
 		if err != nil {
 			return s, nil, err
 		}
 		seq += int64(len(evs))
-		if norm.Check(evs); norm.Err() != nil {
-			continue
-		}
-		out, err := norm.Next(evs)
+		out, err := check.Add(evs)
 		if err != nil {
-			return s, nil, sessionlog.WrapCorruption(id, err)
+			return s, nil, err
 		}
-		val.Add(out)
 		count, size = count+int64(len(out)), size+totalBytes(out)
 	}
-	if err := norm.Err(); err != nil {
-		return s, nil, sessionlog.WrapCorruption(id, err)
-	}
-	closers, err := val.Finish()
+	closers, err := check.Finish()
 	if err != nil {
 		return s, nil, err
 	}

@@ -166,14 +166,13 @@ func TestNormalizeK10PreReactLoop(t *testing.T) {
 	})
 }
 
-func TestNormalizeK11Malformed(t *testing.T) {
-	const id = "bad"
-	pre := `{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}`
-	tests := []struct {
-		name string
-		ev   string // the event at seq 1
-		msg  string
-	}{
+// k11Pre is the event before each k11MalformedCases event.
+const k11Pre = `{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}`
+
+// k11MalformedCases are malformed shapes Normalize refuses in session "bad":
+// the event at seq 1 (after k11Pre) and Normalize's text.
+func k11MalformedCases() []struct{ name, ev, msg string } {
+	return []struct{ name, ev, msg string }{
 		{"user/message with role assistant", `{"type":"user/message","seq":1,"time":2,"data":{"id":"u","role":"assistant","content":[],"source":{"kind":"user"}},"surfaceOp":"append"}`,
 			`session event at seq 1 message must have role "user"`},
 		{"turn/start trigger null", `{"type":"turn/start","seq":1,"time":2,"data":{"turn":1,"trigger":null}}`,
@@ -227,9 +226,13 @@ func TestNormalizeK11Malformed(t *testing.T) {
 		{"legacy replace of unknown result", `{"type":"tool/result","seq":1,"time":2,"data":{"callId":"c","content":[],"isError":false},"surfaceOp":{"op":"replace","start":0,"end":0}}`,
 			`session event at seq 1 lacks an identified message`},
 	}
-	for _, tt := range tests {
+}
+
+func TestNormalizeK11Malformed(t *testing.T) {
+	const id = "bad"
+	for _, tt := range k11MalformedCases() {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Normalize(id, lines(pre, tt.ev), "/raw")
+			_, err := Normalize(id, lines(k11Pre, tt.ev), "/raw")
 			wantErr(t, err, sessionstore.ReasonInvalidStored, tt.msg)
 			wantErr(t, WrapCorruption(id, err), sessionstore.ReasonInvalidStored, `stored session "bad" failed validation: Error: `+tt.msg)
 		})
@@ -272,12 +275,10 @@ func TestNormalizeIgnorableAndUnknown(t *testing.T) {
 	})
 }
 
-func TestNormalizeRefusedLegacy(t *testing.T) {
-	tests := []struct {
-		name string
-		log  []string
-		msg  string
-	}{
+// refusedLegacyCases are logs of session "s" Normalize refuses for a legacy
+// shape, with its text.
+func refusedLegacyCases() []readCase {
+	return []readCase{
 		{"header-delta", []string{`{"type":"request/header-delta","seq":0,"time":1,"data":{}}`},
 			`session "s" contains unsupported legacy request/header-delta event at seq 0`},
 		{"mode/set", []string{`{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}`, `{"type":"mode/set","seq":1,"time":1,"data":{}}`},
@@ -289,7 +290,10 @@ func TestNormalizeRefusedLegacy(t *testing.T) {
 		{"refusal before malformed shapes", []string{`{"type":"turn/end","seq":0,"time":1,"data":{"turn":0}}`, `{"type":"mode/set","seq":1,"time":1,"data":{}}`},
 			`session "s" contains unsupported legacy mode/set event at seq 1`},
 	}
-	for _, tt := range tests {
+}
+
+func TestNormalizeRefusedLegacy(t *testing.T) {
+	for _, tt := range refusedLegacyCases() {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Normalize("s", lines(tt.log...), "")
 			wantErr(t, err, sessionstore.ReasonInvalidStored, tt.msg)

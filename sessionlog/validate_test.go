@@ -6,8 +6,16 @@ import (
 	"github.com/sessionstore/sessionstore"
 )
 
-func TestValidateSession(t *testing.T) {
-	const prefix = `stored session "s" failed validation: Error: `
+// readCase is a log and the error text a read of it fails with ("" = it reads).
+type readCase struct {
+	name string
+	log  []string
+	msg  string
+}
+
+// validateSessionCases are ValidateSession's cases (messages without the
+// load-path prefix); ReadCheck's test reuses them.
+func validateSessionCases() []readCase {
 	base := oneTurnLog()
 	with := func(i int, ev string) []string {
 		out := append([]string(nil), base...)
@@ -21,11 +29,7 @@ func TestValidateSession(t *testing.T) {
 	replaceLog := func(replacement string) []string {
 		return append(base[:5:5], toolResult("5", "long", "", `"append"`, `[3]`), replacement)
 	}
-	tests := []struct {
-		name string
-		log  []string
-		msg  string // "" = valid
-	}{
+	return []readCase{
 		{"oneTurnLog", base, ""},
 		{"empty", nil, ""},
 		{"ignorable unknown", append(base, `{"type":"plugin/test","seq":6,"time":7,"data":null,"ignorable":true}`), ""},
@@ -84,7 +88,11 @@ func TestValidateSession(t *testing.T) {
 			`seed event at index 0 uses unsupported legacy request/header reason "fallback"`},
 		{"not JSON", with(0, `{`), `seed event at index 0 is not losslessly JSON-serializable`},
 	}
-	for _, tt := range tests {
+}
+
+func TestValidateSession(t *testing.T) {
+	const prefix = `stored session "s" failed validation: Error: `
+	for _, tt := range validateSessionCases() {
 		t.Run(tt.name, func(t *testing.T) {
 			err := ValidateSession("s", lines(tt.log...))
 			if tt.msg == "" {

@@ -58,7 +58,11 @@ func (v *Validator) Add(normalized [][]byte) {
 // log) once every chunk is added, or the error a view of this log fails with:
 // Closers' error as corruption, else ValidateSession's over the log and the
 // closers.
-func (v *Validator) Finish() ([][]byte, error) {
+func (v *Validator) Finish() ([][]byte, error) { return v.check(true) }
+
+// check is Finish; with keep false it leaves the Validator as it was (the
+// closers are checked on trial), so more events may be added afterwards.
+func (v *Validator) check(keep bool) ([][]byte, error) {
 	if err := v.parseErr; err != nil {
 		return nil, WrapCorruption(v.sessionID, err)
 	}
@@ -75,16 +79,32 @@ func (v *Validator) Finish() ([][]byte, error) {
 			closers = v.scan.closers(v.last)
 		}
 	}
-	for _, raw := range closers {
-		if v.invalid != nil {
-			break
-		}
-		e, _ := parseStored(raw)
-		v.invalid = v.sf.check(v.sessionID, e, v.n)
-		v.n++
-	}
 	if v.invalid != nil {
 		return nil, v.invalid
+	}
+	// Closers only join the surface at its end (surfaceOp "append"), so a
+	// trial is undone by cutting the surface back and forgetting their digests.
+	surfaceLen, n := len(v.sf.nodes), v.n
+	var invalid error
+	for _, raw := range closers {
+		e, _ := parseStored(raw)
+		if invalid = v.sf.check(v.sessionID, e, n); invalid != nil {
+			break
+		}
+		n++
+	}
+	if keep {
+		v.invalid, v.n = invalid, n
+	} else {
+		v.sf.nodes = v.sf.nodes[:surfaceLen]
+		if d, ok := v.sf.originals.(digests); ok {
+			for seq := int64(v.n); seq < int64(n)+1; seq++ {
+				delete(d, seq)
+			}
+		}
+	}
+	if invalid != nil {
+		return nil, invalid
 	}
 	return closers, nil
 }

@@ -1,0 +1,123 @@
+package sessionlog
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/sessionstore/sessionstore"
+)
+
+// readWhole is what a read decides over a whole log, from the whole-log
+// functions: the header, Normalize, then the view's validation with closers.
+func readWhole(id string, h sessionstore.Header, log [][]byte) error {
+	if err := CheckStoredHeader(id, h, ""); err != nil {
+		return err
+	}
+	norm, err := Normalize(id, log, "")
+	if err != nil {
+		return WrapCorruption(id, err)
+	}
+	_, err = wholeView(id, norm)
+	return err
+}
+
+func sameErr(a, b error) bool {
+	var ae, be *sessionstore.Error
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return errors.As(a, &ae) && errors.As(b, &be) && *ae == *be
+}
+
+// readCheckCorpus is every log the read-side tests refuse (and some they
+// accept), so that a read rule those tests cover is covered here too.
+func readCheckCorpus(t *testing.T) []struct {
+	id  string
+	log [][]byte
+} {
+	var out []struct {
+		id  string
+		log [][]byte
+	}
+	add := func(id string, log [][]byte) {
+		out = append(out, struct {
+			id  string
+			log [][]byte
+		}{id, log})
+	}
+	for _, c := range validateSessionCases() {
+		add("s", lines(c.log...))
+	}
+	for _, c := range refusedLegacyCases() {
+		add("s", lines(c.log...))
+	}
+	for _, c := range k11MalformedCases() {
+		add("bad", lines(k11Pre, c.ev))
+	}
+	add("k37", lines(append(oneTurnLog(), `{"type":"future/event","seq":6,"time":99,"data":{"payload":1}}`)...))
+	add("s", lines(`{"type":"request/header","seq":0,"time":1,"data":null}`))
+	for _, name := range []string{"web-fresh-round-trip.session.jsonl", "web-plan-mode.session.jsonl", "cli-parallel-file-reads.session.jsonl"} {
+		_, _, events := recordedLog(t, name)
+		add("rec", events)
+	}
+	return out
+}
+
+// TestReadCheck_MatchesRead: after every event, ReadCheck.Err is what a read
+// of the log up to there fails with, Err leaves the check unchanged, and
+// Finish gives the whole-log functions' closers, whatever the chunking.
+func TestReadCheck_MatchesRead(t *testing.T) {
+	h := sessionstore.Header{CreatedAt: 1, Cwd: ptr("/w")}
+	for ci, c := range readCheckCorpus(t) {
+		h.ID = c.id
+		rc := NewReadCheck(c.id, h, "")
+		if err := rc.Err(); err != nil {
+			t.Fatalf("log %d: empty log: %v", ci, err)
+		}
+		for i := range c.log {
+			if _, err := rc.Add(c.log[i : i+1]); err != nil {
+				t.Fatalf("log %d: Add %d: %v", ci, i, err)
+			}
+			want := readWhole(c.id, h, c.log[:i+1])
+			if got := rc.Err(); !sameErr(got, want) {
+				t.Fatalf("log %d, after event %d: Err %v, a read's %v", ci, i, got, want)
+			}
+		}
+		if rc.Len() != int64(len(c.log)) {
+			t.Fatalf("log %d: Len %d, want %d", ci, rc.Len(), len(c.log))
+		}
+		wantClosers, werr := func() ([][]byte, error) {
+			if err := readWhole(c.id, h, c.log); err != nil {
+				return nil, err
+			}
+			norm, _ := Normalize(c.id, c.log, "")
+			return wholeView(c.id, norm)
+		}()
+		for _, k := range []int{1, 3, max(len(c.log), 1)} {
+			chunked := NewReadCheck(c.id, h, "")
+			for i := 0; i < len(c.log); i += k {
+				chunked.Add(c.log[i:min(i+k, len(c.log))])
+			}
+			for _, r := range []*ReadCheck{rc, chunked} {
+				got, err := r.Finish()
+				if !sameErr(err, werr) || joinLines(got) != joinLines(wantClosers) {
+					t.Fatalf("log %d (chunks of %d): Finish %q %v, want %q %v", ci, k, joinLines(got), err, joinLines(wantClosers), werr)
+				}
+			}
+			rc = NewReadCheck(c.id, h, "")
+			rc.Add(c.log)
+		}
+	}
+}
+
+func TestReadCheck_Header(t *testing.T) {
+	rc := NewReadCheck("s", sessionstore.Header{ID: "s", Version: 1}, "")
+	rc.Add(lines(oneTurnLog()...))
+	if err := rc.Err(); !errors.Is(err, sessionstore.ErrFormatUnsupported) {
+		t.Fatalf("a header of format v1: %v, want FORMAT_UNSUPPORTED", err)
+	}
+	rc = NewReadCheck("s", sessionstore.Header{ID: "s", Cwd: ptr("rel")}, "")
+	if err := rc.Err(); !errors.Is(err, sessionstore.ErrInvalidStored) {
+		t.Fatalf("a relative cwd: %v, want INVALID_STORED_EVENT", err)
+	}
+}
