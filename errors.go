@@ -3,11 +3,11 @@ package sessionstore
 import "fmt"
 
 // Reason is the stable classification of an error. It travels to clients as the
-// reason of a google.rpc.ErrorInfo (API.md "Errors") so that no client has to parse
+// reason of a google.rpc.ErrorInfo (docs/api.md "Errors") so that no client has to parse
 // the human text, which is the reference harness's own wording.
 type Reason string
 
-// The reasons of API.md. Each is mapped to a gRPC code in exactly one table
+// The reasons of docs/api.md. Each is mapped to a gRPC code in exactly one table
 // (api/rpc/errors.go).
 const (
 	ReasonNotFound          Reason = "NOT_FOUND"

@@ -1,6 +1,6 @@
 package sessionstore
 
-// PlanCall is what every plan-mode call that may append carries (API.md
+// PlanCall is what every plan-mode call that may append carries (docs/api.md
 // "service PlanMode").
 type PlanCall struct {
 	// LeaseEpoch is required on an owned session, as for Append; 0 on an

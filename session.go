@@ -43,7 +43,7 @@ const (
 // integer every reader of the log can hold exactly.
 const MaxSafeInteger = 1<<53 - 1
 
-// Lease is an agent host's ownership of a session (DESIGN.md "Ownership").
+// Lease is an agent host's ownership of a session (docs/design.md "Ownership").
 type Lease struct {
 	SessionID       string
 	Owner           string

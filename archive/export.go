@@ -337,7 +337,7 @@ func (s *selection) missing() []string {
 
 // revisionIncarnation extracts the Raft index of the Create that registered
 // a session from its revision, <cluster-id>:<incarnation>:<last change>
-// (DESIGN.md "State machine and storage" item 7).
+// (docs/design.md "Revisions").
 func revisionIncarnation(rev string) (uint64, bool) {
 	last := strings.LastIndexByte(rev, ':')
 	if last < 0 {

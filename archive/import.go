@@ -73,7 +73,7 @@ const (
 // ErrConflict is returned (wrapped) by Import with OnConflict "fail".
 var ErrConflict = errors.New("conflict")
 
-// API limits an import batches by (API.md "Default limits").
+// API limits an import batches by (docs/api.md "Limits").
 const (
 	DefaultBatchEvents   = 1000
 	DefaultBatchBytes    = 4 << 20

@@ -12,7 +12,7 @@ import (
 // same set of expected servers before the cluster is bootstrapped.
 const bootstrapStable = 4
 
-// runBootstrap forms exactly one cluster (DESIGN.md "Cluster"): a node with
+// runBootstrap forms exactly one cluster (docs/design.md "Cluster"): a node with
 // Raft state never bootstraps; otherwise, once exactly BootstrapExpect servers
 // without state see each other and that set has been stable for two seconds,
 // the one with the smallest node id bootstraps a configuration of all of them

@@ -77,7 +77,7 @@ type Config struct {
 	// while other entries are in flight (propose.go; 0: never held).
 	MaxGroupWait time.Duration
 
-	// Limits of API.md.
+	// Limits of docs/api.md.
 	MaxEventBytes int
 	MaxBatchBytes int
 	MaxBatchCount int
@@ -237,7 +237,7 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// bootstrapExpect applies DESIGN.md's default: a lone node bootstraps itself;
+// bootstrapExpect applies the default of docs/design.md "Cluster": a lone node bootstraps itself;
 // a node given seeds only joins unless told the cluster size.
 func (c Config) bootstrapExpect() int {
 	if c.BootstrapExpect == 0 && len(c.Join) == 0 {

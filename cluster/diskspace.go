@@ -18,7 +18,7 @@ import (
 // Disk-full protection (issue 8). The Raft log, the state database, the
 // snapshots and the artifacts share the data directory's filesystem. When that
 // filesystem really fills, the node fails hard: the FSM panics when bbolt
-// cannot commit (DESIGN.md §3: replicas must not diverge), hashicorp/raft
+// cannot commit (docs/design.md "State machine": replicas must not diverge), hashicorp/raft
 // panics when it cannot save a new term, a leader whose log write fails steps
 // down. So the node refuses writes well before that: once the space available
 // on the data directory's filesystem drops below Config.MinFreeBytes, commands

@@ -17,7 +17,7 @@ import (
 	"github.com/sessionstore/sessionstore/storage"
 )
 
-// Plan mode (API.md "service PlanMode"). The rules run inside the FSM, over
+// Plan mode (docs/api.md "service PlanMode"). The rules run inside the FSM, over
 // the replicated plan state; this file validates requests, mints the ids the
 // server writes (command ids, notice message ids), proposes, and serves the
 // reads.

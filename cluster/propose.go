@@ -49,7 +49,7 @@ type proposalResult struct {
 }
 
 // propose submits one command and waits for its result. Errors follow
-// DESIGN.md "Retries and outcomes": NO_LEADER and SHUTTING_DOWN only before the
+// docs/design.md "Retries and outcomes": NO_LEADER and SHUTTING_DOWN only before the
 // command is enqueued; anything that goes wrong after is OUTCOME_UNKNOWN.
 func (n *Node) propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, error) {
 	if err := ctx.Err(); err != nil {

@@ -163,7 +163,7 @@ func (n *Node) Create(ctx context.Context, h sessionstore.Header, requestID stri
 	return err
 }
 
-// Append durably appends a contiguous batch (DESIGN.md §5 validation first;
+// Append durably appends a contiguous batch (the checks of docs/design.md "Validation" first;
 // nothing is written when any event is refused).
 func (n *Node) Append(ctx context.Context, id string, events [][]byte, epoch uint64, expectedRevision string) (sessionstore.AppendResult, error) {
 	if err := sessionlog.ValidateSessionID(id); err != nil {
@@ -745,7 +745,7 @@ func (n *Node) Watch(ctx context.Context, id string, from int64, progress time.D
 	if from < 0 {
 		return sessionstore.Errorf(sessionstore.ReasonInvalidArgument, "from_seq must be non-negative, got %d", from)
 	}
-	// Watch serves this node's applied state (DESIGN.md "Cluster"): any node can
+	// Watch serves this node's applied state (docs/design.md "Cluster"): any node can
 	// serve it, followers included; the stream catches up as the node applies.
 	if progress <= 0 {
 		progress = 5 * time.Second

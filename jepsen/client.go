@@ -13,7 +13,7 @@ import (
 )
 
 // Classify turns a call's error into a history outcome, exactly by the rule
-// of DESIGN.md "Retries and outcomes": a call failed definitely only when
+// of docs/design.md "Retries and outcomes": a call failed definitely only when
 // it returned an ErrorInfo reason other than OUTCOME_UNKNOWN; everything
 // else (transport errors, deadlines, cancellations, broken streams,
 // OUTCOME_UNKNOWN) may or may not have taken effect.

@@ -321,7 +321,7 @@ func agentStep(ctx context.Context, r *run, p *proc, a *agent) {
 // leaseWorkload: several writers per session take the lease in turn; a
 // writer sometimes stalls past its lease (as a paused agent host would) and
 // then writes with its old epoch, which must be fenced once another writer
-// has prepared (DESIGN.md "Ownership").
+// has prepared (docs/design.md "Ownership").
 type leaseWorkload struct {
 	mu      sync.Mutex
 	ids     []string

@@ -1,7 +1,7 @@
 // Package planmode is the plan mode of the reference harness
 // (reference/planmode-spec.md, package @deepseek-ai/dsh-plan-mode 0.1.0-rc.8)
 // re-implemented as pure functions over a session's stored events, for the
-// replicated session store's PlanMode service (API.md).
+// replicated session store's PlanMode service (docs/api.md).
 //
 // Every function here is pure and deterministic: it reads the events it is
 // given (each one verbatim stored JSON text), the replicated plan-mode State
@@ -12,8 +12,8 @@
 // no HTML escaping), and the new State. A deterministic FSM can therefore call
 // it inside Apply and every replica appends the same bytes.
 //
-// Deliberate differences from the in-process reference (API.md "service
-// PlanMode"): the pending selection and the approved silent exit are part of
+// Deliberate differences from the in-process reference (docs/deviations.md
+// "Plan mode"): the pending selection and the approved silent exit are part of
 // the replicated State instead of process memory (limitations L2, L6, L9 of
 // spec §10), and the server never writes agent/inbox/spliced: the narration
 // notice an idle commit would inject is owed in State and returned by the

@@ -114,7 +114,7 @@ func (s Summary) narration(target bool) (string, bool) {
 // SetOptions adjusts Set for the replicated store.
 type SetOptions struct {
 	// Deferred: the caller may not append (an owned session and a caller
-	// without the current lease epoch, API.md). The selection is handled as
+	// without the current lease epoch, docs/api.md). The selection is handled as
 	// in an open turn: recorded as pending for the owner's next PreStep.
 	Deferred bool
 }

@@ -11,7 +11,7 @@
 // the read side, and a serialiser that writes exactly what JavaScript's
 // JSON.stringify writes.
 //
-// The write side is deliberately narrow (DESIGN.md §5): append refuses only
+// The write side is deliberately narrow (docs/design.md "Validation"): append refuses only
 // what the reference refuses on append. Message shapes, surface rules,
 // unknown types and format versions are judged on read by Normalize,
 // CheckStoredHeader and ValidateSession, whose texts are the reference's.

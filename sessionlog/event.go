@@ -162,7 +162,7 @@ func isEnvelopeKey(k []byte) bool {
 }
 
 // CheckEvent validates one event text for Append, exactly as narrowly as
-// DESIGN.md §5: a single-line JSON object with no duplicate keys
+// docs/design.md "Validation": a single-line JSON object with no duplicate keys
 // (NOT_JSON), numbers inside the lossless-JSON domain of spec §1.3, the
 // envelope members of §1.1 with their JSON types, the three legacy shapes
 // refused on append (§3.6) and the plan/mode boolean invariant

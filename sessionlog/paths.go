@@ -115,7 +115,7 @@ func ProjectKey(cwd string) (string, error) {
 }
 
 // ValidateSessionID accepts any non-empty, valid UTF-8 id whose encoded path
-// segment fits in 255 bytes (DESIGN.md §6). Ids such as "..", "a/b" or NUL
+// segment fits in 255 bytes (docs/design.md "Session ids"). Ids such as "..", "a/b" or NUL
 // are valid: they are always encoded into one segment, never used as paths.
 func ValidateSessionID(id string) error {
 	if id == "" {

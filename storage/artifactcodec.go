@@ -1,7 +1,7 @@
 package storage
 
-// The Zstandard artifact codec (persistence-spec §6.6, §6.7, §6.9; DESIGN.md
-// "State machine and storage" item 8).
+// The Zstandard artifact codec (persistence-spec §6.6, §6.7, §6.9; docs/design.md
+// "Artifacts").
 //
 // An artifact (`session.jsonl.zstd`) is a plain concatenation of independent,
 // standard Zstandard frames (RFC 8878), each with the content-checksum flag set.

@@ -448,7 +448,7 @@ func deterministicJSONLine(n int) []byte {
 func TestEncodeFrameDeterministic(t *testing.T) {
 	// Pinned output of this build's encoder. A change here means a library or
 	// option change: artifacts rebuilt by this build would no longer be
-	// byte-identical to those written by older builds (DESIGN.md item 8).
+	// byte-identical to those written by older builds (docs/design.md "Artifacts").
 	golden := map[string]string{
 		"empty":  "f96deff1816083fdff8bc3e46c3fe6ca46a6bb49f4d5a00627616c13237a512c",
 		"header": "244286b85ab7dc2ddd3f48c2f53eabb0311ff1ef8606dd190741aee37ce9db15",

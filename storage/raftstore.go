@@ -9,7 +9,7 @@ import (
 	"go.etcd.io/bbolt"
 )
 
-// The Raft store's file (DESIGN.md "State machine and storage" §10): the Raft
+// The Raft store's file (docs/design.md "Storage layout"): the Raft
 // stable store and node-local buckets. The Raft log is not here but in RaftWAL
 // (raftwal.go). Changing any bucket, key or encoding below is a format change:
 // bump RaftStoreFormatVersion.

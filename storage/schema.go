@@ -71,7 +71,7 @@ var (
 	keyReqBytes  = []byte("b")
 )
 
-// Request-id deduplication bounds (DESIGN.md "Retries and outcomes").
+// Request-id deduplication bounds (docs/design.md "Retries and outcomes").
 const (
 	MaxRequestIDs     = 1000
 	RequestIDLifetime = 24 * 60 * 60 * 1000 // ms

@@ -11,7 +11,7 @@ import (
 	"github.com/sessionstore/sessionstore/api/sessionpb"
 )
 
-// MaxMessageSize is the default gRPC message limit in both directions (API.md:
+// MaxMessageSize is the default gRPC message limit in both directions (docs/api.md:
 // gRPC messages ≤ 16 MiB).
 const MaxMessageSize = 16 << 20
 

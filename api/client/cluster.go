@@ -6,7 +6,7 @@ import (
 	"github.com/sessionstore/sessionstore/api/sessionpb"
 )
 
-// The Cluster service (API.md "service Cluster") over the same connection.
+// The Cluster service (docs/api.md "service Cluster") over the same connection.
 //
 // Status and Members change nothing and are retried like the other reads (on
 // NO_LEADER, SHUTTING_DOWN and UNAVAILABLE without an ErrorInfo).

@@ -1,5 +1,5 @@
 // Package client is the Go client of the session store's SessionPersistence
-// service (API.md). It is used by agent hosts, the node's own subcommands,
+// service (docs/api.md). It is used by agent hosts, the node's own subcommands,
 // tests and the Jepsen helpers.
 //
 // # Requests
@@ -26,7 +26,7 @@
 //
 // # Retries
 //
-// The client follows DESIGN.md "Retries and outcomes". Append and every rpc
+// The client follows docs/design.md "Retries and outcomes". Append and every rpc
 // that carries a request_id (Create, Load, Prepare, KeepAlive, Release and the
 // LoadStream/PrepareStream forms) are retried with the same request message,
 // hence the same bytes and the same request id, on NO_LEADER, SHUTTING_DOWN and

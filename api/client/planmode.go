@@ -6,7 +6,7 @@ import (
 	"github.com/sessionstore/sessionstore/api/sessionpb"
 )
 
-// The PlanMode service (API.md "service PlanMode") over the same connection.
+// The PlanMode service (docs/api.md "service PlanMode") over the same connection.
 //
 // Get and Projection are reads. Set, PreStep, Command and ExitPlan with an
 // answer carry a request id (a fresh one when req.RequestId is empty; req is

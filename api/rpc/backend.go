@@ -1,4 +1,4 @@
-// Package rpc implements the gRPC services of API.md over a Backend. It knows
+// Package rpc implements the gRPC services of docs/api.md over a Backend. It knows
 // the wire types and the error table, nothing about Raft or storage.
 package rpc
 

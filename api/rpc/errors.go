@@ -14,7 +14,7 @@ import (
 // ErrorDomain is the ErrorInfo domain of every error this server returns.
 const ErrorDomain = "sessionstore"
 
-// codeOf is the one table from domain reasons to gRPC codes (API.md "Errors").
+// codeOf is the one table from domain reasons to gRPC codes (docs/api.md "Errors").
 var codeOf = map[sessionstore.Reason]codes.Code{
 	sessionstore.ReasonNotFound:          codes.NotFound,
 	sessionstore.ReasonAlreadyExists:     codes.AlreadyExists,

@@ -12,7 +12,7 @@ import (
 	"github.com/sessionstore/sessionstore"
 )
 
-// The error table of API.md, row by row.
+// The error table of docs/api.md, row by row.
 func TestToStatus(t *testing.T) {
 	rows := []struct {
 		reason sessionstore.Reason

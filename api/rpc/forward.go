@@ -136,7 +136,7 @@ func withSent(ctx context.Context) (context.Context, *atomic.Bool) {
 	return context.WithValue(ctx, sentKey{}, sent), sent
 }
 
-// failure classifies a forwarding failure (DESIGN.md "Retries and outcomes"):
+// failure classifies a forwarding failure (docs/design.md "Retries and outcomes"):
 // an answer of the leader's own (with an ErrorInfo) passes through; anything
 // else is OUTCOME_UNKNOWN for a mutating call that reached the leader's
 // connection (it may have been applied) and NO_LEADER for a read or a call

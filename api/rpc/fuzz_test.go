@@ -6,7 +6,7 @@ package rpc_test
 // through the panic-recovering interceptor, so a panic fails the fuzz run —
 // against one real single-node cluster per process (Raft, bbolt, artifacts).
 // Every answer must be a response or a gRPC status error whose code is not
-// UNKNOWN or INTERNAL and that carries the ErrorInfo of API.md's table.
+// UNKNOWN or INTERNAL and that carries the ErrorInfo of the table of docs/api.md.
 // FuzzValidators fuzzes the standalone request validators the handlers use.
 // Every name starts with "fz".
 
@@ -54,7 +54,7 @@ const (
 	fzTime0     = int64(1755600000000)
 )
 
-// fzReasonCode is API.md's error table: the gRPC code of every reason.
+// fzReasonCode is the error table of docs/api.md: the gRPC code of every reason.
 var fzReasonCode = map[string]codes.Code{
 	"NOT_FOUND": codes.NotFound, "ALREADY_EXISTS": codes.AlreadyExists,
 	"SEQ_MISMATCH": codes.FailedPrecondition, "REVISION_MISMATCH": codes.FailedPrecondition,
@@ -90,7 +90,7 @@ func fzMethods() []fzMethod {
 		}
 		for j := range sd.Streams {
 			if sd.Streams[j].ClientStreams {
-				continue // none in API.md; they would need another harness
+				continue // none in docs/api.md; they would need another harness
 			}
 			out = append(out, fzMethod{name: "/" + sd.ServiceName + "/" + sd.Streams[j].StreamName, svc: i, stream: &sd.Streams[j]})
 		}
@@ -351,7 +351,7 @@ func fzCall(e *fzEnv, m fzMethod, payload []byte) (decoded bool, err error, bad 
 	return true, err, s.sendErr
 }
 
-// fzCheckErr checks a handler's error against API.md: a gRPC status, not
+// fzCheckErr checks a handler's error against docs/api.md: a gRPC status, not
 // UNKNOWN or INTERNAL (a bug), with the ErrorInfo of the error table except
 // for the context's own CANCELLED and DEADLINE_EXCEEDED.
 func fzCheckErr(err error) error {
@@ -372,9 +372,9 @@ func fzCheckErr(err error) error {
 			case ei.GetDomain() != rpc.ErrorDomain:
 				return fmt.Errorf("ErrorInfo domain %q (code %v, reason %s): %q", ei.GetDomain(), st.Code(), ei.GetReason(), st.Message())
 			case !known:
-				return fmt.Errorf("reason %q is not in API.md's table (code %v): %q", ei.GetReason(), st.Code(), st.Message())
+				return fmt.Errorf("reason %q is not in the table of docs/api.md (code %v): %q", ei.GetReason(), st.Code(), st.Message())
 			case want != st.Code():
-				return fmt.Errorf("reason %s with code %v, API.md says %v: %q", ei.GetReason(), st.Code(), want, st.Message())
+				return fmt.Errorf("reason %s with code %v, docs/api.md says %v: %q", ei.GetReason(), st.Code(), want, st.Message())
 			}
 			return nil
 		}
@@ -642,7 +642,7 @@ func FuzzValidators(f *testing.F) {
 				t.Fatalf("%s: error is not a domain error (%T): %v", what, err, err)
 			}
 			if _, ok := fzReasonCode[string(de.Reason)]; !ok {
-				t.Fatalf("%s: reason %q is not in API.md's table", what, de.Reason)
+				t.Fatalf("%s: reason %q is not in the table of docs/api.md", what, de.Reason)
 			}
 		}
 		safe := func(s string) bool {
@@ -763,7 +763,7 @@ func (b fzBigBackend) OpenRaw(context.Context, string, sessionstore.Consistency)
 
 // TestStreamsFitMessageLimit: the stream forms (ReadFrom, InspectStream,
 // ReadRaw) must send every message within the node's message limit, for a
-// session of any size (API.md: "for any size"). With --max-message-bytes
+// session of any size (docs/api.md: "for a session of any size"). With --max-message-bytes
 // 1 MiB they cut events into chunks of rpc.ChunkBytes = 1 MiB of event
 // bytes, and the chunk's framing pushes the message above the limit: gRPC
 // then fails the call with RESOURCE_EXHAUSTED "trying to send message larger

@@ -13,7 +13,7 @@ import (
 	pb "github.com/sessionstore/sessionstore/api/sessionpb"
 )
 
-// ChunkBytes bounds the events of one streamed message (API.md: ≤ 1 MiB).
+// ChunkBytes bounds the events of one streamed message (docs/api.md: ≤ 1 MiB).
 const ChunkBytes = 1 << 20
 
 // rawMessageBytes is the content of one ReadRaw message.

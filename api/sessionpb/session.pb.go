@@ -1,4 +1,4 @@
-// The public wire contract of the session store (API.md). Service, method and
+// The public wire contract of the session store (docs/api.md). Service, method and
 // field names are fixed: clients and external test suites are written against
 // them. Add fields and methods freely; never renumber or reuse a field number.
 //

@@ -8,7 +8,7 @@ package main
 // Reference tests that do not apply to a server (persistence-spec §11.2):
 // they exercise the reference's in-process live Sessions, its write-behind
 // buffer or its plugin lifecycle, none of which exists behind this API;
-// ownership of a session is a lease here (DESIGN.md "Ownership",
+// ownership of a session is a lease here (docs/design.md "Ownership",
 // ownership_test.go).
 //
 //	K1  live Session written through the store and reloaded: no in-process Sessions; the cold equivalent is C1.
@@ -20,7 +20,7 @@ package main
 //	K7  frozen source events: JavaScript object freezing; the wire carries copies.
 //	K8  frozen load/inspect snapshots: JavaScript object freezing; views are copies by construction.
 //	K12 append snapshots the caller's array: gRPC serialises the request when it is sent.
-//	K13 fork seed written by the Session constructor: the client writes session/end-seed (DESIGN.md: Prepare never does).
+//	K13 fork seed written by the Session constructor: the client writes session/end-seed (docs/design.md: Prepare never does).
 //	K14 resume re-seeding without re-appending: client-side Session constructor behaviour.
 //	K15 HMR seeds existing live Sessions: no plugin hot reload.
 //	K16 HMR dispose drains buffers: no write-behind buffer; every Append is durable when acknowledged.
@@ -343,7 +343,7 @@ func TestContract_C9_ListsStableRevisionsThatChangeAfterAppend(t *testing.T) {
 }
 
 // C10: the reference rejects a re-sent batch; this store acknowledges an
-// identical re-send as a duplicate (DESIGN.md "Retries and outcomes") and
+// identical re-send as a duplicate (docs/design.md "Retries and outcomes") and
 // rejects different bytes at stored seqs with the reference text.
 func TestContract_C10_AppendRejectsAMismatchedFirstSeq(t *testing.T) {
 	n := ctSharedNode(t)
@@ -775,7 +775,7 @@ func TestContract_K33_LoadAndInspectRejectAMissingSession(t *testing.T) {
 
 // K34: create rejects a duplicate id, in memory and on a persisted log. A
 // Create whose header equals an unmaterialised registration succeeds
-// (DESIGN.md "Retries and outcomes").
+// (docs/design.md "Retries and outcomes").
 func TestContract_K34_CreateRejectsADuplicateID(t *testing.T) {
 	n := ctNode(t)
 	const id = "dup"

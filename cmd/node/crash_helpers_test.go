@@ -358,7 +358,7 @@ func crCtx(t *testing.T, d time.Duration) context.Context {
 }
 
 // crUnknown reports whether an Append error leaves the outcome unknown to the
-// client (DESIGN.md "Retries and outcomes"): OUTCOME_UNKNOWN, and everything
+// client (docs/design.md "Retries and outcomes"): OUTCOME_UNKNOWN, and everything
 // without an ErrorInfo (transport errors, UNAVAILABLE, DEADLINE_EXCEEDED,
 // CANCELLED). NO_LEADER and SHUTTING_DOWN are definite refusals of the last
 // attempt, but an earlier attempt of the client's own retries may have been

@@ -1,7 +1,7 @@
 package main
 
-// Crash tests of the real binary (DESIGN.md "State machine and storage" §1,
-// §8, §9): SIGKILL under a write load, a deleted, damaged or old state
+// Crash tests of the real binary (docs/design.md "State machine",
+// "Artifacts", "Snapshots"): SIGKILL under a write load, a deleted, damaged or old state
 // database, and SIGKILL in the middle of the start-up restore. Helpers are in
 // crash_helpers_test.go.
 
@@ -110,7 +110,7 @@ func TestCrash_KillUnderWriteLoad(t *testing.T) {
 
 // TestCrash_KillDuringSnapshotRestore_AndDeletedStateDB kills the node during
 // a snapshot restore and deletes, damages and rolls back its bbolt file, and
-// it comes back with every acknowledged event each time (DESIGN.md §1: before
+// it comes back with every acknowledged event each time (docs/design.md "State machine": before
 // Raft starts, a missing, unreadable or older-than-the-latest-snapshot state
 // database is restored from that snapshot).
 func TestCrash_KillDuringSnapshotRestore_AndDeletedStateDB(t *testing.T) {
@@ -354,7 +354,7 @@ func TestCrash_RestartedIdleNodeServesReads(t *testing.T) {
 // an idle node (the newest entries are the new leader's no-op and barrier,
 // which the FSM never applies) and restarts it twice untouched: the start-up
 // guard must not take the state database for one older than the snapshot and
-// restore it each time (DESIGN.md §1 restores only a missing, damaged or
+// restore it each time (docs/design.md "State machine" restores only a missing, damaged or
 // really older file).
 func TestCrash_IdleSnapshotDoesNotForceARestoreAtEveryStart(t *testing.T) {
 	if testing.Short() {

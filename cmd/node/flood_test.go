@@ -5,7 +5,7 @@ package main
 // send valid appends to their own sessions mixed with every kind of request
 // the node must refuse (oversized events, batches and messages, malformed
 // events, wrong seqs, bad and unknown session ids). Every bad request must be
-// refused with API.md's code and ErrorInfo reason, every valid one must
+// refused with the code and ErrorInfo reason of docs/api.md, every valid one must
 // succeed, and afterwards each session holds exactly its valid events, in
 // order, no other session was materialised, and a session written
 // beforehand with more events than one message holds is still read whole by
@@ -133,7 +133,7 @@ func (w *flWorker) events(seq int64, k, pad int) []string {
 }
 
 // flKind is one kind of request of the flood: how often it is sent, what it
-// sends, and the answer API.md prescribes.
+// sends, and the answer docs/api.md prescribes.
 type flKind struct {
 	name   string
 	weight int

@@ -21,7 +21,7 @@ import (
 	"github.com/sessionstore/sessionstore/cluster"
 )
 
-// newHTTPHandler serves the node's HTTP port (API.md "HTTP").
+// newHTTPHandler serves the node's HTTP port (docs/api.md "HTTP").
 // With authentication on, downloads need read permission on the session and
 // profiles need admin; health and metrics stay open (probes and scrapers).
 //

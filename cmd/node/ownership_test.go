@@ -1,6 +1,6 @@
 package main
 
-// End-to-end tests of DESIGN.md "Ownership: leases, fencing, crash repair"
+// End-to-end tests of docs/design.md "Ownership: leases, fencing, crash repair"
 // and "Retries and outcomes", of the write path's refusals (bad input writes
 // nothing), of revisions (persistence-spec §8.1), List/ListSnapshots, Watch,
 // the HTTP port and gRPC reflection/health. Each test boots one real node.
@@ -34,7 +34,7 @@ import (
 	"github.com/sessionstore/sessionstore/api/sessionpb"
 )
 
-// TestOwOwnership runs every row of DESIGN.md's ownership table.
+// TestOwOwnership runs every row of the ownership table of docs/design.md.
 func TestOwOwnership(t *testing.T) {
 	n := startTestNode(t, "")
 	const long = 30 * time.Second
@@ -445,7 +445,7 @@ func TestOwOwnershipRelease(t *testing.T) {
 	})
 }
 
-// TestOwRetry covers DESIGN.md "Retries and outcomes".
+// TestOwRetry covers docs/design.md "Retries and outcomes".
 func TestOwRetry(t *testing.T) {
 	n := startTestNode(t, "")
 	const long = 30 * time.Second
@@ -679,7 +679,7 @@ type owBadCase struct {
 	contains string
 }
 
-// owCodeOf is API.md's reason → gRPC code table.
+// owCodeOf is the reason → gRPC code table of docs/api.md.
 func owCodeOf(r sessionstore.Reason) codes.Code {
 	switch r {
 	case sessionstore.ReasonSeqMismatch, sessionstore.ReasonRevisionMismatch, sessionstore.ReasonLeaseFenced:
@@ -711,7 +711,7 @@ func owBadCases() []owBadCase {
 		}
 	}
 	return []owBadCase{
-		// Not one single-line JSON object (DESIGN.md §4: NOT_JSON).
+		// Not one single-line JSON object (docs/design.md "Events are bytes": NOT_JSON).
 		{name: "not JSON", events: one(func(int64) string { return `hello` }), reasons: notJSON},
 		{name: "empty text", events: one(func(int64) string { return `` }), reasons: notJSON},
 		{name: "JSON array", events: one(func(s int64) string { return "[" + valid(s) + "]" }), reasons: notJSON},
@@ -772,7 +772,7 @@ func owBadCases() []owBadCase {
 				return fmt.Sprintf(`append seq mismatch for %q: expected %d at index 0, got %d`, id, s, s+1)
 			}},
 
-		// Size limits (API.md defaults: event 2 MiB, batch 4 MiB and 1,000 events).
+		// Size limits (docs/api.md "Limits": event 2 MiB, batch 4 MiB and 1,000 events).
 		{name: "event above 2 MiB", events: one(func(s int64) string {
 			return owEvent("todo/write", s, 1, `{"text":"`+big(2<<20)+`"}`)
 		}), reasons: []sessionstore.Reason{sessionstore.ReasonTooLarge}},
@@ -800,7 +800,7 @@ func owBadCases() []owBadCase {
 			return owEvent("request/header", s, 1, `{"header":{"config":{"provider":"mock","model":"mock"}},"reason":"fallback"}`)
 		}), reasons: invalidArg, msg: legacy(`request/header reason "fallback"`)},
 
-		// The plan/mode boolean invariant (API.md, planmode-spec).
+		// The plan/mode boolean invariant (docs/api.md, planmode-spec).
 		{name: "plan/mode active 1", events: one(func(s int64) string { return owEvent("plan/mode", s, 1, `{"active":1}`) }),
 			reasons: invalidArg, msg: planMode("1")},
 		{name: `plan/mode active "x"`, events: one(func(s int64) string { return owEvent("plan/mode", s, 1, `{"active":"x"}`) }),
@@ -869,7 +869,7 @@ func TestOwBadInput(t *testing.T) {
 	}
 }
 
-// TestOwBadInputSessionIDs covers DESIGN.md §6: any non-empty valid UTF-8 id
+// TestOwBadInputSessionIDs covers docs/design.md "Session ids": any non-empty valid UTF-8 id
 // whose encodeSegment is ≤ 255 bytes is valid and always stays one path
 // segment under <data-dir>/artifacts; others are INVALID_SESSION_ID.
 func TestOwBadInputSessionIDs(t *testing.T) {
@@ -1018,7 +1018,7 @@ func owDecodeZstd(t *testing.T, b []byte) []byte {
 	return out
 }
 
-// TestOwRevision covers persistence-spec §8.1 and DESIGN.md §7.
+// TestOwRevision covers persistence-spec §8.1 and docs/design.md "Revisions".
 func TestOwRevision(t *testing.T) {
 	n := startTestNode(t, "")
 	id := "rev-a"

@@ -1,6 +1,6 @@
 package main
 
-// End-to-end tests of the PlanMode gRPC service (API.md "service PlanMode",
+// End-to-end tests of the PlanMode gRPC service (docs/api.md "service PlanMode",
 // reference/planmode-spec.md) against a real single node (Raft, bbolt,
 // gRPC) through the Go client. The test plays the agent: it assigns seqs and
 // appends its own events with SessionPersistence.Append, and calls
@@ -2210,7 +2210,7 @@ func TestPlanMode_Errors(t *testing.T) {
 	})
 }
 
-// TestPlanMode_OwnedSession: lease epochs (API.md): a caller without the
+// TestPlanMode_OwnedSession: lease epochs (docs/api.md): a caller without the
 // epoch of an owned session records pending selections only; a wrong
 // non-zero epoch is fenced; PreStep needs the current epoch.
 func TestPlanMode_OwnedSession(t *testing.T) {
@@ -2291,8 +2291,8 @@ func TestPlanMode_OwnedSession(t *testing.T) {
 	a.state("owner's idle commit", "{active:true}", "{true,false}")
 }
 
-// Pending selections and approved exits are replicated state (API.md's
-// deliberate improvement, removing L2 and L6): they survive a restart.
+// Pending selections and approved exits are replicated state (docs/deviations.md
+// "Plan mode", removing L2 and L6): they survive a restart.
 func TestPlanMode_SelectionsSurviveRestart(t *testing.T) {
 	t.Parallel()
 	n := startTestNode(t, "")

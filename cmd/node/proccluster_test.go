@@ -1,6 +1,6 @@
 package main
 
-// A three-process cluster of the real binary (DESIGN.md "Cluster", "Retries
+// A three-process cluster of the real binary (docs/design.md "Cluster", "Retries
 // and outcomes"): the nodes find each other through gossip alone
 // (--join, --bootstrap-expect 3), the leader is SIGKILLed under a write load
 // through every node, and afterwards every node holds every acknowledged

@@ -11,7 +11,7 @@
 // "false". Where soundness needs an assumption about how the runner records
 // things, the checker's doc comment states it.
 //
-// Facts the checkers rely on (DESIGN.md "Retries and outcomes", API.md):
+// Facts the checkers rely on (docs/design.md "Retries and outcomes", docs/api.md):
 //   - a session log is append-only; events are at seqs 0..n-1;
 //   - a workload event's identity is its marker (p<process>-<n>), unique to
 //     one logical append (an identical retry after an unknown outcome sends

@@ -17,7 +17,7 @@ const (
 	Invoke Type = "invoke"
 	// OK: the operation took effect (the server acknowledged it).
 	OK Type = "ok"
-	// Fail: the operation definitely did not take effect (DESIGN.md
+	// Fail: the operation definitely did not take effect (docs/design.md
 	// "Retries and outcomes": an ErrorInfo reason other than OUTCOME_UNKNOWN).
 	Fail Type = "fail"
 	// Info: the outcome is unknown (it may or may not have taken effect);
