@@ -69,7 +69,23 @@ type AppendResult struct {
 	Revision  string
 	NextSeq   int64
 	Duplicate bool
+	// Unreadable is the error a read of the log now fails with, nil while it
+	// reads. Only a ValidateReference write can leave a log unreadable.
+	Unreadable *Error
 }
+
+// Validation is how a Create or Append is checked (docs/api.md "Validation").
+type Validation int
+
+const (
+	// ValidateStrict refuses, with nothing written, a write after which a
+	// read of the log would refuse it: the write rule is the read rule.
+	ValidateStrict Validation = iota
+	// ValidateReference keeps the reference harness's own write rules, which
+	// accept logs a read refuses (unknown types, foreign format versions,
+	// malformed shapes); the answer says when the log has become unreadable.
+	ValidateReference
+)
 
 // Snapshot is one listed session: its header and current revision.
 type Snapshot struct {

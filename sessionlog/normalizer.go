@@ -19,6 +19,8 @@ type Normalizer struct {
 	refused    [3]error // the first event of each refused legacy shape, in assertSupportedEvents's order
 	migrateErr error
 	unknownErr error
+	// unknownTyp and unknownSeq name the event unknownErr refuses.
+	unknownTyp, unknownSeq string
 	checkIDs   map[float64]string
 
 	// Next's state.
@@ -69,7 +71,9 @@ func (n *Normalizer) Check(events [][]byte) {
 			continue
 		}
 		if n.unknownErr == nil {
-			n.unknownErr = unknownType(n.sessionID, e, t, n.rawLogPath)
+			if n.unknownErr = unknownType(n.sessionID, e, t, n.rawLogPath); n.unknownErr != nil {
+				n.unknownTyp, n.unknownSeq = jsString(t), seqText(e)
+			}
 		}
 	}
 }

@@ -1,6 +1,11 @@
 package sessionlog
 
-import "github.com/sessionstore/sessionstore"
+import (
+	"errors"
+	"strings"
+
+	"github.com/sessionstore/sessionstore"
+)
 
 // ReadCheck is the whole check a read runs on a stored log before it serves
 // a view of it, kept incrementally: the stored header (CheckStoredHeader),
@@ -14,6 +19,8 @@ import "github.com/sessionstore/sessionstore"
 // what a read of the log so far fails with. It keeps what the rules refer
 // back to (see Normalizer and Validator), not the events.
 type ReadCheck struct {
+	id        string
+	header    sessionstore.Header
 	headerErr error
 	norm      *Normalizer
 	val       *Validator
@@ -24,6 +31,8 @@ type ReadCheck struct {
 // Normalize: it only appears in error texts).
 func NewReadCheck(id string, h sessionstore.Header, rawLogPath string) *ReadCheck {
 	return &ReadCheck{
+		id:        id,
+		header:    h,
 		headerErr: CheckStoredHeader(id, h, rawLogPath),
 		norm:      NewNormalizer(id, rawLogPath),
 		val:       NewValidator(id),
@@ -75,4 +84,48 @@ func (r *ReadCheck) Finish() ([][]byte, error) {
 		return nil, WrapCorruption(r.val.sessionID, err)
 	}
 	return r.val.Finish()
+}
+
+// WriteRefusal is Err as a strict write refuses it, nil if the log reads:
+// INVALID_HEADER for the header's fields, FORMAT_UNSUPPORTED for a format
+// version or an event type this store does not read, INVALID_EVENT for the
+// rest. The texts say what a read would do, in the writer's terms (a read's
+// own texts blame "a newer harness", which is not what a writer needs to hear).
+func (r *ReadCheck) WriteRefusal() *sessionstore.Error {
+	err := r.Err()
+	if err == nil {
+		return nil
+	}
+	id := sessionstore.Quote(r.id)
+	const how = "; write it with validation REFERENCE to store it anyway"
+	switch {
+	case r.headerErr != nil && r.header.ID == r.id && r.header.Version != sessionstore.FormatVersion:
+		return sessionstore.Errorf(sessionstore.ReasonFormatUnsupported,
+			"session %s header has log format v%d; this store reads format v%d only, so no read would open the log%s",
+			id, r.header.Version, sessionstore.FormatVersion, how)
+	case r.headerErr != nil:
+		return sessionstore.Errorf(sessionstore.ReasonInvalidHeader, "%s: a read would refuse the log%s", readCause(r.id, err), how)
+	case r.norm.Err() == r.norm.unknownErr && r.norm.unknownErr != nil:
+		return sessionstore.Errorf(sessionstore.ReasonFormatUnsupported,
+			"session %s: event type %s (seq %s) is not one this store knows (it reads log format v%d) and is not marked \"ignorable\": true, so a read would refuse the log%s",
+			id, sessionstore.Quote(r.norm.unknownTyp), r.norm.unknownSeq, sessionstore.FormatVersion, how)
+	}
+	reason := sessionstore.ReasonInvalidEvent
+	var se *sessionstore.Error
+	if errors.As(err, &se) && se.Reason == sessionstore.ReasonFormatUnsupported {
+		reason = sessionstore.ReasonFormatUnsupported
+	}
+	return sessionstore.Errorf(reason, "session %s would not read after this write: %s%s", id, readCause(r.id, err), how)
+}
+
+// readCause is a read's error text without the load path's wrapping.
+func readCause(id string, err error) string {
+	msg := err.Error()
+	msg = strings.TrimPrefix(msg, "stored session "+sessionstore.Quote(id)+" failed validation: ")
+	for _, class := range []string{"Error: ", "TypeError: "} {
+		if strings.HasPrefix(msg, class) {
+			return msg[len(class):]
+		}
+	}
+	return msg
 }

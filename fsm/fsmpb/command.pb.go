@@ -996,8 +996,12 @@ type Append struct {
 	LeaseEpoch       uint64                 `protobuf:"varint,3,opt,name=lease_epoch,json=leaseEpoch,proto3" json:"lease_epoch,omitempty"`
 	ExpectedRevision string                 `protobuf:"bytes,4,opt,name=expected_revision,json=expectedRevision,proto3" json:"expected_revision,omitempty"`
 	FirstSeq         int64                  `protobuf:"varint,5,opt,name=first_seq,json=firstSeq,proto3" json:"first_seq,omitempty"` // seq of events[0]; the batch is contiguous (checked before proposing)
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Version 7: refuse the batch, writing nothing, when a read of the log
+	// would refuse it afterwards (sessionlog.ReadCheck). Absent (older
+	// entries, reference-mode writes): the reference's write rules only.
+	Strict        bool `protobuf:"varint,6,opt,name=strict,proto3" json:"strict,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Append) Reset() {
@@ -1063,6 +1067,13 @@ func (x *Append) GetFirstSeq() int64 {
 		return x.FirstSeq
 	}
 	return 0
+}
+
+func (x *Append) GetStrict() bool {
+	if x != nil {
+		return x.Strict
+	}
+	return false
 }
 
 // Repair commits the crash closers of a cold session (Load) or takes ownership
@@ -2090,8 +2101,12 @@ type Result struct {
 	// (unknown operation: replayed as before).
 	RequestOp     string `protobuf:"bytes,11,opt,name=request_op,json=requestOp,proto3" json:"request_op,omitempty"`
 	RequestDigest []byte `protobuf:"bytes,12,opt,name=request_digest,json=requestDigest,proto3" json:"request_digest,omitempty"` // SHA-256 of the operation's arguments (fsm/requests.go)
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Append (version 7 builds): the error a read of the log now fails with,
+	// empty while it reads. Not stored: an Append keeps no request id.
+	UnreadableReason  string `protobuf:"bytes,13,opt,name=unreadable_reason,json=unreadableReason,proto3" json:"unreadable_reason,omitempty"`
+	UnreadableMessage string `protobuf:"bytes,14,opt,name=unreadable_message,json=unreadableMessage,proto3" json:"unreadable_message,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Result) Reset() {
@@ -2206,6 +2221,20 @@ func (x *Result) GetRequestDigest() []byte {
 		return x.RequestDigest
 	}
 	return nil
+}
+
+func (x *Result) GetUnreadableReason() string {
+	if x != nil {
+		return x.UnreadableReason
+	}
+	return ""
+}
+
+func (x *Result) GetUnreadableMessage() string {
+	if x != nil {
+		return x.UnreadableMessage
+	}
+	return ""
 }
 
 // SessionRecord is a session's metadata row in the state database.
@@ -2445,7 +2474,7 @@ const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"\x06Create\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.sessionstore.fsm.v1.HeaderR\x06header\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x02 \x01(\tR\trequestId\"\xaa\x01\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\"\xc2\x01\n" +
 	"\x06Append\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
@@ -2453,7 +2482,8 @@ const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"\vlease_epoch\x18\x03 \x01(\x04R\n" +
 	"leaseEpoch\x12+\n" +
 	"\x11expected_revision\x18\x04 \x01(\tR\x10expectedRevision\x12\x1b\n" +
-	"\tfirst_seq\x18\x05 \x01(\x03R\bfirstSeq\"\xf5\x01\n" +
+	"\tfirst_seq\x18\x05 \x01(\x03R\bfirstSeq\x12\x16\n" +
+	"\x06strict\x18\x06 \x01(\bR\x06strict\"\xf5\x01\n" +
 	"\x06Repair\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
@@ -2559,7 +2589,7 @@ const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"\x05Lease\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12+\n" +
-	"\x12expires_at_unix_ms\x18\x03 \x01(\x03R\x0fexpiresAtUnixMs\"\x88\x03\n" +
+	"\x12expires_at_unix_ms\x18\x03 \x01(\x03R\x0fexpiresAtUnixMs\"\xe4\x03\n" +
 	"\x06Result\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1a\n" +
@@ -2574,7 +2604,9 @@ const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	" \x03(\tR\adeleted\x12\x1d\n" +
 	"\n" +
 	"request_op\x18\v \x01(\tR\trequestOp\x12%\n" +
-	"\x0erequest_digest\x18\f \x01(\fR\rrequestDigest\"\xf3\x04\n" +
+	"\x0erequest_digest\x18\f \x01(\fR\rrequestDigest\x12+\n" +
+	"\x11unreadable_reason\x18\r \x01(\tR\x10unreadableReason\x12-\n" +
+	"\x12unreadable_message\x18\x0e \x01(\tR\x11unreadableMessage\"\xf3\x04\n" +
 	"\rSessionRecord\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.sessionstore.fsm.v1.HeaderR\x06header\x12\"\n" +
 	"\fmaterialized\x18\x02 \x01(\bR\fmaterialized\x12\x19\n" +
