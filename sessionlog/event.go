@@ -163,9 +163,9 @@ func isEnvelopeKey(k []byte) bool {
 
 // CheckEvent validates one event text for Append, exactly as narrowly as
 // DESIGN.md §5: a single-line JSON object with no duplicate keys
-// (NOT_JSON), numbers inside the lossless-JSON domain of spec §1.3, the
-// envelope members of §1.1 with their JSON types, the three legacy shapes
-// refused on append (§3.6) and the plan/mode boolean invariant
+// (NOT_JSON), numbers inside the lossless-JSON domain of docs/events.md#lossless-json, the
+// envelope members of docs/events.md#envelope with their JSON types, the three legacy shapes
+// refused on append (docs/events.md#legacy-shapes) and the plan/mode boolean invariant
 // (INVALID_EVENT). Message shapes, surface rules and unknown types are left
 // to the read side, as the reference does. The EventInfo is meaningful only
 // when the error is nil.

@@ -304,7 +304,7 @@ func TestNormalizeRefusedLegacy(t *testing.T) {
 }
 
 func TestNormalizeRules(t *testing.T) {
-	// One §3.6 rule per case: the single event in, the expected bytes out.
+	// One docs/events.md#legacy-shapes rule per case: the single event in, the expected bytes out.
 	tests := []struct{ name, in, want string }{
 		{"turn/start trigger dropped",
 			`{"type":"turn/start","seq":0,"time":1,"data":{"turn":1,"trigger":{"kind":"message","source":{"kind":"user"}}}}`,
