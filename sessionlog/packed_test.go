@@ -303,7 +303,7 @@ func TestWellFormedUTF8(t *testing.T) {
 
 // docs/events.md#header-line, docs/contract.md#other-tests: the header line.
 func TestParseHeaderLine(t *testing.T) {
-	t.Run("spec 12.1", func(t *testing.T) {
+	t.Run("one-turn example log", func(t *testing.T) {
 		h, err := ParseHeaderLine([]byte(`{"type":"session","version":0,"id":"demo-1","createdAt":1755600000000,"cwd":"/home/u/proj","delegationDepth":0}`), "")
 		if err != nil {
 			t.Fatal(err)
@@ -316,7 +316,7 @@ func TestParseHeaderLine(t *testing.T) {
 			t.Fatalf("round trip %s", HeaderLine(h))
 		}
 	})
-	t.Run("spec 12.4 forked child, every optional field", func(t *testing.T) {
+	t.Run("forked-child example log, every optional field", func(t *testing.T) {
 		line := `{"type":"session","version":0,"id":"child-1","createdAt":1755602000000,"cwd":"/home/u/proj","parentSession":"parent-1","seedLength":6,"origin":"subagent","delegationDepth":2,"agentPreset":"minimal","futureField":[1]}`
 		h, err := ParseHeaderLine([]byte(line), "")
 		if err != nil {

@@ -73,9 +73,9 @@ func EncodeSegment(s string) (string, error) {
 	return string(out), nil
 }
 
-// ProjectKey is the JSONL backend's project-directory name for a cwd (spec
-// docs/events.md#layout): runs of "/", "\" and ":" become one "-", safe units are kept,
-// others become ~XXXX, leading "-" are stripped ("root" when nothing is
+// ProjectKey is the JSONL backend's project-directory name for a cwd
+// (docs/events.md#layout): runs of "/", "\" and ":" become one "-", safe
+// units are kept, others become ~XXXX, leading "-" are stripped ("root" when nothing is
 // left), the slug is cut to 251 characters and wrapped as --slug--. It is
 // lossy by design; the session directory below it is what identifies.
 func ProjectKey(cwd string) (string, error) {

@@ -653,7 +653,7 @@ func eiCheckImported(t *testing.T, n *testNode, files ...string) {
 	}
 }
 
-// Acceptance 2: a reference root written by hand from the spec, in both
+// Acceptance 2: a reference root written by hand from docs/events.md#jsonl, in both
 // encodings, with a packed chunk row, a torn final line and a torn final
 // frame, imports as the reference would load it; so do the real recorded
 // sessions placed into a root.

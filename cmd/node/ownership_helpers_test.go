@@ -311,7 +311,7 @@ func owWaitPast(t *testing.T, unixMs int64) {
 }
 
 // owEncodeSegment is encodeSegment of docs/events.md#layout, written from
-// the spec: over UTF-16 code units, [A-Za-z0-9._-] are kept, every other unit
+// that description: over UTF-16 code units, [A-Za-z0-9._-] are kept, every other unit
 // (including "~") becomes ~XXXX; "." and ".." are escaped whole.
 func owEncodeSegment(s string) string {
 	switch s {
