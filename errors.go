@@ -81,7 +81,7 @@ var (
 	ErrOutcomeUnknown    = &Error{Reason: ReasonOutcomeUnknown, Message: "outcome unknown: the command may or may not have been applied; retry with the same bytes or request id"}
 )
 
-// NotFound is the reference text for an unknown session (persistence-spec §7.5).
+// NotFound is the reference text for an unknown session.
 func NotFound(id string) *Error {
 	return Errorf(ReasonNotFound, "session %s not found", Quote(id))
 }

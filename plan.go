@@ -11,7 +11,7 @@ type PlanCall struct {
 	RequestID       string
 }
 
-// PlanOutcome is the outcome of a plan-mode set (planmode-spec §2.3).
+// PlanOutcome is the outcome of a plan-mode set (docs/planmode.md#set).
 type PlanOutcome int
 
 const (

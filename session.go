@@ -1,9 +1,9 @@
 package sessionstore
 
-// FormatVersion is the only log format this build reads (persistence-spec §2.1).
+// FormatVersion is the only log format this build reads (docs/events.md#format-version).
 const FormatVersion = 0
 
-// Header is a session's immutable metadata (persistence-spec §2.2). Optional
+// Header is a session's immutable metadata (docs/events.md#header). Optional
 // fields are pointers: absent and zero are different things on disk (the header
 // line omits absent fields, never writing null).
 type Header struct {

@@ -3,7 +3,7 @@
 //
 // # The export format
 //
-// An export is a reference JSONL root (persistence-spec §6.2) that the
+// An export is a reference JSONL root (docs/events.md#layout) that the
 // reference harness opens as it is:
 //
 //	<projectKey(cwd)>|_no-cwd/<encodeSegment(id)>/session.jsonl.zstd   --compression zstd (default)
@@ -16,7 +16,7 @@
 // verbatim. In zstd mode the first frame is the header line alone and the
 // events follow in frames of at most about 1 MiB of text (one larger event
 // gets a frame of its own), every frame with its content checksum, as the
-// reference's zstd mode writes them (§6.6). The manifest (see Manifest)
+// reference's zstd mode writes them (docs/events.md#zstd). The manifest (see Manifest)
 // records where the export started (the applied Raft index), its filters, and
 // per session the revision it was read at, its event count and the SHA-256 of
 // its text.

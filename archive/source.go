@@ -493,7 +493,7 @@ func (s *Source) readTarSession(tr *tar.Reader, tmpDir string, it Item) Item {
 		}
 		return it
 	}
-	// §6.2 identity binding: the header's id and cwd must name this entry.
+	// Identity binding (docs/events.md#layout): the header's id and cwd must name this entry.
 	expected, err := storage.ArtifactPath("", rs.Header)
 	if err != nil {
 		it.Events, it.Torn = nil, false

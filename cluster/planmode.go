@@ -150,20 +150,20 @@ func planResult(res *fsmpb.Result) sessionstore.PlanResult {
 	}
 }
 
-// PlanSet is the reference's set (planmode-spec §2.3).
+// PlanSet is the reference's set (docs/planmode.md#set).
 func (n *Node) PlanSet(ctx context.Context, id string, active bool, c sessionstore.PlanCall) (sessionstore.PlanResult, error) {
 	return n.proposePlan(ctx, id, c.ExpectedNextSeq, &fsmpb.Command{Cmd: &fsmpb.Command_PlanSet{PlanSet: &fsmpb.PlanSet{
 		SessionId: id, Active: active, LeaseEpoch: c.LeaseEpoch, ExpectedNextSeq: c.ExpectedNextSeq, RequestId: c.RequestID}}})
 }
 
-// PlanPreStep is the agent's accepted pre-step (planmode-spec §3.2).
+// PlanPreStep is the agent's accepted pre-step (docs/planmode.md#pre-step).
 func (n *Node) PlanPreStep(ctx context.Context, id string, c sessionstore.PlanCall) (sessionstore.PlanResult, error) {
 	return n.proposePlan(ctx, id, c.ExpectedNextSeq, &fsmpb.Command{Cmd: &fsmpb.Command_PlanPreStep{PlanPreStep: &fsmpb.PlanPreStep{
 		SessionId: id, LeaseEpoch: c.LeaseEpoch, ExpectedNextSeq: c.ExpectedNextSeq, RequestId: c.RequestID,
 		NoticeId: newUUID()}}})
 }
 
-// PlanCommand is the /plan command (planmode-spec §6). The image blocks
+// PlanCommand is the /plan command (docs/planmode.md#plan-command). The image blocks
 // decide only "/plan off" with images and the steer content, so the log and
 // the FSM see their number, never their bytes.
 func (n *Node) PlanCommand(ctx context.Context, id, rawInput string, images [][]byte, c sessionstore.PlanCall) (sessionstore.PlanResult, error) {
@@ -195,7 +195,7 @@ func (n *Node) PlanCommand(ctx context.Context, id, rawInput string, images [][]
 	return out, nil
 }
 
-// PlanExit is the exit_plan_mode tool (planmode-spec §5). Without an answer
+// PlanExit is the exit_plan_mode tool (docs/planmode.md#exit-plan-mode). Without an answer
 // it only validates (a read) and returns the review question; with the
 // user's answer the interpretation is committed, and approval records the
 // silent pending exit. Tool outcomes are results, not errors.

@@ -210,7 +210,7 @@ func (n *Node) Append(ctx context.Context, id string, events [][]byte, epoch uin
 		}
 	}
 	if len(events) == 0 {
-		// An empty batch is a no-op and keeps the session lazy (reference §9.3).
+		// An empty batch is a no-op and keeps the session lazy (docs/events.md#write-checks).
 		s, err := n.read(id, 0, false)
 		if err != nil || s.rec == nil {
 			return sessionstore.AppendResult{}, err
@@ -423,7 +423,7 @@ func (n *Node) repairView(ctx context.Context, id, requestID string, mode fsmpb.
 		}
 		if res.Stale {
 			// Another writer changed the log between our read and the commit:
-			// read and validate again (reference §5.4 step 3).
+			// read and validate again, as the reference does (docs/events.md#crash-repair).
 			if attempt > 100 {
 				return sessionstore.View{}, 0, sessionstore.ErrOutcomeUnknown
 			}

@@ -548,7 +548,7 @@ func batchBytes(events [][]byte) int64 {
 	return n
 }
 
-// SeqMismatch is the reference text for a non-contiguous append (persistence-spec §7.4).
+// SeqMismatch is the reference text for a non-contiguous append (docs/events.md#write-checks).
 func SeqMismatch(id string, expected, index, got int64) *sessionstore.Error {
 	return sessionstore.Errorf(sessionstore.ReasonSeqMismatch,
 		"append seq mismatch for %s: expected %d at index %d, got %d", sessionstore.Quote(id), expected+index, index, got)

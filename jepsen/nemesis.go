@@ -37,7 +37,7 @@ type faultRecord struct {
 	Note     string
 }
 
-// The fault menu (jepsen-anchors §8.4), with the weights of the CI schedule.
+// The fault menu (jepsen/README.md#scenarios), with the weights of the CI schedule.
 var faultMenu = []fault{
 	{name: "isolate-leader", weight: 25, inject: isolate(true), verify: verifyNewLeader},
 	{name: "kill-leader", weight: 20, inject: kill(true), verify: verifyDown},

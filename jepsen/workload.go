@@ -110,7 +110,7 @@ func (sp *sessionPool) ids() []string {
 }
 
 // appendWorkload: per-session appends at an expected seq with unique
-// markers, and linearizable reads of whole logs (jepsen-anchors §8.3.1).
+// markers, and linearizable reads of whole logs (jepsen/README.md#scenarios).
 type appendWorkload struct {
 	name string
 	menu []string

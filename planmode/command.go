@@ -9,7 +9,7 @@ import (
 	"github.com/sessionstore/sessionstore/sessionlog"
 )
 
-// The /plan command (spec §6.2, §6.3).
+// The /plan command (docs/planmode.md#plan-handler).
 const (
 	CommandName        = "plan"
 	CommandDescription = "Enter or leave plan mode"
@@ -27,7 +27,7 @@ const (
 	KindError   = "error"
 )
 
-// ParseCommandLine is the commands registry's parser (spec §6.1): a line is a
+// ParseCommandLine is the commands registry's parser (docs/planmode.md#command-line): a line is a
 // command iff it matches ^/([a-z][a-z0-9_-]*) followed by the end or one of
 // space, tab, CR, LF; rawInput is everything after the name, unchanged.
 func ParseCommandLine(line string) (name, rawInput string, ok bool) {
@@ -137,8 +137,8 @@ func SteerContent(images [][]byte, message *string) []byte {
 	return append(b, ']')
 }
 
-// Command is the /plan [off|message] handler of spec §6.3 wrapped in the
-// command/run … command/done pair of §6.1, numbered from `at`.
+// Command is the /plan [off|message] handler of docs/planmode.md#plan-handler wrapped in the
+// command/run … command/done pair of docs/planmode.md#command-line, numbered from `at`.
 func Command(events [][]byte, st State, in CommandInput, at Stamp) (CommandResult, error) {
 	for _, img := range in.Images {
 		if !json.Valid(img) {

@@ -1,5 +1,5 @@
 // Package planmode is the plan mode of the reference harness
-// (reference/planmode-spec.md, package @deepseek-ai/dsh-plan-mode 0.1.0-rc.8)
+// (docs/planmode.md; package @deepseek-ai/dsh-plan-mode 0.1.0-rc.8)
 // re-implemented as pure functions over a session's stored events, for the
 // replicated session store's PlanMode service (docs/api.md).
 //
@@ -15,7 +15,7 @@
 // Deliberate differences from the in-process reference (docs/deviations.md
 // "Plan mode"): the pending selection and the approved silent exit are part of
 // the replicated State instead of process memory (limitations L2, L6, L9 of
-// spec §10), and the server never writes agent/inbox/spliced: the narration
+// docs/planmode.md#differences), and the server never writes agent/inbox/spliced: the narration
 // notice an idle commit would inject is owed in State and returned by the
 // next PreStep instead.
 //

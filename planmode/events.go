@@ -9,7 +9,7 @@ import (
 	"github.com/sessionstore/sessionstore/sessionlog"
 )
 
-// Event types plan mode reads or writes (spec §1.1).
+// Event types plan mode reads or writes (docs/planmode.md#plan-mode-event).
 const (
 	TypePlanMode      = "plan/mode"
 	TypeTurnStart     = "turn/start"
@@ -117,7 +117,7 @@ func (p parsed) boolean(key string) (v, ok bool) {
 }
 
 // planModeActive reads the active state of a plan/mode event; a payload that
-// breaks the invariant of §1.5 yields the reference text.
+// breaks the invariant of docs/planmode.md#invariant yields the reference text.
 func planModeActive(ev []byte, p parsed) (bool, error) {
 	if v, ok := p.boolean("active"); ok {
 		return v, nil
@@ -125,7 +125,7 @@ func planModeActive(ev []byte, p parsed) (bool, error) {
 	return false, storedErr(invariantMessage(ev))
 }
 
-// invariantMessage is the §1.5 text for an invalid plan/mode payload,
+// invariantMessage is the docs/planmode.md#invariant text for an invalid plan/mode payload,
 // produced by the write-side check so both sides word it identically.
 func invariantMessage(ev []byte) string {
 	if _, err := sessionlog.CheckEvent("", ev); err != nil {
@@ -134,7 +134,7 @@ func invariantMessage(ev []byte) string {
 	return "plan/mode carries invalid active state undefined; expected a boolean"
 }
 
-// ValidateEvent is the plan/mode invariant (spec §1.5) for one event to be
+// ValidateEvent is the plan/mode invariant (docs/planmode.md#invariant) for one event to be
 // appended: a plan/mode event whose data.active is not a JSON boolean is
 // refused with INVALID_EVENT and the reference text
 // "plan/mode carries invalid active state <JSON>; expected a boolean".
@@ -158,7 +158,7 @@ func ValidateEvent(ev []byte) error {
 }
 
 // ValidateLog sweeps a stored log with ValidateEvent (the companion's
-// installation and session-creation sweeps of §1.5). No structural rule is
+// installation and session-creation sweeps of docs/planmode.md#invariant). No structural rule is
 // checked: plan/mode inside or between turns are both valid.
 func ValidateLog(events [][]byte) error {
 	for _, ev := range events {
@@ -213,8 +213,8 @@ func CommandDoneEvent(commandID, kind, text string, seq, time int64) []byte {
 	return append(b, "}}"...)
 }
 
-// NoticeMessage is the narration user message of §2.5, the data object of
-// the user/message the agent logs:
+// NoticeMessage is the narration user message of docs/planmode.md#narration,
+// the data object of the user/message the agent logs:
 // {"id","role":"user","content":[{"type":"text","text"}],"source":{"kind":"plugin","plugin":"plan-mode","form":"notice","summary"}}.
 func NoticeMessage(id, text string) []byte {
 	b := make([]byte, 0, 200+2*len(text))

@@ -4,7 +4,7 @@ import (
 	"github.com/sessionstore/sessionstore/sessionlog"
 )
 
-// The exit_plan_mode tool (spec §5).
+// The exit_plan_mode tool (docs/planmode.md#exit-plan-mode).
 const (
 	ToolName        = "exit_plan_mode"
 	ToolDescription = "Use only in plan mode. Present your plan for the user's review and, on approval, leave plan mode. Send the COMPLETE plan as markdown, starting with a # heading that names it. The user may approve (carry out the plan from your next step) or keep planning — their feedback comes back in the tool result; revise and present again."
@@ -25,7 +25,7 @@ const (
 	// ErrFeedbackPrefix is followed by the feedback verbatim.
 	ErrFeedbackPrefix = "The user chose to keep planning; their feedback: "
 
-	// Review question (§5.3).
+	// Review question (docs/planmode.md#review-question).
 	ReviewID             = "plan-review"
 	ReviewHeader         = "Plan review"
 	ReviewQuestionText   = "Approve this plan and leave plan mode?"
@@ -73,7 +73,7 @@ type ExitResult struct {
 	State       State
 }
 
-// ValidPlan is the plan-shape check of §5.2 step 3: ^#\s+\S on the
+// ValidPlan is the plan-shape check of docs/planmode.md#exit-steps step 3: ^#\s+\S on the
 // JavaScript-trimmed text.
 func ValidPlan(plan string) bool {
 	t := jsTrim(plan)
@@ -95,9 +95,9 @@ func ValidPlan(plan string) bool {
 	return false
 }
 
-// InterpretAnswer is §5.4: approved iff exactly one plan-review item whose
-// selected is exactly ["Approve"] and whose custom is absent; feedback is
-// that item's custom, else "".
+// InterpretAnswer is docs/planmode.md#review-answer: approved iff exactly one
+// plan-review item whose selected is exactly ["Approve"] and whose custom is
+// absent; feedback is that item's custom, else "".
 func InterpretAnswer(a ReviewAnswer) (approved bool, feedback string) {
 	var item *AnswerItem
 	n := 0
@@ -117,8 +117,9 @@ func InterpretAnswer(a ReviewAnswer) (approved bool, feedback string) {
 	return approved, feedback
 }
 
-// ReviewQuestion is the review request of §5.3 without agent and signal:
-// {"questions":[{id, header, question, detail: plan untrimmed, options, intent}]}.
+// ReviewQuestion is the review request of docs/planmode.md#review-question
+// without agent and signal: {"questions":[{id, header, question, detail: plan
+// untrimmed, options, intent}]}.
 func ReviewQuestion(plan string) []byte {
 	b := make([]byte, 0, 512+len(plan))
 	b = append(b, `{"questions":[{"id":"plan-review","header":"Plan review","question":"Approve this plan and leave plan mode?","detail":`...)
@@ -127,7 +128,7 @@ func ReviewQuestion(plan string) []byte {
 	return b
 }
 
-// ExitPlan is the exit_plan_mode tool's execution (§5.2) for a session
+// ExitPlan is the exit_plan_mode tool's execution (docs/planmode.md#exit-steps) for a session
 // whose caller exists. Checks run in the reference's order: logged plan
 // mode, plan shape; then, without an answer, NeedsReview; with one, a
 // dismissal, the keep-planning outcomes, or approval, which records the

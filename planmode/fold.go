@@ -2,10 +2,10 @@ package planmode
 
 func isPlanMode(t string) bool { return t == TypePlanMode }
 
-// FoldPlanMode is foldPlanMode (spec §1.3): the last plan/mode event of
+// FoldPlanMode is foldPlanMode (docs/planmode.md#fold): the last plan/mode event of
 // events[0:end) wins; no plan/mode (or end <= 0) is inactive. An end past the
 // log folds the whole log. A stored plan/mode with a non-boolean active is an
-// INVALID_STORED_EVENT error carrying the invariant text of §1.5.
+// INVALID_STORED_EVENT error carrying the invariant text of docs/planmode.md#invariant.
 func FoldPlanMode(events [][]byte, end int) (bool, error) {
 	if end > len(events) {
 		end = len(events)
@@ -31,7 +31,7 @@ func FoldPlanMode(events [][]byte, end int) (bool, error) {
 // Fold is FoldPlanMode over the whole log: the logged state ("active").
 func Fold(events [][]byte) (bool, error) { return FoldPlanMode(events, len(events)) }
 
-// HasOpenTurn is the service's idle signal (spec §1.4): turn/start opens,
+// HasOpenTurn is the service's idle signal (docs/planmode.md#folds): turn/start opens,
 // turn/end closes, the final value is returned. Runtime status is ignored.
 func HasOpenTurn(events [][]byte) (bool, error) {
 	open := false
@@ -50,7 +50,7 @@ func HasOpenTurn(events [][]byte) (bool, error) {
 	return open, nil
 }
 
-// StateAtLastRequestHeader is planModeAtLastHeader (spec §1.4): the plan state
+// StateAtLastRequestHeader is planModeAtLastHeader (docs/planmode.md#folds): the plan state
 // the model was last told, i.e. FoldPlanMode(events, h+1) for the index h of
 // the last request/header. ok is false when no request/header exists.
 func StateAtLastRequestHeader(events [][]byte) (active bool, ok bool, err error) {

@@ -1,8 +1,8 @@
 package planmode
 
-// Mapping of planmode-spec §11.1–§11.4 to the Go tests of this package.
+// Mapping of docs/contract.md#plan-mode-tests to the Go tests of this package.
 //
-// §11.1 plan-mode.spec.ts
+// plan-mode.spec.ts
 //   1–3 resolveConfig ................ n/a: plugin config / prompt section live in the agent host
 //   4 fold empty + last wins ......... TestFoldPlanMode
 //   5 fold prefix (end) .............. TestFoldPlanMode
@@ -48,14 +48,16 @@ package planmode
 //   60 throwing provider ............. n/a: provider is agent-side
 //   61–62 presentation cards ......... n/a: UI only
 //   63 HMR disposal .................. n/a: no plugin fiber
-// §11.2 integration.spec.ts
+// integration.spec.ts
 //   1 pre-turn set, first header plan-shaped   TestIntegrationPreTurnSet
 //   2 flip between turns narrates once         TestIntegrationFlipBetweenTurns
 //   3 flip at error settlement waits           TestIntegrationRetryWaits (a retry runs no PreStep)
-// §11.3 invariant.spec.ts: 1–6 TestValidateEvent; 7–9 TestValidateLog
-// §11.4 projection.spec.ts: 1–5, 8 TestProjectionSpec; 6–7 n/a (registry composition/unload)
-// §11.5 (plan unit only): 1, 3, 4, 6, 13, 14, 17 TestProjectionUnit
-// §12 sequences: TestGolden12_1 … TestGolden12_4. Recorded session: TestRecordedWebPlanMode.
+// invariant.spec.ts: 1–6 TestValidateEvent; 7–9 TestValidateLog
+// projection.spec.ts: 1–5, 8 TestProjectionSpec; 6–7 n/a (registry
+// composition/unload) registry.spec.ts of the reference's projection framework
+// (plan unit only): 1, 3, 4, 6, 13, 14, 17 TestProjectionUnit Sequences
+// (docs/contract.md#plan-mode-sequences): TestGolden12_1 … TestGolden12_4.
+// Recorded session: TestRecordedWebPlanMode.
 
 import (
 	"errors"
@@ -150,7 +152,7 @@ type setCase struct {
 	appends bool
 }
 
-// TestSetDecisionTable is the exhaustive table of spec §2.3.
+// TestSetDecisionTable is the exhaustive table of docs/planmode.md#set.
 func TestSetDecisionTable(t *testing.T) {
 	for _, open := range []bool{true, false} {
 		for _, f := range []bool{true, false} {

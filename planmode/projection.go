@@ -7,7 +7,7 @@ import (
 	"github.com/sessionstore/sessionstore/sessionlog"
 )
 
-// The `plan` session projection unit (spec §7.2).
+// The `plan` session projection unit (docs/planmode.md#projection).
 const (
 	ProjectionKey          = "plan"
 	ProjectionStateVersion = 2

@@ -2,13 +2,13 @@ package planmode
 
 import "fmt"
 
-// Notice texts (spec §2.5).
+// Notice texts (docs/planmode.md#narration).
 const (
 	NoticeEnter = "The user switched this session to plan mode."
 	NoticeExit  = "The user switched this session back to the default mode."
 )
 
-// Pending is the pending selection record of spec §2.1. Narrate is true for
+// Pending is the pending selection record of docs/planmode.md#pending. Narrate is true for
 // user selections made through Set or Command and false for the approved
 // exit recorded by ExitPlan (the tool result already told the model).
 type Pending struct {
@@ -23,19 +23,19 @@ type State struct {
 	// exit is Pending{Active: false, Narrate: false}.
 	Pending *Pending
 	// Notice, when non-nil, is the target of an idle commit whose narration
-	// (§2.4) is owed to the model: the reference injects it into the inbox;
+	// (docs/planmode.md#idle-commit) is owed to the model: the reference injects it into the inbox;
 	// the server returns it from the next accepted PreStep instead (if it is
 	// still true then).
 	Notice *bool
 }
 
 // ApprovedExitPending reports whether the pending record is the approved
-// silent exit of §5.2 step 8.
+// silent exit of docs/planmode.md#exit-steps step 7.
 func (s State) ApprovedExitPending() bool {
 	return s.Pending != nil && !s.Pending.Active && !s.Pending.Narrate
 }
 
-// Outcome is the result of Set (spec §2.3).
+// Outcome is the result of Set (docs/planmode.md#set).
 type Outcome int
 
 const (
@@ -59,7 +59,7 @@ func (o Outcome) String() string {
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }
 
-// View is the service's get (spec §2.2): the logged state and, when a pending
+// View is the service's get (docs/planmode.md#get): the logged state and, when a pending
 // record exists, its target (present even when it equals Active).
 type View struct {
 	Active  bool
@@ -80,8 +80,9 @@ func Get(events [][]byte, st State) (View, error) {
 	return v, nil
 }
 
-// EffectiveActive is the state the plan:policy section renders from (§4):
-// the pending target when a record exists, else the fold.
+// EffectiveActive is the state the plan:policy section renders from
+// (docs/planmode.md#policy-section): the pending target when a record exists,
+// else the fold.
 func EffectiveActive(events [][]byte, st State) (bool, error) {
 	if st.Pending != nil {
 		return st.Pending.Active, nil
@@ -89,7 +90,7 @@ func EffectiveActive(events [][]byte, st State) (bool, error) {
 	return Fold(events)
 }
 
-// NarrationText is the narration rule of spec §2.5: no notice when no
+// NarrationText is the narration rule of docs/planmode.md#narration: no notice when no
 // request was ever sent or when the last request header already told the
 // model target; else the entry or exit text.
 func NarrationText(events [][]byte, target bool) (string, bool, error) {
@@ -128,7 +129,7 @@ type SetResult struct {
 	State State
 }
 
-// Set is the service's set (spec §2.3, decision table included). An idle
+// Set is the service's set (docs/planmode.md#set, decision table included). An idle
 // commit appends plan/mode {active: want} at `at`, deletes the pending record
 // and, when the narration rule yields a notice, records it as owed in
 // State.Notice (the server never writes agent/inbox/spliced; the next PreStep
@@ -176,7 +177,7 @@ func (s Summary) Set(st State, want bool, at Stamp, opt SetOptions) SetResult {
 	}
 }
 
-// StepContext is the decision of the rest of the pre-step waterfall (§3.2).
+// StepContext is the decision of the rest of the pre-step waterfall (docs/planmode.md#pre-step).
 type StepContext struct {
 	Rejected bool // another listener rejected the step
 	Aborted  bool // the turn's abort signal is already aborted
@@ -196,7 +197,7 @@ type PreStepResult struct {
 	State State
 }
 
-// PreStep is the pre-step boundary of spec §3.2 for one proposed step,
+// PreStep is the pre-step boundary of docs/planmode.md#pre-step for one proposed step,
 // called after every other admission check. A rejected or aborted step
 // changes nothing and keeps the record pending. Otherwise the pending
 // record is applied (plan/mode appended at `at` unless it equals the fold:

@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-// --- §11.2 at the rules level ---
+// --- integration.spec.ts at the rules level ---
 
 func TestIntegrationPreTurnSet(t *testing.T) {
 	b := newBench(t)
@@ -62,7 +62,7 @@ func TestIntegrationRetryWaits(t *testing.T) {
 	}
 }
 
-// --- §12 golden sequences ---
+// --- golden sequences (docs/contract.md#plan-mode-sequences) ---
 
 func lines(s string) [][]byte {
 	var out [][]byte

@@ -1,6 +1,6 @@
 package sessionlog
 
-// The texts of the synthetic tool results (spec §5.2), byte for byte.
+// The texts of the synthetic tool results (docs/events.md#crash-repair), byte for byte.
 const (
 	textOutcomeUnknown = "The tool call was interrupted after it was recorded, but no result was durably recorded. Its outcome is unknown. Decide whether to retry from the tool semantics: retry only if the operation is read-only or idempotent; if it may have side effects, first verify external state or ask the user. Do not retry blindly."
 	textNotStarted     = "The tool call was interrupted before the Harness recorded it as started. Retry it if it is still needed."
@@ -14,7 +14,7 @@ type pendingCall struct {
 	removed bool
 }
 
-// repairScan is the fold of §5.2 step 1 over a log. Values are kept as JSON
+// repairScan is the fold of docs/events.md#crash-repair step 1 over a log. Values are kept as JSON
 // values because the reference copies them into the closers as they are
 // (a turn/start without a turn gives closers without one).
 type repairScan struct {
@@ -170,7 +170,7 @@ func (r *repairScan) add(e *storedEvent) error {
 	return nil
 }
 
-// Closers computes the crash-repair closers of spec §5.2 from a normalised
+// Closers computes the crash-repair closers of docs/events.md#crash-repair from a normalised
 // log: a TOOL_OUTCOME_UNKNOWN or TOOL_NOT_STARTED tool/result per pending
 // call (in registration order), a step/end when a step is open, and the
 // turn/end {interrupted}. Seqs continue the log, every closer reuses the last

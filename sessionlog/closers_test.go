@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// storedPrefix12_3 is the committed prefix of the §12.3 stored file: the
+// storedPrefix12_3 is the committed prefix of the docs/contract.md#log-crash stored file: the
 // header line and the torn final fragment are not events.
 func storedPrefix12_3(t *testing.T) [][]byte {
 	t.Helper()
@@ -72,7 +72,7 @@ const (
 	closerUnknown    = `"content":[{"type":"text","text":"The tool call was interrupted after it was recorded, but no result was durably recorded. Its outcome is unknown. Decide whether to retry from the tool semantics: retry only if the operation is read-only or idempotent; if it may have side effects, first verify external state or ask the user. Do not retry blindly."}]}]},"error":{"name":"ToolOutcomeUnknownError","code":"TOOL_OUTCOME_UNKNOWN"}},"surfaceOp":"append","sourceEventSeqs":[`
 )
 
-// toolCloser is the §5.2 tool/result closer for one call.
+// toolCloser is the docs/events.md#crash-repair tool/result closer for one call.
 func toolCloser(seq, time, turn, step, callID string, callSeq string) string {
 	head := `{"type":"tool/result","seq":` + seq + `,"time":` + time + `,"data":{"turn":` + turn + `,"step":` + step +
 		`,"message":{"id":"interrupted-tool-result-` + callID + `-` + seq + `","role":"user","source":{"kind":"tool","callId":"` + callID +

@@ -2,7 +2,7 @@
 // what an event text must look like to be appended, how stored events are
 // read back, and which bytes the server itself writes, so that every replica
 // and every reader agrees with the TypeScript reference harness byte for byte
-// (persistence-spec §1–§3, §5–§7).
+// (docs/events.md).
 //
 // Events are kept as their verbatim JSON text and are never round-tripped
 // through map[string]any: key order matters to raw-artifact readers. The

@@ -162,10 +162,11 @@ func isEnvelopeKey(k []byte) bool {
 }
 
 // CheckEvent validates one event text for Append, exactly as narrowly as
-// docs/design.md "Validation": a single-line JSON object with no duplicate keys
-// (NOT_JSON), numbers inside the lossless-JSON domain of spec §1.3, the
-// envelope members of §1.1 with their JSON types, the three legacy shapes
-// refused on append (§3.6) and the plan/mode boolean invariant
+// docs/design.md "Validation": a single-line JSON object with no duplicate
+// keys (NOT_JSON), numbers inside the lossless-JSON domain
+// (docs/events.md#lossless-json), the envelope members with their JSON types
+// (docs/events.md#envelope), the three legacy shapes refused on append
+// (docs/events.md#legacy-shapes) and the plan/mode boolean invariant
 // (INVALID_EVENT). Message shapes, surface rules and unknown types are left
 // to the read side, as the reference does. The EventInfo is meaningful only
 // when the error is nil.

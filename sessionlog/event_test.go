@@ -110,7 +110,7 @@ func TestCheckEventRefuses(t *testing.T) {
 		{"surfaceOp array", `{"type":"a","seq":0,"time":0,"data":0,"surfaceOp":[]}`, invalid, ""},
 		{"ignorable false", `{"type":"a","seq":0,"time":0,"data":0,"ignorable":false}`, invalid, `invalid session event envelope (event "a" at seq 0): "ignorable" may only be true`},
 		{"ignorable 1", `{"type":"a","seq":0,"time":0,"data":0,"ignorable":1}`, invalid, ""},
-		// Legacy shapes refused on append (§3.6).
+		// Legacy shapes refused on append (docs/events.md#legacy-shapes).
 		{"header-delta", `{"type":"request/header-delta","seq":4,"time":0,"data":{}}`, invalid, `session "s" contains unsupported legacy request/header-delta event at seq 4`},
 		{"mode/set", `{"type":"mode/set","seq":2,"time":0,"data":{"mode":"plan"}}`, invalid, `session "s" contains unsupported legacy mode/set event at seq 2`},
 		{"fallback", `{"type":"request/header","seq":3,"time":0,"data":{"header":{},"reason":"fallback"}}`, invalid, `session "s" contains unsupported legacy request/header reason "fallback" at seq 3`},

@@ -8,7 +8,7 @@ import (
 )
 
 // CheckCreateHeader validates the metadata of a Create as the reference's
-// create(meta) does (spec §2.2), plus our session id rule and a non-empty
+// create(meta) does (docs/events.md#header), plus our session id rule and a non-empty
 // cwd. It checks nothing else: version 99 is accepted (refused on load) and
 // cwd absoluteness is a read-side rule.
 func CheckCreateHeader(h sessionstore.Header) error {
@@ -36,7 +36,7 @@ func inSafeRange(v int64) bool { return v >= -maxSafe && v <= maxSafe }
 
 func validOptString(p *string) bool { return p == nil || utf8.ValidString(*p) }
 
-// HeaderLine returns JSON.stringify of the JSONL header line (spec §6.3),
+// HeaderLine returns JSON.stringify of the JSONL header line (docs/events.md#header-line),
 // without the trailing newline: keys type, version, id, createdAt, cwd?,
 // parentSession?, seedLength?, origin?, delegationDepth (0 when absent),
 // agentPreset?.
@@ -82,7 +82,7 @@ func rawLogSuffix(rawLogPath string) string {
 	return " (raw log: " + rawLogPath + ")"
 }
 
-// versionRefusal is the direction-aware text of spec §7.2.
+// versionRefusal is the direction-aware text of docs/events.md#format-version.
 func versionRefusal(id string, version int64, rawLogPath string) error {
 	v := jsNumber(float64(version))
 	var msg string
@@ -107,7 +107,7 @@ func identityMismatch(requestedID, headerID string) *sessionstore.Error {
 // or prepare, in its order: the identity binding, the format version
 // (FORMAT_UNSUPPORTED, never wrapped, with the raw-log suffix when
 // rawLogPath is set), then the field checks the Session constructor applies
-// (spec §2.2). Identity and field failures come back in the load-path
+// (docs/events.md#header). Identity and field failures come back in the load-path
 // corruption form `stored session "<id>" failed validation: Error: <text>`.
 func CheckStoredHeader(requestedID string, h sessionstore.Header, rawLogPath string) error {
 	if h.ID != requestedID {
@@ -122,7 +122,7 @@ func CheckStoredHeader(requestedID string, h sessionstore.Header, rawLogPath str
 	return nil
 }
 
-// CheckReadFromHeader is the header check of readFrom (spec §8.4): the same
+// CheckReadFromHeader is the header check of readFrom (docs/events.md#read-checks): the same
 // identity and version checks, but readFrom builds no Session, so the header
 // fields are not checked and the identity error is returned raw, as the
 // reference's readFrom does not wrap.
@@ -136,7 +136,7 @@ func CheckReadFromHeader(requestedID string, h sessionstore.Header, rawLogPath s
 	return nil
 }
 
-// headerFieldProblem returns the first §2.2 reconstruction failure of a
+// headerFieldProblem returns the first docs/events.md#header reconstruction failure of a
 // stored header, or "". Type checks (cwd must be a string, …) cannot fail
 // for a typed Header; version and id were checked before.
 func headerFieldProblem(h sessionstore.Header) string {

@@ -16,9 +16,9 @@ func TestHeaderLine(t *testing.T) {
 	}{
 		{"minimal", sessionstore.Header{ID: "s1", CreatedAt: 1000},
 			`{"type":"session","version":0,"id":"s1","createdAt":1000,"delegationDepth":0}`},
-		{"spec 12.3", sessionstore.Header{ID: "crash-1", CreatedAt: 1755600000000, Cwd: ptr("/home/u/proj")},
+		{"crash example log", sessionstore.Header{ID: "crash-1", CreatedAt: 1755600000000, Cwd: ptr("/home/u/proj")},
 			`{"type":"session","version":0,"id":"crash-1","createdAt":1755600000000,"cwd":"/home/u/proj","delegationDepth":0}`},
-		{"spec 12.4 fork", sessionstore.Header{ID: "child-1", CreatedAt: 1755602000000, Cwd: ptr("/home/u/proj"), ParentSession: ptr("parent-1"), SeedLength: ptr[int64](6)},
+		{"forked-child example log", sessionstore.Header{ID: "child-1", CreatedAt: 1755602000000, Cwd: ptr("/home/u/proj"), ParentSession: ptr("parent-1"), SeedLength: ptr[int64](6)},
 			`{"type":"session","version":0,"id":"child-1","createdAt":1755602000000,"cwd":"/home/u/proj","parentSession":"parent-1","seedLength":6,"delegationDepth":0}`},
 		{"every field", sessionstore.Header{Version: 99, ID: "x", CreatedAt: 1, Cwd: ptr("/w"), ParentSession: ptr("p"), SeedLength: ptr[int64](0),
 			Origin: ptr("subagent"), DelegationDepth: ptr[int64](2), AgentPreset: ptr("coder")},

@@ -43,7 +43,7 @@ func wantErr(t *testing.T, err error, reason sessionstore.Reason, msg string) {
 	}
 }
 
-// oneTurnLog is the fixture of spec §11.
+// oneTurnLog is the fixture of docs/contract.md.
 func oneTurnLog() []string {
 	return []string{
 		`{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}`,
@@ -89,7 +89,7 @@ func isPackedRow(line []byte) bool {
 		bytes.HasPrefix(line, []byte(`{"type":"tool-call-chunks"`))
 }
 
-// expandRow decodes a packed chunk row (spec §6.4); other lines pass through.
+// expandRow decodes a packed chunk row (docs/events.md#packed-rows); other lines pass through.
 func expandRow(t *testing.T, line []byte) [][]byte {
 	t.Helper()
 	if !isPackedRow(line) {

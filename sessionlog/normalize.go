@@ -25,11 +25,11 @@ func storedErr(format string, args ...any) error {
 	return sessionstore.Errorf(sessionstore.ReasonInvalidStored, format, args...)
 }
 
-// Normalize applies the legacy normalisation of spec §3.6 and the read
+// Normalize applies the legacy normalisation of docs/events.md#legacy-shapes and the read
 // validation the reference runs on every read path (readFrom included):
 // refused legacy vocabulary, malformed legacy shapes, the turn/end shape,
-// and the message shapes of §3.2 (INVALID_STORED_EVENT, unwrapped); then
-// the unknown-type rule of §7.3 (FORMAT_UNSUPPORTED with the raw-log
+// and the message shapes of docs/events.md#message-shapes (INVALID_STORED_EVENT, unwrapped); then
+// the unknown-type rule of docs/events.md#unknown-types (FORMAT_UNSUPPORTED with the raw-log
 // suffix). Events that need no change are returned as the identical input
 // slices; changed events are re-serialised as JSON.stringify would write the
 // migrated object (original key order, new keys appended).
@@ -99,7 +99,7 @@ func normalizeEvent(sessionID string, e *storedEvent, messageIDs map[float64]str
 	return appendJSON(nil, e.toValue(repl)), w.typ, nil
 }
 
-// unknownType is the unknown-type rule of §7.3 for one normalised event.
+// unknownType is the unknown-type rule of docs/events.md#unknown-types for one normalised event.
 func unknownType(sessionID string, e *storedEvent, typ *value, rawLogPath string) error {
 	if ig := e.get("ignorable"); (typ.isString() && KnownEventTypes[typ.s]) || (ig != nil && ig.k == kTrue) {
 		return nil
@@ -109,7 +109,7 @@ func unknownType(sessionID string, e *storedEvent, typ *value, rawLogPath string
 		sessionstore.Quote(sessionID), sessionstore.Quote(jsString(typ)), seqText(e), rawLogSuffix(rawLogPath))
 }
 
-// assertSupportedEvents refuses the retired vocabulary of §3.6. As in the
+// assertSupportedEvents refuses the retired vocabulary of docs/events.md#legacy-shapes. As in the
 // reference, each shape is searched over the whole log in turn, so a
 // request/header-delta anywhere is reported before an earlier mode/set.
 func assertSupportedEvents(sessionID string, evs []*storedEvent) error {
@@ -352,7 +352,7 @@ func eventMessageID(w *working) *value {
 	return nil
 }
 
-// messageShapeProblem applies the message-shape rules of §3.2 to a surface
+// messageShapeProblem applies the message-shape rules of docs/events.md#message-shapes to a surface
 // event and returns the failure text, or "".
 func messageShapeProblem(typ string, data *value, subject string) string {
 	if typ != "user/message" && typ != "assistant/message" && typ != "tool/result" {

@@ -262,7 +262,7 @@ func TestNormalizeIgnorableAndUnknown(t *testing.T) {
 			t.Errorf("WrapCorruption changed a format refusal: %v", got)
 		}
 	})
-	t.Run("spec 12.2 text without raw log", func(t *testing.T) {
+	t.Run("plan-mode example log text without raw log", func(t *testing.T) {
 		_, err := Normalize("plan-1", lines(`{"type":"x-acme/audit","seq":10,"time":1,"data":{"note":"exported"}}`), "")
 		wantErr(t, err, sessionstore.ReasonFormatUnsupported,
 			"session \"plan-1\" contains event type \"x-acme/audit\" (seq 10) unknown to this harness and not marked ignorable; refusing to interpret the log \u2014 it was likely written by a newer harness")
@@ -308,7 +308,7 @@ func TestNormalizeRefusedLegacy(t *testing.T) {
 }
 
 func TestNormalizeRules(t *testing.T) {
-	// One §3.6 rule per case: the single event in, the expected bytes out.
+	// One docs/events.md#legacy-shapes rule per case: the single event in, the expected bytes out.
 	tests := []struct{ name, in, want string }{
 		{"turn/start trigger dropped",
 			`{"type":"turn/start","seq":0,"time":1,"data":{"turn":1,"trigger":{"kind":"message","source":{"kind":"user"}}}}`,

@@ -1,7 +1,9 @@
 package sessionlog
 
-// The storage records of a reference JSONL artifact (persistence-spec §6.3,
-// §6.4, §6.7): how the reference reads one complete line of a session log.
+// The storage records of a reference JSONL artifact
+// (docs/events.md#header-line, docs/events.md#packed-rows,
+// docs/events.md#committed-region): how the reference reads one complete line
+// of a session log.
 //
 // Every line after the header is a *storage record*: either one event stored
 // verbatim, or a packed chunk row (`text-chunks`, `reasoning-chunks`,
@@ -18,7 +20,7 @@ package sessionlog
 //     it and expanded into the event texts the reference reconstructs, each
 //     serialised as JSON.stringify writes the reconstructed object.
 //
-// The header line (the first logical line, §6.3) is read here too, because it
+// The header line (the first logical line, docs/events.md#header-line) is read here too, because it
 // is the same kind of JSON.parse-then-shape-check step.
 
 import (
@@ -29,7 +31,7 @@ import (
 	"github.com/sessionstore/sessionstore"
 )
 
-// Packed chunk row tags (spec §6.4).
+// Packed chunk row tags (docs/events.md#packed-rows).
 const (
 	RowTextChunks      = "text-chunks"
 	RowReasoningChunks = "reasoning-chunks"
@@ -420,15 +422,15 @@ func (p *jsParser) topObject(typ, seq **value) bool {
 }
 
 // ---------------------------------------------------------------------------
-// The header line (§6.3).
+// The header line (docs/events.md#header-line).
 
 // ParseHeaderLine reads the first logical line of a reference JSONL
 // artifact (without its "\n") as the reference's parseHeaderRecord does,
-// with its texts and in its order (spec §6.3):
+// with its texts and in its order (docs/events.md#header-line):
 //
 //  1. not JSON → `corrupt session log: header line is not valid JSON`;
 //  2. an object whose version is a number other than 0 is refused first
-//     (FORMAT_UNSUPPORTED, spec §7.2, naming String(id), with
+//     (FORMAT_UNSUPPORTED, docs/events.md#format-version, naming String(id), with
 //     ` (raw log: <rawLogPath>)` appended when rawLogPath is set);
 //  3. the shape check → `corrupt session log: first line is not a session header`
 //     (type "session", numeric version, string id, createdAt and
@@ -437,11 +439,11 @@ func (p *jsParser) topObject(typ, seq **value) bool {
 //  4. sandboxMode or approvalPolicy → `session header uses retired policy baseline fields`.
 //
 // The reference copies cwd, parentSession and seedLength without checking
-// their types and refuses wrong ones only when it builds the Session (§2.2);
+// their types and refuses wrong ones only when it builds the Session (docs/events.md#header);
 // a Header cannot hold them, so they are refused here with that load-path
 // text (`stored session "<id>" failed validation: Error: session header cwd
 // must be a string`, … `parentSession must be a string`, … `seedLength must
-// be a non-negative safe integer`). Every other §2.2 rule (cwd absolute, …)
+// be a non-negative safe integer`). Every other docs/events.md#header rule (cwd absolute, …)
 // is left to CheckStoredHeader. Unknown fields are dropped, as the reference
 // drops them; the returned header always has DelegationDepth.
 func ParseHeaderLine(line []byte, rawLogPath string) (sessionstore.Header, error) {
@@ -526,7 +528,7 @@ func isHeaderShape(v *value) bool {
 		(preset == nil || preset.isString())
 }
 
-// headerVersionRefusal is the §7.2 refusal for any numeric version (the
+// headerVersionRefusal is the docs/events.md#format-version refusal for any numeric version (the
 // reference interpolates `v${version}`, so 0.5 or Infinity are possible).
 func headerVersionRefusal(id string, version float64, rawLogPath string) error {
 	if version == math.Trunc(version) && math.Abs(version) <= maxSafe {
@@ -545,7 +547,7 @@ func headerVersionRefusal(id string, version float64, rawLogPath string) error {
 }
 
 // ---------------------------------------------------------------------------
-// Storage records (§6.4, §6.7).
+// Storage records (docs/events.md#packed-rows, docs/events.md#committed-region).
 
 // StoredRecord is what one complete line after the header stores, as the
 // reference's scanner sees it (`decodeStorageRecord(JSON.parse(line))`).
@@ -584,10 +586,10 @@ func (r *StoredRecord) FirstSeqIs(n int64) bool {
 
 // DecodeStorageLine decodes one complete line after the header (without
 // its "\n"). A line that JSON.parse refuses is an error; so is a malformed
-// packed row (`malformed <tag> storage row: <why>`, spec §6.4), which the
+// packed row (`malformed <tag> storage row: <why>`, docs/events.md#packed-rows), which the
 // reference's scanner treats exactly like an unparsable line. Any other
 // JSON value is a verbatim record: it is not validated here (the scanner
-// checks only its seq; envelope and vocabulary are judged on load, §7).
+// checks only its seq; envelope and vocabulary are judged on load, docs/events.md#read-checks).
 // Both errors have reason CORRUPTION.
 func DecodeStorageLine(line []byte) (StoredRecord, error) {
 	text, repaired := wellFormedUTF8(line)
@@ -646,7 +648,7 @@ func IsPackedRow(line []byte) (bool, string) {
 }
 
 // ExpandPackedRow expands one packed chunk row (a line without its "\n")
-// into the assistant/chunk events the reference reconstructs (spec §6.4):
+// into the assistant/chunk events the reference reconstructs (docs/events.md#packed-rows):
 // member k has seq seq0+k and time time0+dt[0]+…+dt[k-1], and each event is
 // serialised as JSON.stringify writes the reconstructed object:
 //

@@ -8,7 +8,7 @@ import (
 	"github.com/sessionstore/sessionstore"
 )
 
-// Spec §12.1: the packed run at seqs 6–8 and the three events load returns.
+// docs/contract.md#log-one-turn: the packed run at seqs 6–8 and the three events load returns.
 func TestExpandPackedRowSpec12_1(t *testing.T) {
 	row := `{"type":"text-chunks","seq0":6,"time0":1755600000401,"data":{"turn":1,"step":1,"index":0,"dt":[12,9],"texts":["Hel","lo","!"]}}`
 	want := []string{
@@ -29,7 +29,7 @@ func TestExpandPackedRowSpec12_1(t *testing.T) {
 	}
 }
 
-// Spec §6.4: the member shapes of the three row kinds, in the key order the
+// docs/events.md#packed-rows: the member shapes of the three row kinds, in the key order the
 // reference's expandRow builds (and JSON.stringify writes).
 func TestExpandPackedRowKinds(t *testing.T) {
 	cases := []struct {
@@ -95,7 +95,7 @@ func TestExpandPackedRowKinds(t *testing.T) {
 	}
 }
 
-// Spec §6.4: decoding validates exactly, with the reference's reasons.
+// docs/events.md#packed-rows: decoding validates exactly, with the reference's reasons.
 func TestExpandPackedRowMalformed(t *testing.T) {
 	const ok = `"data":{"turn":1,"step":1,"index":0,"dt":[1,1],"texts":["a","b","c"]}`
 	cases := []struct{ row, why string }{
@@ -135,7 +135,7 @@ func TestExpandPackedRowMalformed(t *testing.T) {
 		tag = tag[:strings.IndexByte(tag, '"')]
 		_, err := ExpandPackedRow([]byte(c.row))
 		wantErr(t, err, sessionstore.ReasonCorruption, "malformed "+tag+" storage row: "+c.why)
-		// The scanner sees the same failure (§6.7 treats it as unparsable).
+		// The scanner sees the same failure (docs/events.md#committed-region treats it as unparsable).
 		_, err = DecodeStorageLine([]byte(c.row))
 		wantErr(t, err, sessionstore.ReasonCorruption, "malformed "+tag+" storage row: "+c.why)
 	}
@@ -191,7 +191,7 @@ func TestIsPackedRow(t *testing.T) {
 	}
 }
 
-// The scanner's view of a line (spec §6.7, the reference's consumeEventLine).
+// The scanner's view of a line (docs/events.md#committed-region, the reference's consumeEventLine).
 func TestDecodeStorageLine(t *testing.T) {
 	t.Run("verbatim event", func(t *testing.T) {
 		line := []byte(`{"type":"turn/end","seq":13,"time":5,"data":{"turn":1,"reason":{"kind":"completed"}}}`)
@@ -268,7 +268,7 @@ func TestDecodeStorageLine(t *testing.T) {
 			}
 		}
 	})
-	// Spec §6.4 caveat: a logical event named like a row tag is read as a
+	// docs/events.md#packed-rows caveat: a logical event named like a row tag is read as a
 	// (malformed) row.
 	t.Run("logical event with a row tag", func(t *testing.T) {
 		_, err := DecodeStorageLine([]byte(`{"type":"text-chunks","seq":3,"time":1,"data":null,"ignorable":true}`))
@@ -301,9 +301,9 @@ func TestWellFormedUTF8(t *testing.T) {
 	}
 }
 
-// Spec §6.3 and §11.4: the header line.
+// docs/events.md#header-line, docs/contract.md#other-tests: the header line.
 func TestParseHeaderLine(t *testing.T) {
-	t.Run("spec 12.1", func(t *testing.T) {
+	t.Run("one-turn example log", func(t *testing.T) {
 		h, err := ParseHeaderLine([]byte(`{"type":"session","version":0,"id":"demo-1","createdAt":1755600000000,"cwd":"/home/u/proj","delegationDepth":0}`), "")
 		if err != nil {
 			t.Fatal(err)
@@ -316,7 +316,7 @@ func TestParseHeaderLine(t *testing.T) {
 			t.Fatalf("round trip %s", HeaderLine(h))
 		}
 	})
-	t.Run("spec 12.4 forked child, every optional field", func(t *testing.T) {
+	t.Run("forked-child example log, every optional field", func(t *testing.T) {
 		line := `{"type":"session","version":0,"id":"child-1","createdAt":1755602000000,"cwd":"/home/u/proj","parentSession":"parent-1","seedLength":6,"origin":"subagent","delegationDepth":2,"agentPreset":"minimal","futureField":[1]}`
 		h, err := ParseHeaderLine([]byte(line), "")
 		if err != nil {

@@ -50,7 +50,7 @@ func utf16Units(s string) []uint16 {
 }
 
 // EncodeSegment is the JSONL backend's injective escaping of one path
-// segment (spec §6.2): over UTF-16 code units, [A-Za-z0-9._-] are kept and
+// segment (docs/events.md#layout): over UTF-16 code units, [A-Za-z0-9._-] are kept and
 // every other unit (including "~") becomes ~XXXX in upper-case hex; "." and
 // ".." are escaped whole so that a segment never names a directory link.
 func EncodeSegment(s string) (string, error) {
@@ -73,9 +73,9 @@ func EncodeSegment(s string) (string, error) {
 	return string(out), nil
 }
 
-// ProjectKey is the JSONL backend's project-directory name for a cwd (spec
-// §6.2): runs of "/", "\" and ":" become one "-", safe units are kept,
-// others become ~XXXX, leading "-" are stripped ("root" when nothing is
+// ProjectKey is the JSONL backend's project-directory name for a cwd
+// (docs/events.md#layout): runs of "/", "\" and ":" become one "-", safe
+// units are kept, others become ~XXXX, leading "-" are stripped ("root" when nothing is
 // left), the slug is cut to 251 characters and wrapped as --slug--. It is
 // lossy by design; the session directory below it is what identifies.
 func ProjectKey(cwd string) (string, error) {

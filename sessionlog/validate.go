@@ -4,10 +4,11 @@ import "strings"
 
 // ValidateSession is the check the reference runs when it builds a Session
 // from normalised events ++ closers (load, inspect, prepare): per event, in
-// order, the envelope of §1.1, the request/header and message shapes of
-// §3.2, seq == index, and the surface rules of §1.2. The first failure is
-// returned as INVALID_STORED_EVENT in the load-path form
-// `stored session "<id>" failed validation: Error: <msg>`.
+// order, the envelope of docs/events.md#envelope, the request/header and
+// message shapes of docs/events.md#message-shapes, seq == index, and the
+// surface rules of docs/events.md#surfaces. The first failure is returned as
+// INVALID_STORED_EVENT in the load-path form `stored session "<id>" failed
+// validation: Error: <msg>`.
 func ValidateSession(sessionID string, events [][]byte) error {
 	evs := make(logEvents, len(events))
 	sf := surface{originals: evs}
@@ -117,7 +118,7 @@ func requestHeaderProblem(data *value, index int) string {
 	return ""
 }
 
-// surface replays surface operations (spec §1.2) over a log being rebuilt.
+// surface replays surface operations (docs/events.md#surfaces) over a log being rebuilt.
 type surface struct {
 	nodes     []int64 // current surface, as seqs in model-visible order
 	originals originals

@@ -1,9 +1,9 @@
 package sessionlog
 
-// KnownEventTypes is the 48-entry vocabulary of spec §3.1
+// KnownEventTypes is the 48-entry vocabulary of docs/events.md#vocabulary
 // (KNOWN_SESSION_EVENT_TYPES). After legacy normalisation, a stored event
 // whose type is outside it must carry ignorable: true or the read refuses
-// the log (§7.3). Callers must not modify it.
+// the log (docs/events.md#unknown-types). Callers must not modify it.
 var KnownEventTypes = map[string]bool{
 	"agent-preset/selected":           true,
 	"agent/inbox/spliced":             true,

@@ -1,7 +1,7 @@
 package storage
 
-// The Zstandard artifact codec (persistence-spec §6.6, §6.7, §6.9; docs/design.md
-// "Artifacts").
+// The Zstandard artifact codec (docs/events.md#zstd,
+// docs/events.md#committed-region; docs/design.md "Artifacts").
 //
 // An artifact (`session.jsonl.zstd`) is a plain concatenation of independent,
 // standard Zstandard frames (RFC 8878), each with the content-checksum flag set.
@@ -61,7 +61,7 @@ const (
 // (and the `zstd --check` CLI) writes: single-segment, content size 0, checksum
 // flag set, one empty raw last block, and the low 32 bits of XXH64("") =
 // 0x51D8E999. The library's own zero frame omits the checksum, and every
-// artifact frame must carry one (§6.6).
+// artifact frame must carry one (docs/events.md#zstd).
 var zstdEmptyFrame = []byte{0x28, 0xB5, 0x2F, 0xFD, 0x24, 0x00, 0x01, 0x00, 0x00, 0x99, 0xE9, 0xD8, 0x51}
 
 // zstdFrameEncoder writes every artifact frame. Its options are pinned so that two
@@ -152,7 +152,7 @@ func appendRawFrame(dst, p []byte) []byte {
 type Frame struct{ Start, End int64 }
 
 // ScanFrames locates frames structurally without decompressing, exactly as
-// persistence-spec §6.6 describes: magic 28 B5 2F FD; a frame header descriptor
+// docs/events.md#zstd describes: magic 28 B5 2F FD; a frame header descriptor
 // whose bits 0x18 must be clear; a window byte unless single-segment; 0, 1, 2 or 4
 // dictionary-id bytes; frame-content-size bytes per flag; 3-byte block headers
 // with a last-block bit and a type, where raw and compressed blocks carry `size`
@@ -324,7 +324,7 @@ type Decoded struct {
 	Recovered []byte  // complete lines recovered from the torn final frame (flush-mode decode, no checksum), possibly empty
 }
 
-// DecodeArtifact decodes a whole artifact as persistence-spec §6.6 specifies.
+// DecodeArtifact decodes a whole artifact as docs/events.md#zstd specifies.
 // Frames are located with ScanFrames (whose structural errors it returns). With
 // no complete frame at all it fails with `empty or header-less Zstandard session log`.
 // Every complete frame is decompressed with checksum verification, in order; the
@@ -337,10 +337,11 @@ type Decoded struct {
 // verification, as a streaming decoder in flush mode does, and the complete
 // lines among them are returned as Recovered.
 //
-// Errors are *sessionstore.Error with reason CORRUPTION. On the torn-record error
-// the returned Decoded is nevertheless filled in, so that a caller scanning
-// records can give a committed-region error (§6.7) precedence; on every other
-// error it is empty with TornStart -1. DecodeArtifact does not parse JSON.
+// Errors are *sessionstore.Error with reason CORRUPTION. On the torn-record
+// error the returned Decoded is nevertheless filled in, so that a caller
+// scanning records can give a committed-region error
+// (docs/events.md#committed-region) precedence; on every other error it is
+// empty with TornStart -1. DecodeArtifact does not parse JSON.
 func DecodeArtifact(data []byte) (Decoded, error) {
 	frames, tornStart, err := ScanFrames(data)
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 const ArtifactName = "session.jsonl.zstd"
 
 // ArtifactPath is where a session's artifact lives under root, exactly as the
-// reference JSONL backend lays it out (persistence-spec §6.2):
+// reference JSONL backend lays it out (docs/events.md#layout):
 // <root>/<projectKey(cwd)|_no-cwd>/<encodeSegment(id)>/session.jsonl.zstd.
 // Every component is an encoded single segment, so no id or cwd can leave root.
 func ArtifactPath(root string, h sessionstore.Header) (string, error) {

@@ -1,19 +1,21 @@
 package storage
 
-// Reading a reference JSONL root (persistence-spec §6; issue 6, import).
+// Reading a reference JSONL root (docs/events.md#jsonl; issue 6, import).
 //
 // A reference root is the directory tree the reference harness's JSONL
-// backend writes (§6.2):
+// backend writes (docs/events.md#layout):
 //
-//	<root>/<projectKey(cwd)>|_no-cwd/<encodeSegment(id)>/session.jsonl       compression "none" (§6.5)
-//	<root>/<projectKey(cwd)>|_no-cwd/<encodeSegment(id)>/session.jsonl.zstd  compression "zstd" (§6.6)
+//	<root>/<projectKey(cwd)>|_no-cwd/<encodeSegment(id)>/session.jsonl       compression "none" (docs/events.md#zstd)
+//	<root>/<projectKey(cwd)>|_no-cwd/<encodeSegment(id)>/session.jsonl.zstd  compression "zstd" (docs/events.md#zstd)
 //
 // This file yields, per session, what the reference's load reads from the
 // artifact before its coordinator repairs or validates anything: the header
-// (first logical line, §6.3) and the contiguous committed events (§6.7), with
-// packed chunk rows expanded (§6.4) and a torn tail dropped exactly where the
-// reference's scanner drops it. Events are returned verbatim (legacy shapes
-// are normalised elsewhere, §3.6); no crash closers are added (§5).
+// (first logical line, docs/events.md#header-line) and the contiguous
+// committed events (docs/events.md#committed-region), with packed chunk rows
+// expanded (docs/events.md#packed-rows) and a torn tail dropped exactly where
+// the reference's scanner drops it. Events are returned verbatim (legacy
+// shapes are normalised elsewhere, docs/events.md#legacy-shapes); no crash
+// closers are added (docs/events.md#crash-repair).
 
 import (
 	"bytes"
@@ -31,8 +33,8 @@ import (
 
 // Physical encodings of a reference artifact.
 const (
-	EncodingJSONL = "jsonl" // session.jsonl, compression "none" (§6.5)
-	EncodingZstd  = "zstd"  // session.jsonl.zstd, compression "zstd" (§6.6)
+	EncodingJSONL = "jsonl" // session.jsonl, compression "none" (docs/events.md#zstd)
+	EncodingZstd  = "zstd"  // session.jsonl.zstd, compression "zstd" (docs/events.md#zstd)
 )
 
 // RawArtifactName is the file name of a raw-mode (compression "none") artifact.
@@ -40,7 +42,7 @@ const RawArtifactName = "session.jsonl"
 
 // RootSession is one session read from a reference root.
 type RootSession struct {
-	// Header is the stored header (§6.3). On error it is filled in if the
+	// Header is the stored header (docs/events.md#header-line). On error it is filled in if the
 	// header line was read before the failure, and zero otherwise.
 	Header sessionstore.Header
 	// Events are the committed events, seqs 0…len-1, each one JSON text:
@@ -171,7 +173,7 @@ func encodingByName(path string) string {
 // the reference lists as empty, is an error here so that a mistyped path
 // does not import nothing).
 //
-// Layout (§6.2), followed as the reference's listing does: project
+// Layout (docs/events.md#layout), followed as the reference's listing does: project
 // directories are the directories directly under root, session directories
 // the directories directly under a project directory (symbolic links,
 // other files and directories without an artifact are ignored, as the
@@ -193,7 +195,7 @@ func encodingByName(path string) string {
 //     `duplicate JSONL session id "<id>" appears in multiple project directories`;
 //   - otherwise the artifact is read in its own encoding (see
 //     ReadRootSession and decodeRootArtifact for the rules), and the header's
-//     id and cwd must name the file read (§6.2 identity binding, with the
+//     id and cwd must name the file read (docs/events.md#layout identity binding, with the
 //     reference's texts; a symlinked or case-insensitive alias of the same
 //     file passes, as the reference's realpath comparison lets it).
 //
@@ -363,7 +365,7 @@ func readRootCandidate(root string, c rootCandidate) RootSession {
 	return rs
 }
 
-// bindRootIdentity is the §6.2 identity binding: the header's id and cwd
+// bindRootIdentity is the docs/events.md#layout identity binding: the header's id and cwd
 // must compute the path that was read, or resolve to the same file.
 func bindRootIdentity(root, path, encoding string, h sessionstore.Header) error {
 	expected, err := ArtifactPath(root, h)
@@ -460,9 +462,9 @@ func decodeSegment(seg string) (string, bool) {
 // end of the last committed line; zstd: the torn frame's start, or the file
 // size).
 //
-// Raw mode (§6.5, §6.7; the reference's scanLog):
+// Raw mode (docs/events.md#zstd, docs/events.md#committed-region; the reference's scanLog):
 //   - no "\n" at all → `empty or header-less session log`; the header is
-//     the bytes before the first "\n" (sessionlog.ParseHeaderLine, §6.3);
+//     the bytes before the first "\n" (sessionlog.ParseHeaderLine, docs/events.md#header-line);
 //   - every following "\n"-terminated line is one storage record; a final
 //     line without "\n" is always a torn fragment;
 //   - the committed region is the longest prefix of lines that decode and
@@ -479,20 +481,20 @@ func decodeSegment(seg string) (string, bool) {
 //     TypeError (`Cannot read properties of null (reading 'seq')`, or
 //     'type' after an issue): an error here too.
 //
-// Zstd mode (§6.6, §6.7; the reference's readZstdPrefix): frames are located
-// structurally (ScanFrames; its errors are errors); no complete frame →
-// `empty or header-less Zstandard session log`; frame 1 is decompressed
-// with checksum verification and must be exactly one header line; the
-// following complete frames are decompressed one by one (a failure →
-// `corrupt Zstandard session log: frame at byte <start> failed validation`)
-// and their plaintext is scanned as one stream with the raw-mode rules, so a
-// line may span two complete frames; at the end of the complete frames
-// every byte must be committed, else
-// `corrupt Zstandard session log: complete frame contains a torn JSONL record`
-// (a tolerated-looking defect or a final unterminated line inside complete
-// frames is never a torn tail); finally a structurally incomplete final
-// frame is the torn tail: its available bytes are decoded in flush mode and
-// the records that continue the log are kept (Torn is set either way).
+// Zstd mode (docs/events.md#zstd, docs/events.md#committed-region; the
+// reference's readZstdPrefix): frames are located structurally (ScanFrames;
+// its errors are errors); no complete frame → `empty or header-less Zstandard
+// session log`; frame 1 is decompressed with checksum verification and must be
+// exactly one header line; the following complete frames are decompressed one
+// by one (a failure → `corrupt Zstandard session log: frame at byte <start>
+// failed validation`) and their plaintext is scanned as one stream with the
+// raw-mode rules, so a line may span two complete frames; at the end of the
+// complete frames every byte must be committed, else `corrupt Zstandard
+// session log: complete frame contains a torn JSONL record` (a
+// tolerated-looking defect or a final unterminated line inside complete frames
+// is never a torn tail); finally a structurally incomplete final frame is the
+// torn tail: its available bytes are decoded in flush mode and the records
+// that continue the log are kept (Torn is set either way).
 func decodeRootArtifact(path, encoding string, data []byte) (RootSession, int64) {
 	rs := RootSession{Path: path, Encoding: encoding}
 	fail := func(e *RootError) (RootSession, int64) {
@@ -612,7 +614,7 @@ func decodeZstdRoot(rs RootSession, data []byte, fail func(*RootError) (RootSess
 // frameAt maps the start of a frame's plaintext to the frame's file offset.
 type frameAt struct{ plain, file int64 }
 
-// recordScanner is the reference's SessionLogScanner (§6.7): it consumes
+// recordScanner is the reference's SessionLogScanner (docs/events.md#committed-region): it consumes
 // the plaintext after the header in chunks, splits it into "\n"-terminated
 // lines (a line may span chunks), and keeps the contiguous committed prefix.
 type recordScanner struct {

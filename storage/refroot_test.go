@@ -16,10 +16,10 @@ import (
 	"github.com/sessionstore/sessionstore/sessionlog"
 )
 
-// Example logs of persistence-spec §12, as the reference's JSONL backend
+// Example logs of docs/contract.md#example-logs, as the reference's JSONL backend
 // stores them (raw mode).
 var (
-	// §12.1: a clean one-turn session with a packed chunk run at seqs 6–8.
+	// docs/contract.md#log-one-turn: a clean one-turn session with a packed chunk run at seqs 6–8.
 	rrSpec12_1 = []string{
 		`{"type":"session","version":0,"id":"demo-1","createdAt":1755600000000,"cwd":"/home/u/proj","delegationDepth":0}`,
 		`{"type":"turn/start","seq":0,"time":1755600000100,"data":{"turn":1}}`,
@@ -35,13 +35,13 @@ var (
 		`{"type":"step/end","seq":12,"time":1755600000426,"data":{"turn":1,"step":1}}`,
 		`{"type":"turn/end","seq":13,"time":1755600000427,"data":{"turn":1,"reason":{"kind":"completed"}}}`,
 	}
-	// §12.1: what the packed row loads as.
+	// docs/contract.md#log-one-turn: what the packed row loads as.
 	rrSpec12_1Expanded = []string{
 		`{"type":"assistant/chunk","seq":6,"time":1755600000401,"data":{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"Hel"}}}`,
 		`{"type":"assistant/chunk","seq":7,"time":1755600000413,"data":{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"lo"}}}`,
 		`{"type":"assistant/chunk","seq":8,"time":1755600000422,"data":{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"!"}}}`,
 	}
-	// §12.2: plan mode, a command between turns, an ignorable foreign event.
+	// docs/contract.md#log-plan-mode: plan mode, a command between turns, an ignorable foreign event.
 	rrSpec12_2 = []string{
 		`{"type":"session","version":0,"id":"plan-1","createdAt":1755601000000,"cwd":"/home/u/proj","delegationDepth":0}`,
 		`{"type":"command/run","seq":0,"time":1755601000010,"data":{"commandId":"cmd-k3x9-1","name":"plan","args":"","source":{"kind":"user"}}}`,
@@ -56,7 +56,7 @@ var (
 		`{"type":"turn/end","seq":9,"time":1755601000902,"data":{"turn":1,"reason":{"kind":"completed"}}}`,
 		`{"type":"x-acme/audit","seq":10,"time":1755601001000,"data":{"note":"exported"},"ignorable":true}`,
 	}
-	// §12.3: a crash mid-turn; the last line is a torn fragment (no newline).
+	// docs/contract.md#log-crash: a crash mid-turn; the last line is a torn fragment (no newline).
 	rrSpec12_3 = []string{
 		`{"type":"session","version":0,"id":"crash-1","createdAt":1755600000000,"cwd":"/home/u/proj","delegationDepth":0}`,
 		`{"type":"turn/start","seq":0,"time":1755600001000,"data":{"turn":1}}`,
@@ -67,7 +67,7 @@ var (
 		`{"type":"tool/call","seq":5,"time":1755600001501,"data":{"turn":1,"step":1,"callId":"call_a","name":"bash","arguments":"{\"cmd\":\"npm test\"}"}}`,
 	}
 	rrSpec12_3Torn = `{"type":"tool/result","seq":6,"ti`
-	// §12.4: a forked child (parentSession, seedLength) and its own turn.
+	// docs/contract.md#log-fork: a forked child (parentSession, seedLength) and its own turn.
 	rrSpec12_4 = []string{
 		`{"type":"session","version":0,"id":"child-1","createdAt":1755602000000,"cwd":"/home/u/proj","parentSession":"parent-1","seedLength":6,"delegationDepth":0}`,
 		`{"type":"turn/start","seq":0,"time":1755600000100,"data":{"turn":1}}`,
@@ -83,7 +83,7 @@ var (
 )
 
 // A session in a nested project directory whose cwd and id need escaping
-// (§6.2): the directory names are pinned literally.
+// (docs/events.md#layout): the directory names are pinned literally.
 const (
 	rrUnicodeCwd     = "/home/u/开发/~agent/nested dir"
 	rrUnicodeProject = "--home-u-~5F00~53D1-~007Eagent-nested~0020dir--"
@@ -108,7 +108,7 @@ func rrNoCwdLog() []string {
 	}
 }
 
-// rrLines joins lines, each "\n"-terminated, as raw mode stores them (§6.5).
+// rrLines joins lines, each "\n"-terminated, as raw mode stores them (docs/events.md#zstd).
 func rrLines(lines ...string) string {
 	var b strings.Builder
 	for _, l := range lines {
@@ -118,7 +118,7 @@ func rrLines(lines ...string) string {
 	return b.String()
 }
 
-// rrZstd builds a zstd-mode artifact (§6.6): frame 1 holds the header line,
+// rrZstd builds a zstd-mode artifact (docs/events.md#zstd): frame 1 holds the header line,
 // each batch (a slice of record lines) one more frame.
 func rrZstd(header string, batches ...[]string) []byte {
 	out := EncodeFrame(nil, []byte(header+"\n"))
@@ -138,7 +138,7 @@ func rrWrite(t *testing.T, path string, data []byte) {
 	}
 }
 
-// rrExpected is what the reference loads from a §12 log: every line after
+// rrExpected is what the reference loads from a docs/contract.md#example-logs log: every line after
 // the header verbatim, packed rows expanded.
 func rrExpected(t *testing.T, lines []string) []string {
 	t.Helper()
@@ -230,7 +230,7 @@ func rrWalk(t *testing.T, root string) []RootSession {
 	return out
 }
 
-// rrBuildRoot writes the §12 examples, a unicode nested-cwd session and a
+// rrBuildRoot writes the docs/contract.md#example-logs examples, a unicode nested-cwd session and a
 // no-cwd session as a reference root in one encoding, plus entries the
 // reference ignores.
 func rrBuildRoot(t *testing.T, zstd bool) string {
@@ -264,7 +264,8 @@ func rrBuildRoot(t *testing.T, zstd bool) string {
 	put(rrUnicodeProject, rrUnicodeSegment, rrUnicodeLog(), "")
 	put("_no-cwd", "no-cwd-1", rrNoCwdLog(), "")
 
-	// Ignored by the reference's listing (§6.2, §11.4 "extra files … ignored"):
+	// Ignored by the reference's listing (docs/events.md#layout; the reference's
+	// JSONL tests: "extra files … ignored"):
 	rrWrite(t, filepath.Join(root, "README.txt"), []byte("not a project"))
 	rrWrite(t, filepath.Join(root, "--home-u-proj--", "notes.txt"), []byte("x"))
 	rrWrite(t, filepath.Join(root, "--home-u-proj--", "demo-1", "scratch.json"), []byte("{}"))
@@ -279,8 +280,9 @@ func rrBuildRoot(t *testing.T, zstd bool) string {
 	return root
 }
 
-// The layout of §6.2, both encodings (§6.5, §6.6), the §12 examples: what
-// the reference loads from each session, in a deterministic order.
+// The layout of docs/events.md#layout, both encodings (docs/events.md#zstd),
+// the docs/contract.md#example-logs examples: what the reference loads from
+// each session, in a deterministic order.
 func TestWalkRootReferenceLayout(t *testing.T) {
 	for _, enc := range []string{EncodingJSONL, EncodingZstd} {
 		t.Run(enc, func(t *testing.T) {
@@ -288,7 +290,7 @@ func TestWalkRootReferenceLayout(t *testing.T) {
 			root := rrBuildRoot(t, zstd)
 			got := rrWalk(t, root)
 
-			// The pinned names are what sessionlog computes (§6.2 examples).
+			// The pinned names are what sessionlog computes (docs/events.md#layout examples).
 			if k, _ := sessionlog.ProjectKey(rrUnicodeCwd); k != rrUnicodeProject {
 				t.Fatalf("ProjectKey = %s", k)
 			}
@@ -326,7 +328,8 @@ func TestWalkRootReferenceLayout(t *testing.T) {
 				by[rs.Header.ID] = rs
 			}
 
-			// §12.1: 14 events; the packed row loads as three assistant/chunk events.
+			// docs/contract.md#log-one-turn: 14 events; the packed row loads as three
+			// assistant/chunk events.
 			demo := by["demo-1"]
 			want := rrExpected(t, rrSpec12_1)
 			rrSameEvents(t, "demo-1", rrEvents(demo), want)
@@ -334,24 +337,24 @@ func TestWalkRootReferenceLayout(t *testing.T) {
 			if demo.Torn || len(demo.Events) != 14 {
 				t.Fatalf("demo-1: torn %v, %d events", demo.Torn, len(demo.Events))
 			}
-			// The header is the first line minus type (§12.1), delegationDepth kept.
+			// The header is the first line minus type (docs/contract.md#log-one-turn), delegationDepth kept.
 			if string(sessionlog.HeaderLine(demo.Header)) != rrSpec12_1[0] {
 				t.Fatalf("demo-1 header %s", sessionlog.HeaderLine(demo.Header))
 			}
 
-			// §12.2: all 11 events unchanged, the ignorable foreign event included
-			// (its vocabulary is judged on load, §7.3, not here).
+			// docs/contract.md#log-plan-mode: all 11 events unchanged, the ignorable foreign event included
+			// (its vocabulary is judged on load, docs/events.md#unknown-types, not here).
 			rrSameEvents(t, "plan-1", rrEvents(by["plan-1"]), rrSpec12_2[1:])
 
-			// §12.3: the torn fragment is dropped; seqs 0…5 remain (the closers
-			// are the coordinator's repair, §5, not part of what is stored).
+			// docs/contract.md#log-crash: the torn fragment is dropped; seqs 0…5 remain (the closers
+			// are the coordinator's repair, docs/events.md#crash-repair, not part of what is stored).
 			crash := by["crash-1"]
 			rrSameEvents(t, "crash-1", rrEvents(crash), rrSpec12_3[1:])
 			if !crash.Torn || len(crash.Notes) == 0 {
 				t.Fatalf("crash-1: torn %v, notes %q", crash.Torn, crash.Notes)
 			}
 
-			// §12.4: the forked child's header carries its lineage.
+			// docs/contract.md#log-fork: the forked child's header carries its lineage.
 			child := by["child-1"]
 			rrSameEvents(t, "child-1", rrEvents(child), rrSpec12_4[1:])
 			if child.Header.ParentSession == nil || *child.Header.ParentSession != "parent-1" ||
@@ -362,7 +365,7 @@ func TestWalkRootReferenceLayout(t *testing.T) {
 				t.Fatalf("child-1 header %s", sessionlog.HeaderLine(child.Header))
 			}
 
-			// §6.2: a nested cwd and an id that need escaping.
+			// docs/events.md#layout: a nested cwd and an id that need escaping.
 			uni := by[rrUnicodeID]
 			rrSameEvents(t, "unicode", rrEvents(uni), rrUnicodeLog()[1:])
 			if uni.Header.Cwd == nil || *uni.Header.Cwd != rrUnicodeCwd || uni.Header.AgentPreset == nil {
@@ -392,8 +395,9 @@ func TestWalkRootReferenceLayout(t *testing.T) {
 	}
 }
 
-// §6.6 / §11.5: the frames the existing encoder writes are what the reference
-// writes: independent standard frames with the content-checksum flag.
+// docs/events.md#zstd, docs/contract.md#other-tests: the frames the existing
+// encoder writes are what the reference writes: independent standard frames
+// with the content-checksum flag.
 func TestRootZstdFramesConform(t *testing.T) {
 	data := rrZstd(rrSpec12_1[0], rrSpec12_1[1:])
 	frames, torn, err := ScanFrames(data)
@@ -419,7 +423,8 @@ func rrEv(typ string, seq int) string {
 	return fmt.Sprintf(`{"type":%q,"seq":%d,"time":%d,"data":{"turn":1}}`, typ, seq, seq+1)
 }
 
-// §6.7 and the reference's scanner tests (§11.4), raw mode.
+// docs/events.md#committed-region and the reference's scanner tests
+// (docs/contract.md#other-tests), raw mode.
 func TestReadRootSessionRawScanRules(t *testing.T) {
 	h := rrHeader("s")
 	type outcome struct {
@@ -450,7 +455,7 @@ func TestReadRootSessionRawScanRules(t *testing.T) {
 		{"string seq", rrLines(h, `{"type":"turn/end","seq":"0","time":1,"data":{}}`), outcome{errMsg: "corrupt session log: seq gap in committed region at line 1 (expected 0, got 0)", errLine: 1}},
 		{"null line", rrLines(h, "null"), outcome{errMsg: "Cannot read properties of null (reading 'seq')", errLine: 1}},
 		{"null line after an issue", rrLines(h, "{", "null"), outcome{errMsg: "Cannot read properties of null (reading 'type')", errLine: 2}},
-		// Packed rows (§6.4, §11.4).
+		// Packed rows (docs/events.md#packed-rows, docs/contract.md#other-tests).
 		{"packed row advances the cursor", rrLines(h, rrEv("turn/start", 0),
 			`{"type":"text-chunks","seq0":1,"time0":2,"data":{"turn":1,"step":1,"index":0,"dt":[1,1],"texts":["a","b","c"]}}`, rrEv("turn/end", 4)), outcome{seqs: 5}},
 		{"malformed row before a turn/end", rrLines(h,
@@ -460,7 +465,7 @@ func TestReadRootSessionRawScanRules(t *testing.T) {
 			`{"type":"text-chunks","seq0":2,"time0":2,"data":{"turn":1,"step":1,"index":0,"dt":[1,1],"texts":["a","b","c"]}}`), outcome{seqs: 1, torn: true}},
 		// JSON.parse reads CRLF files: CR is whitespace (lines stay verbatim).
 		{"CRLF line ends", h + "\r\n" + rrEv("turn/start", 0) + "\r\n" + rrEv("turn/end", 1) + "\r\n", outcome{seqs: 2}},
-		// Header failures (§6.3).
+		// Header failures (docs/events.md#header-line).
 		{"empty file", "", outcome{errMsg: "empty or header-less session log"}},
 		{"header without newline", h, outcome{errMsg: "empty or header-less session log"}},
 		{"header not JSON", "not json\n", outcome{errMsg: "corrupt session log: header line is not valid JSON"}},
@@ -503,7 +508,7 @@ func TestReadRootSessionRawScanRules(t *testing.T) {
 		})
 	}
 
-	t.Run("verbatim bytes, and the expanded row of §11.4", func(t *testing.T) {
+	t.Run("verbatim bytes, and the expanded row", func(t *testing.T) {
 		path := filepath.Join(dir, "rows", RawArtifactName)
 		crlf := rrEv("turn/start", 0) + "\r"
 		rrWrite(t, path, []byte(rrLines(h, crlf,
@@ -530,7 +535,7 @@ func TestReadRootSessionRawScanRules(t *testing.T) {
 		}
 	})
 
-	t.Run("format refusal names the raw log (§6.3, §7.2)", func(t *testing.T) {
+	t.Run("format refusal names the raw log", func(t *testing.T) {
 		path := filepath.Join(dir, "foreign", RawArtifactName)
 		rrWrite(t, path, []byte(rrLines(`{"type":"session","version":42,"id":"foreign","futureOnly":true}`, "junk row")))
 		_, err := ReadRootSession(path)
@@ -542,7 +547,8 @@ func TestReadRootSessionRawScanRules(t *testing.T) {
 	})
 }
 
-// §6.6 / §6.7 and the reference's zstd tests (§11.5).
+// docs/events.md#zstd, docs/events.md#committed-region and the reference's
+// zstd tests (docs/contract.md#other-tests).
 func TestReadRootSessionZstdRules(t *testing.T) {
 	h := rrHeader("z")
 	turn := []string{rrEv("turn/start", 0), rrEv("step/start", 1), rrEv("step/end", 2), rrEv("turn/end", 3)}
@@ -643,7 +649,7 @@ func TestReadRootSessionZstdRules(t *testing.T) {
 		fails(t, cat(data, zstdMagicBytes, 0x08, 0, 0, 0), fmt.Sprintf("corrupt Zstandard session log: reserved frame-header bit at byte %d", len(data)+4))
 	})
 
-	// Torn final frames (§6.6): the complete records recovered from them are kept.
+	// Torn final frames (docs/events.md#zstd): the complete records recovered from them are kept.
 	t.Run("torn frame: two complete lines and a partial third", func(t *testing.T) {
 		frame := EncodeFrame(nil, []byte(rrLines(rrEv("turn/start", 4), rrEv("step/start", 5))+`{"type":"assistant/chunk","seq":6`))
 		rs := ok(t, cat(rrZstd(h, turn), frame[:len(frame)-1]), 6, true)
@@ -681,7 +687,7 @@ func TestReadRootSessionZstdRules(t *testing.T) {
 	})
 }
 
-// §6.2: the layout rules and identity binding; unreadable sessions are
+// docs/events.md#layout: the layout rules and identity binding; unreadable sessions are
 // reported and the walk goes on.
 func TestWalkRootLayoutErrors(t *testing.T) {
 	root := t.TempDir()

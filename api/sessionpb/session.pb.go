@@ -78,7 +78,7 @@ func (Consistency) EnumDescriptor() ([]byte, []int) {
 	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{0}
 }
 
-// Outcome of Set (planmode-spec §2.3).
+// Outcome of Set (docs/planmode.md#set).
 type Outcome int32
 
 const (
@@ -134,7 +134,7 @@ func (Outcome) EnumDescriptor() ([]byte, []int) {
 	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{1}
 }
 
-// SessionHeader is a session's immutable metadata (persistence-spec §2.2).
+// SessionHeader is a session's immutable metadata (docs/events.md#header).
 // Optional fields are absent on disk when unset (never null).
 type SessionHeader struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -2720,7 +2720,7 @@ type PlanExitResponse struct {
 	IsError bool   `protobuf:"varint,3,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
 	// Validation passed and no answer was given: ask the user review_question.
 	NeedsReview bool `protobuf:"varint,4,opt,name=needs_review,json=needsReview,proto3" json:"needs_review,omitempty"`
-	// The review request of planmode-spec §5.3 (JSON text) when needs_review.
+	// The review request of docs/planmode.md#review-question (JSON text) when needs_review.
 	ReviewQuestion string `protobuf:"bytes,5,opt,name=review_question,json=reviewQuestion,proto3" json:"review_question,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache

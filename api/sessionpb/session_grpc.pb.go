@@ -806,7 +806,7 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// PlanMode serves the plan mode of the reference harness (planmode-spec) from
+// PlanMode serves the plan mode of the reference harness (docs/planmode.md) from
 // the cluster: the logged state is the fold of plan/mode events; the pending
 // selection and the approved exit are replicated state. Calls that may append
 // take lease_epoch (required on an owned session, as for Append; 0 on an
@@ -904,7 +904,7 @@ func (c *planModeClient) Projection(ctx context.Context, in *PlanProjectionReque
 // All implementations must embed UnimplementedPlanModeServer
 // for forward compatibility.
 //
-// PlanMode serves the plan mode of the reference harness (planmode-spec) from
+// PlanMode serves the plan mode of the reference harness (docs/planmode.md) from
 // the cluster: the logged state is the fold of plan/mode events; the pending
 // selection and the approved exit are replicated state. Calls that may append
 // take lease_epoch (required on an owned session, as for Append; 0 on an

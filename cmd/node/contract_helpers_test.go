@@ -1,6 +1,6 @@
 package main
 
-// Helpers of contract_test.go (the persistence-spec §11 acceptance tests run
+// Helpers of contract_test.go (the acceptance tests of docs/contract.md run
 // against a real node). Every name starts with "ct" so that other test files of
 // this package cannot collide with them.
 
@@ -95,7 +95,7 @@ func ctAcquireShared(t *testing.T) *testNode {
 
 func ctStr(s string) *string { return &s }
 
-// ctMeta is the reference fixture meta(id, cwd?) of persistence-spec §11:
+// ctMeta is the reference fixture meta(id, cwd?) of docs/contract.md:
 // {version: 0, id, createdAt: 1000, cwd?}. An empty cwd means none.
 func ctMeta(id, cwd string) *sessionpb.SessionHeader {
 	h := &sessionpb.SessionHeader{Version: 0, Id: id, CreatedAt: 1000}
@@ -117,7 +117,7 @@ func ctSurf(typ string, seq, time int64, data string) string {
 	return strings.TrimSuffix(ctEv(typ, seq, time, data), "}") + `,"surfaceOp":"append"}`
 }
 
-// ctOneTurnLog is the reference fixture oneTurnLog() (persistence-spec §11):
+// ctOneTurnLog is the reference fixture oneTurnLog() (docs/contract.md):
 // six events, seqs 0…5, times 1…6.
 func ctOneTurnLog() []string {
 	return []string{
@@ -130,14 +130,14 @@ func ctOneTurnLog() []string {
 	}
 }
 
-// The closer texts of persistence-spec §5.2.
+// The closer texts of docs/events.md#crash-repair.
 const (
 	ctTextOutcomeUnknown = "The tool call was interrupted after it was recorded, but no result was durably recorded. Its outcome is unknown. Decide whether to retry from the tool semantics: retry only if the operation is read-only or idempotent; if it may have side effects, first verify external state or ask the user. Do not retry blindly."
 	ctTextNotStarted     = "The tool call was interrupted before the Harness recorded it as started. Retry it if it is still needed."
 )
 
-// ctToolResultCloser is the exact synthetic tool/result of persistence-spec
-// §5.2 step 4; callSeq < 0 means the call was never recorded by a tool/call.
+// ctToolResultCloser is the exact synthetic tool/result of
+// docs/events.md#crash-repair step 2; callSeq < 0 means the call was never recorded by a tool/call.
 // callID is written as is (no escaping: tests use ids that need none in
 // JSON.stringify, which escapes only '"', '\\' and control characters).
 func ctToolResultCloser(seq, time, turn, step int64, callID string, callSeq int64) string {
@@ -153,7 +153,7 @@ func ctToolResultCloser(seq, time, turn, step int64, callID string, callSeq int6
 	return s + "}"
 }
 
-// ctStepEndCloser and ctTurnEndCloser are the closers of §5.2 steps 5 and 6.
+// ctStepEndCloser and ctTurnEndCloser are the closers of docs/events.md#crash-repair steps 3 and 4.
 func ctStepEndCloser(seq, time, turn, step int64) string {
 	return fmt.Sprintf(`{"type":"step/end","seq":%d,"time":%d,"data":{"turn":%d,"step":%d}}`, seq, time, turn, step)
 }
@@ -402,7 +402,7 @@ func ctEqualEvents(t *testing.T, what string, got, want []string) {
 	}
 }
 
-// ctInspectThenLoad runs the cold-repair protocol of persistence-spec §5.3 on
+// ctInspectThenLoad runs the cold-repair protocol of docs/events.md#crash-repair on
 // a session whose stored log is exactly stored (current-shaped events, so the
 // views carry them verbatim) and whose open turn needs exactly closers:
 // Inspect adds the closers in memory only (revision unchanged, a repeat is
@@ -476,7 +476,7 @@ type ctRecordedHeader struct {
 	AgentPreset     *string `json:"agentPreset"`
 }
 
-// ctPackedRow is a packed chunk row (persistence-spec §6.4); strings and
+// ctPackedRow is a packed chunk row (docs/events.md#packed-rows); strings and
 // numbers stay raw so that members keep the recorded bytes.
 type ctPackedRow struct {
 	Type  string `json:"type"`
@@ -589,7 +589,7 @@ type ctZstdFrame struct {
 }
 
 // ctZstdFrames locates the frames of a zstd file without decompressing them,
-// as persistence-spec §6.6 describes (the writer emits no skippable frames
+// as docs/events.md#zstd describes (the writer emits no skippable frames
 // or dictionaries); a truncated or malformed file is an error.
 func ctZstdFrames(b []byte) ([]ctZstdFrame, error) {
 	var out []ctZstdFrame

@@ -1,11 +1,13 @@
 package main
 
 // End-to-end acceptance tests of the persistence contract
-// (reference/persistence-spec.md §11.1 and §11.2, golden log §12.3), run
-// against a real node (Raft + bbolt + artifacts + gRPC) through the Go
-// client. Each test is named after the reference test it covers.
+// (docs/contract.md#persistence-contract,
+// docs/contract.md#coordinator-contract, golden log
+// docs/contract.md#log-crash), run against a real node (Raft + bbolt +
+// artifacts + gRPC) through the Go client. Each test is named after the
+// reference test it covers.
 //
-// Reference tests that do not apply to a server (persistence-spec §11.2):
+// Reference tests that do not apply to a server (docs/contract.md#coordinator-contract):
 // they exercise the reference's in-process live Sessions, its write-behind
 // buffer or its plugin lifecycle, none of which exists behind this API;
 // ownership of a session is a lease here (docs/design.md "Ownership",
@@ -409,7 +411,7 @@ func TestContract_C12_AppendRejectsNonJSONSerializableData(t *testing.T) {
 	cases := []struct {
 		name     string
 		event    string
-		lossless bool // a lossless-domain violation (persistence-spec §1.3)
+		lossless bool // a lossless-domain violation (docs/events.md#lossless-json)
 	}{
 		{"beyond-2^53", msg("9007199254740993"), true},
 		{"infinity", msg("1e400"), true},
@@ -441,7 +443,7 @@ func TestContract_C12_AppendRejectsNonJSONSerializableData(t *testing.T) {
 					t.Errorf("message: got %q, want it to match /losslessly JSON-serializable/", se.Message)
 				}
 				if !strings.Contains(se.Message, `"user/message"`) {
-					t.Errorf("message: got %q, want it to name the event type (persistence-spec §7.4)", se.Message)
+					t.Errorf("message: got %q, want it to name the event type (docs/events.md#write-checks)", se.Message)
 				}
 			}
 			if listed, _ := ctListed(t, n, id); listed {
@@ -954,7 +956,7 @@ func TestContract_K40_OpenTurnClosedByLoadAfterRestart(t *testing.T) {
 	}
 }
 
-// The stored log and closers of persistence-spec §12.3, verbatim.
+// The stored log and closers of docs/contract.md#log-crash, verbatim.
 const (
 	ctGoldenHeaderLine = `{"type":"session","version":0,"id":"crash-1","createdAt":1755600000000,"cwd":"/home/u/proj","delegationDepth":0}`
 	ctGoldenStored     = `{"type":"turn/start","seq":0,"time":1755600001000,"data":{"turn":1}}
@@ -969,7 +971,7 @@ const (
 {"type":"turn/end","seq":9,"time":1755600001501,"data":{"turn":1,"reason":{"kind":"interrupted"}}}`
 )
 
-// Golden (§12.3): the four closers of a crash mid-turn with pending tool
+// Golden (docs/contract.md#log-crash): the four closers of a crash mid-turn with pending tool
 // calls, byte for byte, and the raw text after the repair.
 func TestContract_Golden_12_3_CrashMidTurnClosers(t *testing.T) {
 	n := ctSharedNode(t)
@@ -1158,7 +1160,7 @@ func TestContract_JSStringify_ServerWrittenJSONIsNotEscaped(t *testing.T) {
 }
 
 // Recorded logs: the reference harness's own recorded sessions (packed rows
-// expanded, persistence-spec §6.4) append in batches of 10 and load with the
+// expanded, docs/events.md#packed-rows) append in batches of 10 and load with the
 // event counts of testdata/recorded/README.md.
 func TestContract_Recorded_LogsLoadWithTheirEventCounts(t *testing.T) {
 	dir := refdata.RecordedDir(t)

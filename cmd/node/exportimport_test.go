@@ -602,7 +602,7 @@ func eiZstdArtifact(header string, batches ...[]string) []byte {
 	return out
 }
 
-// persistence-spec §12.1 with its packed row (seqs 6–8 as text-chunks).
+// docs/contract.md#log-one-turn with its packed row (seqs 6–8 as text-chunks).
 func eiSpec12_1(id string) []string {
 	return []string{
 		`{"type":"session","version":0,"id":"` + id + `","createdAt":1755600000000,"cwd":"/home/u/proj","delegationDepth":0}`,
@@ -621,7 +621,7 @@ func eiSpec12_1(id string) []string {
 	}
 }
 
-// persistence-spec §12.3 before recovery: the last line is torn.
+// docs/contract.md#log-crash before recovery: the last line is torn.
 func eiSpec12_3(id string) ([]string, string) {
 	return []string{
 		`{"type":"session","version":0,"id":"` + id + `","createdAt":1755600000000,"cwd":"/home/u/proj","delegationDepth":0}`,
@@ -653,7 +653,7 @@ func eiCheckImported(t *testing.T, n *testNode, files ...string) {
 	}
 }
 
-// Acceptance 2: a reference root written by hand from the spec, in both
+// Acceptance 2: a reference root written by hand from docs/events.md#jsonl, in both
 // encodings, with a packed chunk row, a torn final line and a torn final
 // frame, imports as the reference would load it; so do the real recorded
 // sessions placed into a root.
@@ -703,7 +703,7 @@ func TestImport_ReferenceRootsAndRecordedSessions(t *testing.T) {
 		}
 	}
 	if rs, _ := storage.ReadRootSession(rawDemo); len(rs.Events) != 14 {
-		t.Fatalf("§12.1: the reader gives %d events, want 14", len(rs.Events))
+		t.Fatalf("one-turn example log: the reader gives %d events, want 14", len(rs.Events))
 	}
 
 	sum := eiMustImport(t, n, raw)
@@ -721,7 +721,7 @@ func TestImport_ReferenceRootsAndRecordedSessions(t *testing.T) {
 	if got := len(ctReadFrom(t, n, "zcut-1", 0).GetEvents()); got != 2 {
 		t.Errorf("zcut-1: %d events, want 2 (nothing recovered from a frame torn in its header)", got)
 	}
-	// The imported crash is repaired by Load exactly as §12.3 says.
+	// The imported crash is repaired by Load exactly as docs/contract.md#log-crash says.
 	if v := ctLoad(t, n, "crash-1"); len(v.GetEvents()) != 10 || !v.GetRepaired() {
 		t.Errorf("Load(crash-1): %d events, repaired %v; want 10, true", len(v.GetEvents()), v.GetRepaired())
 	}

@@ -22,7 +22,7 @@ import (
 // Helpers of ownership_test.go. Every name starts with "ow" (other test files
 // of this package use other prefixes).
 
-// owMeta is the reference fixture meta(id, cwd?) (persistence-spec §11):
+// owMeta is the reference fixture meta(id, cwd?) (docs/contract.md):
 // {version: 0, id, createdAt: 1000, cwd?}.
 func owMeta(id string, cwd ...string) *sessionpb.SessionHeader {
 	h := &sessionpb.SessionHeader{Version: 0, Id: id, CreatedAt: 1000}
@@ -33,7 +33,7 @@ func owMeta(id string, cwd ...string) *sessionpb.SessionHeader {
 	return h
 }
 
-// owOneTurnLog is the reference fixture oneTurnLog() (persistence-spec §11):
+// owOneTurnLog is the reference fixture oneTurnLog() (docs/contract.md):
 // six events, seqs 0…5, times 1…6, in the live loop's key order.
 func owOneTurnLog() []string {
 	return []string{
@@ -69,7 +69,7 @@ func owOpenTurn(seq, turn int64) []string {
 }
 
 // owOpenTurnClosers are the exact closers of owOpenTurn(seq, turn)
-// (persistence-spec §5.2): step/end then turn/end {interrupted}, both at the
+// (docs/events.md#crash-repair): step/end then turn/end {interrupted}, both at the
 // time of the last real event.
 func owOpenTurnClosers(seq, turn int64) []string {
 	tm := seq + 2
@@ -310,8 +310,8 @@ func owWaitPast(t *testing.T, unixMs int64) {
 	}
 }
 
-// owEncodeSegment is encodeSegment of persistence-spec §6.2, written from
-// the spec: over UTF-16 code units, [A-Za-z0-9._-] are kept, every other unit
+// owEncodeSegment is encodeSegment of docs/events.md#layout, written from
+// that description: over UTF-16 code units, [A-Za-z0-9._-] are kept, every other unit
 // (including "~") becomes ~XXXX; "." and ".." are escaped whole.
 func owEncodeSegment(s string) string {
 	switch s {

@@ -2,7 +2,7 @@ package main
 
 // End-to-end tests of docs/design.md "Ownership: leases, fencing, crash repair"
 // and "Retries and outcomes", of the write path's refusals (bad input writes
-// nothing), of revisions (persistence-spec §8.1), List/ListSnapshots, Watch,
+// nothing), of revisions, List/ListSnapshots, Watch,
 // the HTTP port and gRPC reflection/health. Each test boots one real node.
 
 import (
@@ -729,7 +729,7 @@ func owBadCases() []owBadCase {
 			return fmt.Sprintf(`{"type":"turn/start","seq":%d,"time":1,"data":{"turn":1,"turn":1}}`, s)
 		}), reasons: notJSON},
 
-		// Envelope members and types (spec §1.1).
+		// Envelope members and types (docs/events.md#envelope).
 		{name: "no type", events: one(func(s int64) string { return fmt.Sprintf(`{"seq":%d,"time":1,"data":{"turn":1}}`, s) }), reasons: envelope},
 		{name: "type not a string", events: one(func(s int64) string { return fmt.Sprintf(`{"type":7,"seq":%d,"time":1,"data":{}}`, s) }), reasons: envelope},
 		{name: "no seq", events: one(func(int64) string { return `{"type":"turn/start","time":1,"data":{"turn":1}}` }), reasons: envelope},
@@ -753,7 +753,7 @@ func owBadCases() []owBadCase {
 			return fmt.Sprintf(`{"type":"future/event","seq":%d,"time":1,"data":null,"ignorable":false}`, s)
 		}), reasons: envelope},
 
-		// The lossless-JSON domain (spec §1.3).
+		// The lossless-JSON domain (docs/events.md#lossless-json).
 		{name: "negative zero in data", events: one(func(s int64) string {
 			return fmt.Sprintf(`{"type":"todo/write","seq":%d,"time":1,"data":{"n":-0}}`, s)
 		}), reasons: []sessionstore.Reason{sessionstore.ReasonInvalidEvent, sessionstore.ReasonNotJSON}, contains: "losslessly JSON-serializable"},
@@ -761,7 +761,7 @@ func owBadCases() []owBadCase {
 			return fmt.Sprintf(`{"type":"todo/write","seq":%d,"time":1,"data":{"n":1e400}}`, s)
 		}), reasons: []sessionstore.Reason{sessionstore.ReasonInvalidEvent, sessionstore.ReasonNotJSON}, contains: "losslessly JSON-serializable"},
 
-		// Contiguity (spec §7.4).
+		// Contiguity (docs/events.md#write-checks).
 		{name: "gap inside the batch", events: func(s int64) []string {
 			return []string{valid(s), owEvent("step/start", s+2, 2, `{"turn":1,"step":1}`)}
 		}, reasons: []sessionstore.Reason{sessionstore.ReasonSeqMismatch}, msg: func(id string, s int64) string {
@@ -791,7 +791,7 @@ func owBadCases() []owBadCase {
 			return out
 		}, reasons: []sessionstore.Reason{sessionstore.ReasonTooLarge}},
 
-		// The three legacy types refused on append (spec §3.6).
+		// The three legacy types refused on append (docs/events.md#legacy-shapes).
 		{name: "legacy request/header-delta", events: one(func(s int64) string { return owEvent("request/header-delta", s, 1, `{}`) }),
 			reasons: invalidArg, msg: legacy("request/header-delta event")},
 		{name: "legacy mode/set", events: one(func(s int64) string { return owEvent("mode/set", s, 1, `{"mode":"plan"}`) }),
@@ -800,7 +800,7 @@ func owBadCases() []owBadCase {
 			return owEvent("request/header", s, 1, `{"header":{"config":{"provider":"mock","model":"mock"}},"reason":"fallback"}`)
 		}), reasons: invalidArg, msg: legacy(`request/header reason "fallback"`)},
 
-		// The plan/mode boolean invariant (docs/api.md, planmode-spec).
+		// The plan/mode boolean invariant (docs/api.md, docs/planmode.md#invariant).
 		{name: "plan/mode active 1", events: one(func(s int64) string { return owEvent("plan/mode", s, 1, `{"active":1}`) }),
 			reasons: invalidArg, msg: planMode("1")},
 		{name: `plan/mode active "x"`, events: one(func(s int64) string { return owEvent("plan/mode", s, 1, `{"active":"x"}`) }),
@@ -1018,7 +1018,7 @@ func owDecodeZstd(t *testing.T, b []byte) []byte {
 	return out
 }
 
-// TestOwRevision covers persistence-spec §8.1 and docs/design.md "Revisions".
+// TestOwRevision covers revisions (docs/design.md "Revisions").
 func TestOwRevision(t *testing.T) {
 	n := startTestNode(t, "")
 	id := "rev-a"

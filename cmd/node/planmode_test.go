@@ -1,17 +1,17 @@
 package main
 
 // End-to-end tests of the PlanMode gRPC service (docs/api.md "service PlanMode",
-// reference/planmode-spec.md) against a real single node (Raft, bbolt,
+// docs/planmode.md) against a real single node (Raft, bbolt,
 // gRPC) through the Go client. The test plays the agent: it assigns seqs and
 // appends its own events with SessionPersistence.Append, and calls
 // Set/PreStep/Command/ExitPlan where the reference's plugin acts. Every
 // top-level helper of this file starts with "pm".
 //
-// planmode-spec §11.1–§11.4 → the test that covers it through gRPC ("n/a":
+// docs/contract.md#plan-mode-tests → the test that covers it through gRPC ("n/a":
 // why it does not apply to a server; the pure-level mapping is the header of
 // planmode/planmode_test.go).
 //
-// §11.1 plan-mode.spec.ts
+// plan-mode.spec.ts
 //   1–3  resolveConfig ................ n/a: plugin config and the plan:policy section live in the agent host
 //   4    fold empty + last wins ....... TestPlanMode_GetReadsFold
 //   5    fold of a prefix (end) ....... n/a: the API folds whole logs; prefixes are observed by calling Get
@@ -66,13 +66,13 @@ package main
 //   60   throwing provider ............ n/a: the provider is agent-side
 //   61–62 presentation cards .......... n/a: UI only
 //   63   HMR disposal ................. n/a: no plugin fiber
-// §11.2 integration.spec.ts
+// integration.spec.ts
 //   1    pre-turn set, first header
 //        plan-shaped, no notice ....... TestPlanMode_Integration/1_pre-turn_set
 //   2    flip between turns narrates .. TestPlanMode_Integration/2_flip_between_turns
 //   3    flip at error settlement
 //        waits for the next turn ...... TestPlanMode_Integration/3_flip_during_a_retried_request
-// §11.3 invariant.spec.ts
+// invariant.spec.ts
 //   1    booleans accepted in a turn .. TestPlanMode_Invariant
 //   2–4  42, "plan", undefined refused  TestOwBadInput in ownership_test.go (plan/mode cases; not duplicated)
 //   5    standalone between turns ..... TestPlanMode_Invariant
@@ -84,7 +84,7 @@ package main
 //        registration ................. n/a (no late registration); valid enclosed and standalone
 //                                       plan/mode logs are read by TestPlanMode_Invariant and
 //                                       TestPlanMode_RecordedSessionReadsActive
-// §11.4 projection.spec.ts
+// projection.spec.ts
 //   1    empty log .................... TestPlanMode_Projection/1_empty_log
 //   2    /plan pending until plan/mode  TestPlanMode_Projection/2_selection_pending_until_plan_mode
 //   3    error settlement drops it .... TestPlanMode_Projection/3_error_settlement_drops_the_selection
@@ -93,10 +93,10 @@ package main
 //   6–7  unit composition / unload .... n/a: the projection is always served
 //   8    cold replay .................. TestPlanMode_Projection/8_cold_replay
 //
-// §12 sequences: TestPlanMode_Golden12_1 … TestPlanMode_Golden12_4. Request ids:
-// TestPlanMode_RequestIDs. SEQ_MISMATCH / NOT_FOUND / INVALID_ARGUMENT:
-// TestPlanMode_Errors. Lease epochs and the owned-session deferral:
-// TestPlanMode_OwnedSession. Recorded session:
+// Sequences (docs/contract.md#plan-mode-sequences): TestPlanMode_Golden12_1 …
+// TestPlanMode_Golden12_4. Request ids: TestPlanMode_RequestIDs. SEQ_MISMATCH,
+// NOT_FOUND, INVALID_ARGUMENT: TestPlanMode_Errors. Lease epochs and the
+// owned-session deferral: TestPlanMode_OwnedSession. Recorded session:
 // TestPlanMode_RecordedSessionReadsActive.
 
 import (
@@ -122,7 +122,8 @@ import (
 	"github.com/sessionstore/sessionstore/storage"
 )
 
-// Reference texts (planmode-spec §2.5, §5, §6.3).
+// Reference texts (docs/planmode.md#narration,
+// docs/planmode.md#exit-plan-mode, docs/planmode.md#plan-handler).
 const (
 	pmNoticeEnter     = "The user switched this session to plan mode."
 	pmNoticeExit      = "The user switched this session back to the default mode."
@@ -253,13 +254,14 @@ func (a *pmAgent) stepEnd(turn, step int) {
 	a.add("step/end", fmt.Sprintf(`{"turn":%d,"step":%d}`, turn, step))
 }
 
-// header appends the §11 conventions' minimal request/header.
+// header appends the minimal request/header of the reference's plan-mode tests.
 func (a *pmAgent) header() {
 	a.t.Helper()
 	a.add("request/header", `{"header":{"config":{"provider":"test","model":"test-model"}},"reason":"initial"}`)
 }
 
-// planMode appends plan/mode directly (tests seed state this way, §1.2).
+// planMode appends plan/mode directly (tests seed state this way,
+// docs/planmode.md#plan-mode-event).
 func (a *pmAgent) planMode(active bool) {
 	a.t.Helper()
 	a.add("plan/mode", fmt.Sprintf(`{"active":%v}`, active))
@@ -686,7 +688,7 @@ func pmWantExit(t *testing.T, what string, r *sessionpb.PlanExitResponse, approv
 	}
 }
 
-// pmReviewQuestion is the §5.3 review request for plan.
+// pmReviewQuestion is the docs/planmode.md#review-question review request for plan.
 func pmReviewQuestion(plan string) string {
 	detail, _ := json.Marshal(plan)
 	return `{"questions":[{"id":"plan-review","header":"Plan review","question":"Approve this plan and leave plan mode?","detail":` +
@@ -725,7 +727,8 @@ func pmSeqMismatch(id string, next, got int64) string {
 	return fmt.Sprintf("plan-mode call for %q expected next seq %d, but the log's next seq is %d", id, got, next)
 }
 
-// pmSpec is a §12 sequence: its lines by spec seq, in order.
+// pmSpec is a plan-mode sequence (docs/contract.md#plan-mode-sequences): its
+// lines by spec seq, in order.
 type pmSpec struct {
 	t     *testing.T
 	bySeq map[int64]string
@@ -774,12 +777,13 @@ func (s *pmSpec) except(omit ...int64) []string {
 }
 
 // ---------------------------------------------------------------------------
-// §12 golden sequences
+// Golden sequences (docs/contract.md#plan-mode-sequences)
 // ---------------------------------------------------------------------------
 
-// §12.1 verbatim (seq 11, the agent/inbox/spliced injection of the notice,
-// and seq 15, its claim, are the reference's inbox; the server returns the
-// notice from the next PreStep instead, so neither is logged).
+// Sequence 1 (docs/contract.md#pm-seq-idle-enter) verbatim (seq 11, the
+// agent/inbox/spliced injection of the notice, and seq 15, its claim, are the
+// reference's inbox; the server returns the notice from the next PreStep
+// instead, so neither is logged).
 const pmSpec12_1 = `
 {"type":"agent/inbox/spliced","seq":0,"time":1000,"data":{"target":"next-turn","start":0,"inserted":[{"id":"m1","role":"user","content":[{"type":"text","text":"hello"}],"source":{"kind":"user"}}]}}
 {"type":"turn/start","seq":1,"time":1001,"data":{"turn":1}}
@@ -895,8 +899,9 @@ func TestPlanMode_Golden12_1(t *testing.T) {
 	})
 }
 
-// §12.2 verbatim from seq 40, after a prefix: an earlier turn whose header
-// told the model "default", and turn 3's prompt insertion.
+// Sequence 2 (docs/contract.md#pm-seq-queued-enter) verbatim from seq 40,
+// after a prefix: an earlier turn whose header told the model "default", and
+// turn 3's prompt insertion.
 const pmSpec12_2 = `
 {"type":"agent/inbox/spliced","seq":30,"time":4000,"data":{"target":"next-turn","start":0,"inserted":[{"id":"m4","role":"user","content":[{"type":"text","text":"hi"}],"source":{"kind":"user"}}]}}
 {"type":"turn/start","seq":31,"time":4001,"data":{"turn":2}}
@@ -997,8 +1002,9 @@ func TestPlanMode_Golden12_2(t *testing.T) {
 	})
 }
 
-// §12.3 verbatim from seq 70, after a prefix: plan mode entered by an idle
-// Set (seq 60, appended by the server) and step 1 of turn 4.
+// Sequence 3 (docs/contract.md#pm-seq-approved-exit) verbatim from seq 70,
+// after a prefix: plan mode entered by an idle Set (seq 60, appended by the
+// server) and step 1 of turn 4.
 const pmSpec12_3 = `
 {"type":"plan/mode","seq":60,"time":6000,"data":{"active":true}}
 {"type":"turn/start","seq":61,"time":6001,"data":{"turn":4}}
@@ -1051,7 +1057,7 @@ func TestPlanMode_Golden12_3(t *testing.T) {
 	pmWantLog(t, a.stored(), s.except())
 }
 
-// §12.4 verbatim from seq 90, after the start of turn 5.
+// Sequence 4 (docs/contract.md#pm-seq-off-cancels) verbatim from seq 90, after the start of turn 5.
 const pmSpec12_4 = `
 {"type":"turn/start","seq":88,"time":10000,"data":{"turn":5}}
 {"type":"step/start","seq":89,"time":10001,"data":{"turn":5,"step":1}}
@@ -1114,7 +1120,7 @@ func TestPlanMode_Golden12_4(t *testing.T) {
 }
 
 // ---------------------------------------------------------------------------
-// §11.1 get / set
+// plan-mode.spec.ts: get / set
 // ---------------------------------------------------------------------------
 
 func TestPlanMode_GetReadsFold(t *testing.T) {
@@ -1136,7 +1142,7 @@ func TestPlanMode_GetReadsFold(t *testing.T) {
 	}
 }
 
-// TestPlanMode_SetDecisionTable is the exhaustive table of §2.3 through the
+// TestPlanMode_SetDecisionTable is the exhaustive table of docs/planmode.md#set through the
 // API (both fold values), plus the approved-exit rows of its notes.
 func TestPlanMode_SetDecisionTable(t *testing.T) {
 	n := pmNode(t)
@@ -1213,7 +1219,7 @@ func TestPlanMode_SetDecisionTable(t *testing.T) {
 		}
 	}
 
-	// §2.3 notes: selecting while the approved exit {false, narrate:false} is
+	// docs/planmode.md#set notes: selecting while the approved exit {false, narrate:false} is
 	// pending.
 	for _, open := range []bool{true, false} {
 		t.Run(fmt.Sprintf("approved exit pending/open=%v", open), func(t *testing.T) {
@@ -1248,7 +1254,7 @@ func TestPlanMode_SetDecisionTable(t *testing.T) {
 	}
 }
 
-// §11.1 8: the no-op sequence.
+// plan-mode.spec.ts 8: the no-op sequence.
 func TestPlanMode_SetNoopSequence(t *testing.T) {
 	n := pmNode(t)
 	a := pmSession(t, n, "set-noop")
@@ -1267,7 +1273,7 @@ func TestPlanMode_SetNoopSequence(t *testing.T) {
 	}
 }
 
-// §11.1 9 and 15: a between-turns selection commits immediately; a later
+// plan-mode.spec.ts 9 and 15: a between-turns selection commits immediately; a later
 // step keeps it and appends nothing more.
 func TestPlanMode_SetIdleCommit(t *testing.T) {
 	n := pmNode(t)
@@ -1305,7 +1311,7 @@ func TestPlanMode_SetIdleCommit(t *testing.T) {
 	b.state("after the seam", "{active:true}", "{true,false}")
 }
 
-// §11.1 10.
+// plan-mode.spec.ts 10.
 func TestPlanMode_SetIdleReversalCancels(t *testing.T) {
 	n := pmNode(t)
 	a := pmSession(t, n, "set-idle-reversal")
@@ -1348,7 +1354,7 @@ func TestPlanMode_SetAfterRepairIsIdle(t *testing.T) {
 }
 
 // ---------------------------------------------------------------------------
-// §11.1 narration and the boundary
+// plan-mode.spec.ts: narration and the boundary
 // ---------------------------------------------------------------------------
 
 func TestPlanMode_Narration(t *testing.T) {
@@ -1534,7 +1540,7 @@ func TestPlanMode_PreStep(t *testing.T) {
 }
 
 // ---------------------------------------------------------------------------
-// §11.1 /plan
+// plan-mode.spec.ts: /plan
 // ---------------------------------------------------------------------------
 
 func TestPlanMode_Command(t *testing.T) {
@@ -1641,7 +1647,7 @@ func TestPlanMode_Command(t *testing.T) {
 			pmEv("command/done", 0, 0, `{"commandId":"x","kind":"success","text":"`+pmTextPlanOff+`"}`))
 		a.state("after /plan off", "{active:false}", "{false,false}")
 
-		// Observed quirk (§6.3): bare /plan while already active and idle
+		// Observed quirk (docs/planmode.md#plan-handler): bare /plan while already active and idle
 		// answers with the "entering" text although nothing changes.
 		b := pmSession(t, n, "cmd-idle-active")
 		b.planMode(true)
@@ -1690,7 +1696,7 @@ func TestPlanMode_Command(t *testing.T) {
 }
 
 // ---------------------------------------------------------------------------
-// §11.1 exit_plan_mode
+// plan-mode.spec.ts: exit_plan_mode
 // ---------------------------------------------------------------------------
 
 func TestPlanMode_ExitPlan(t *testing.T) {
@@ -1757,7 +1763,7 @@ func TestPlanMode_ExitPlan(t *testing.T) {
 		if !v.GetNeedsReview() || v.GetIsError() || v.GetApproved() {
 			t.Fatalf("validate: %v", v)
 		}
-		// §5.3: detail is the plan exactly as received (untrimmed); 55: the
+		// docs/planmode.md#review-question: detail is the plan exactly as received (untrimmed); 55: the
 		// intent names its approve option, which is among the labels.
 		pmJSONEq(t, "review_question", v.GetReviewQuestion(), pmReviewQuestion(plan))
 		a.state("after validation", "{active:true}", "{true,false}")
@@ -1815,7 +1821,7 @@ func TestPlanMode_ExitPlan(t *testing.T) {
 }
 
 // ---------------------------------------------------------------------------
-// §11.2 integration
+// integration.spec.ts
 // ---------------------------------------------------------------------------
 
 func TestPlanMode_Integration(t *testing.T) {
@@ -1911,7 +1917,7 @@ func TestPlanMode_Integration(t *testing.T) {
 }
 
 // ---------------------------------------------------------------------------
-// §11.3 invariant, §11.4 projection
+// invariant.spec.ts, projection.spec.ts
 // ---------------------------------------------------------------------------
 
 func TestPlanMode_Invariant(t *testing.T) {
@@ -1935,7 +1941,7 @@ func TestPlanMode_Invariant(t *testing.T) {
 
 func TestPlanMode_Projection(t *testing.T) {
 	n := pmNode(t)
-	// The bench of §11.4: run/settle append a /plan command pair by hand,
+	// The bench of projection.spec.ts: run/settle append a /plan command pair by hand,
 	// commit wraps plan/mode in a turn.
 	type bench struct {
 		*pmAgent

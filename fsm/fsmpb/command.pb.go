@@ -1292,7 +1292,7 @@ func (x *Release) GetRequestId() string {
 	return ""
 }
 
-// Plan-mode commands (planmode-spec, docs/api.md "service PlanMode"). Each reads
+// Plan-mode commands (docs/planmode.md, docs/api.md "service PlanMode"). Each reads
 // the session's plan state and summary, may append events the server writes
 // itself (plan/mode, command/run, command/done) at the stored next seq, and
 // updates the replicated plan state, all in one apply. lease_epoch: 0 on a
