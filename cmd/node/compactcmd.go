@@ -53,6 +53,9 @@ func compactCmd(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := refuseIfRunning(*dataDir); err != nil {
+		return err
+	}
 	files := []struct {
 		name string
 		fn   func(string) (storage.CompactResult, error)

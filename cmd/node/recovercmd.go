@@ -83,6 +83,9 @@ func recoverCmd(_ context.Context, args []string, stdout, stderr io.Writer) erro
 			return errUsage
 		}
 	}
+	if err := refuseIfRunning(*dataDir); err != nil {
+		return err
+	}
 	cfg := cluster.DefaultConfig()
 	cfg.DataDir, cfg.NodeID = *dataDir, *nodeID
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

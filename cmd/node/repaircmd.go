@@ -43,6 +43,9 @@ func repairCmd(_ context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := refuseIfRunning(*dataDir); err != nil {
+		return err
+	}
 	cfg := cluster.DefaultConfig()
 	cfg.DataDir = *dataDir
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
