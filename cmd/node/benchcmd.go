@@ -63,7 +63,7 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var cfg benchConfig
 	fs := flag.NewFlagSet("sessionstore bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:7400", "gRPC address of the node to measure, or a comma-separated list of nodes (writer i uses address i mod n)")
+	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:7400", "gRPC address of the node to measure, or a comma-separated list of nodes (writer i uses address i mod n); a host without a port means port 7400")
 	fs.StringVar(&cfg.writers, "writers", "1,16,64", "comma-separated writer counts, one level each; every writer owns one session")
 	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "measured time per level")
 	fs.DurationVar(&cfg.warmup, "warmup", time.Second, "unmeasured warm-up before each level")
