@@ -13,15 +13,15 @@
 #
 # /creds (and its node1..node3) likewise, for the credentials that
 # docker-compose's one-shot `credentials` service writes into named volumes
-# there (`node certs`).
+# there (`sessionstore certs`).
 FROM scratch
 COPY --chown=65532:65532 data /data
 COPY --chown=65532:65532 creds /creds
-COPY node /node
+COPY sessionstore /sessionstore
 USER 65532:65532
 # The node reads SESSIONSTORE_<FLAG> for any flag not given.
 ENV SESSIONSTORE_DATA_DIR=/data
 VOLUME /data
 # gRPC API, Raft, gossip (TCP and UDP), HTTP (health, metrics, downloads).
 EXPOSE 7400/tcp 7401/tcp 7402/tcp 7402/udp 7480/tcp
-ENTRYPOINT ["/node"]
+ENTRYPOINT ["/sessionstore"]

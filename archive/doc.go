@@ -46,7 +46,7 @@
 // export. The listing is paged through as the export goes (one page in
 // memory), after a first pass that only counts the sessions for progress.
 // Each session's manifest entry is appended to a temporary file (JSON
-// lines, beside the output for `node export`, removed however the export
+// lines, beside the output for `sessionstore export`, removed however the export
 // ends) and manifest.json is streamed from it at the end, so no manifest is
 // ever held whole. What is kept per session is only what is rare or asked
 // for: the failed sessions (the manifest's Failed list) and the ids given

@@ -58,7 +58,7 @@ type ExportOptions struct {
 	// TempDir is where the manifest's session entries wait, one JSON line
 	// each, until manifest.json is written (a hidden file, removed however
 	// the export ends). Default, and fallback when TempDir refuses the
-	// file: os.TempDir(). `node export` uses the output's parent directory
+	// file: os.TempDir(). `sessionstore export` uses the output's parent directory
 	// (on many systems /tmp is memory).
 	TempDir string
 	// Started is called before any session is read, with the number of

@@ -84,11 +84,11 @@ type RestoreResult struct {
 var ErrDataDirNotEmpty = errors.New("data directory is not empty")
 
 // RestoreBackup seeds dataDir (absent or empty) from a backup file, offline
-// (`node restore`): it checks the file's framing, decodes the database into a
+// (`sessionstore restore`): it checks the file's framing, decodes the database into a
 // temporary file beside state.db (fsynced), verifies its size and SHA-256
 // against the trailer, prepares it for a new cluster (fsm.Reseed: no cluster
 // id, applied index 0, last-change indexes 0, no leases), and renames it into
-// place. Nothing else is written: `node serve --data-dir DIR` then finds a
+// place. Nothing else is written: `sessionstore serve --data-dir DIR` then finds a
 // state database and no Raft state, so it bootstraps a new cluster (a lone
 // node) whose first leader mints a new cluster id, and rebuilds every
 // artifact from the database (no watermark survives).
@@ -173,7 +173,7 @@ func (n *Node) checkSeed(hasState bool) error {
 		return nil
 	}
 	if n.cfg.bootstrapExpect() != 1 {
-		return fmt.Errorf("%s was seeded by 'node restore': it bootstraps a new cluster alone (no --bootstrap-expect other than 1); start the other nodes afterwards with empty data directories and --join", n.cfg.DataDir)
+		return fmt.Errorf("%s was seeded by 'sessionstore restore': it bootstraps a new cluster alone (no --bootstrap-expect other than 1); start the other nodes afterwards with empty data directories and --join", n.cfg.DataDir)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -11,6 +12,19 @@ import (
 // bootstrapStable is how many consecutive checks (500 ms apart) must see the
 // same set of expected servers before the cluster is bootstrapped.
 const bootstrapStable = 4
+
+// checkPeersConfigured refuses, at start, a node that would wait forever:
+// without Raft state it must see BootstrapExpect servers, and with more than
+// one expected and no seeds it has nobody to look for. A node with state
+// knows its peers from the Raft configuration and needs no seeds.
+func (c Config) checkPeersConfigured(hasState bool) error {
+	if hasState || c.BootstrapExpect <= 1 || len(c.Join) > 0 {
+		return nil
+	}
+	return fmt.Errorf("--bootstrap-expect %d but no peers are configured (no --join): this node would wait forever for %d other servers it has no way to find; "+
+		"give every node --join with the gossip addresses (host:port of --gossip-addr) of the others, e.g. --join node2:7402,node3:7402, "+
+		"or start a single-node cluster with --bootstrap-expect 1", c.BootstrapExpect, c.BootstrapExpect-1)
+}
 
 // runBootstrap forms exactly one cluster (docs/design.md "Cluster"): a node with
 // Raft state never bootstraps; otherwise, once exactly BootstrapExpect servers

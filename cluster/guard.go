@@ -18,7 +18,7 @@ import (
 // record at a committed index, or a log cut below the applied index. Running
 // on would apply new entries at indexes the state already counts as applied
 // (skipping them: divergence), and a voter that lost entries it acknowledged
-// could elect a leader without them. `node repair` rebuilds the log from the
+// could elect a leader without them. `sessionstore repair` rebuilds the log from the
 // state (README "Damaged files").
 var ErrLogBehindState = errors.New("the Raft log lost committed entries")
 
@@ -207,7 +207,7 @@ func guardState(dataDir string, snaps raft.SnapshotStore, logger *slog.Logger, v
 
 // repairHint is the operator's way out of ErrLogBehindState.
 func repairHint(dataDir string) string {
-	return fmt.Sprintf("stop here: the node must not run or vote without those entries; repair with `node repair --data-dir %s` "+
+	return fmt.Sprintf("stop here: the node must not run or vote without those entries; repair with `sessionstore repair --data-dir %s` "+
 		"(rebuilds the Raft log's end from the state database; see README \"Damaged files\")", dataDir)
 }
 

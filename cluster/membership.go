@@ -28,7 +28,7 @@ type memberMeta struct {
 	HasState bool   `json:"state,omitempty"`
 	Applied  uint64 `json:"applied,omitempty"`
 	// Leaving is gossiped just before a graceful leave, so peers can tell a
-	// node that left (SIGTERM, node leave) from one that died.
+	// node that left (SIGTERM, sessionstore leave) from one that died.
 	Leaving bool `json:"leaving,omitempty"`
 	// AuthHash identifies the node's token file (auth.Table.Hash): nodes
 	// whose files differ authorise differently, which deserves a warning.

@@ -181,6 +181,9 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 	if err := n.checkSeed(hasState); err != nil {
 		return nil, err
 	}
+	if err := cfg.checkPeersConfigured(hasState); err != nil { // bootstrap.go
+		return nil, err
+	}
 	if n.raft, err = raft.NewRaft(rc, n.fsm, n.logs, n.local, n.snaps, n.transport); err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
@@ -529,7 +532,7 @@ func (n *Node) closeStores() error {
 
 // closeStores closes the stores of a data directory that were opened (nil:
 // not opened) and, when state.db closed cleanly, records the clean stop (the
-// clean-stop stamp and the boot marker): the node, `node recover` and `node
+// clean-stop stamp and the boot marker): the node, `sessionstore recover` and `node
 // repair` all end this way.
 func closeStores(dataDir string, local *storage.RaftStore, logs *storage.RaftWAL, state *storage.StateDB) error {
 	var errs []error

@@ -258,9 +258,9 @@ func TestCompose_ClusterSurvivesKillRestartDownUp(t *testing.T) {
 	t.Logf("cluster formed and ready %v after up", time.Since(upStart).Round(time.Millisecond))
 	clusterID := status(t, nodes[0]).ClusterId
 	// The image's binary is also the admin tool.
-	if out := dc.must(time.Minute, "exec", "-T", "node2", "/node", "status", "--addr", "127.0.0.1:7400"); !strings.Contains(out, "cluster   "+clusterID) ||
+	if out := dc.must(time.Minute, "exec", "-T", "node2", "/sessionstore", "status", "--addr", "127.0.0.1:7400"); !strings.Contains(out, "cluster   "+clusterID) ||
 		strings.Count(out, "Voter") != 3 {
-		t.Fatalf("node status inside node2's container:\n%s", out)
+		t.Fatalf("sessionstore status inside node2's container:\n%s", out)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)

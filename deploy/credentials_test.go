@@ -21,7 +21,7 @@ var credentialMarkers = [][]byte{
 
 // TestNoCredentialsInRepository: deployments make their keys and certificates
 // when they start (docker-compose's credentials service, the jepsen harness
-// through it, `node certs`); none is ever committed, where every deployment
+// through it, `sessionstore certs`); none is ever committed, where every deployment
 // would share it.
 func TestNoCredentialsInRepository(t *testing.T) {
 	root, err := filepath.Abs("..")
@@ -39,7 +39,7 @@ func TestNoCredentialsInRepository(t *testing.T) {
 		rel, _ := filepath.Rel(root, path)
 		if d.IsDir() {
 			// .git holds history, not files; certs/ is the git-ignored
-			// output of the documented `node certs --out certs`.
+			// output of the documented `sessionstore certs --out certs`.
 			if rel == ".git" || rel == "certs" {
 				return filepath.SkipDir
 			}

@@ -50,7 +50,7 @@ const (
 	logStateRebuilt = "state database is damaged or cannot be opened; moving it aside and rebuilding"
 	logWALTornCut   = "raft wal: truncated a torn tail"
 	logWALRefused   = "the Raft log lost committed entries"
-	logRepairHint   = "node repair --data-dir"
+	logRepairHint   = "sessionstore repair --data-dir"
 	logHandshake    = "Raft connection refused by the handshake"
 )
 
@@ -227,7 +227,7 @@ func verifyCorruptDisk(ctx context.Context, r *run, targets []cluster.Node) (boo
 			if dmg.expect != "refuse" {
 				return false, fmt.Sprintf("%s; refused to start (exit %d) although above the committed index", dmg.what, code)
 			}
-			return true, fmt.Sprintf("%s; at a committed index: refused to start (exit %d), repaired with node repair; %s", dmg.what, code, art)
+			return true, fmt.Sprintf("%s; at a committed index: refused to start (exit %d), repaired with sessionstore repair; %s", dmg.what, code, art)
 		case exited:
 			return false, fmt.Sprintf("%s; the node exited (code %d) without the documented message: %s", dmg.what, code, lastLines(logs, 3))
 		}
@@ -250,9 +250,9 @@ func repairDisk(ctx context.Context, r *run, db diskBackend, dmg *diskDamage) er
 		}
 		out, err := db.Offline(ctx, n, "repair", "--data-dir", "/data")
 		if err != nil {
-			return fmt.Errorf("node repair: %w", err)
+			return fmt.Errorf("sessionstore repair: %w", err)
 		}
-		r.logf("node repair on %s: %s", n, strings.Join(strings.Fields(lastLines(out, 4)), " "))
+		r.logf("sessionstore repair on %s: %s", n, strings.Join(strings.Fields(lastLines(out, 4)), " "))
 		if err := db.Start(ctx, n); err != nil {
 			return err
 		}

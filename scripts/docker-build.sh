@@ -1,7 +1,7 @@
 #!/bin/sh
 # Builds the container image of the node: `scripts/docker-build.sh`.
 #
-# 1. compiles the static binary: CGO_ENABLED=0 go build -trimpath ./cmd/node
+# 1. compiles the static binary: CGO_ENABLED=0 go build -trimpath -o sessionstore ./cmd/node
 # 2. runs `docker build` with the repository's Dockerfile on a temporary
 #    context that holds only that binary and an empty data/ directory.
 #
@@ -27,10 +27,10 @@ ctx=$(mktemp -d "${TMPDIR:-/tmp}/sessionstore-image.XXXXXX")
 trap 'rm -rf "$ctx"' EXIT INT TERM
 
 echo "docker-build: compiling $root/cmd/node (CGO_ENABLED=0, -trimpath${TAGS:+, tags $TAGS})"
-(cd "$root" && CGO_ENABLED=0 "$GO" build -trimpath -tags "$TAGS" -o "$ctx/node" ./cmd/node)
+(cd "$root" && CGO_ENABLED=0 "$GO" build -trimpath -tags "$TAGS" -o "$ctx/sessionstore" ./cmd/node)
 mkdir "$ctx/data" "$ctx/creds" "$ctx/creds/node1" "$ctx/creds/node2" "$ctx/creds/node3"
 cp "$root/Dockerfile" "$ctx/Dockerfile"
-echo "docker-build: binary $(wc -c <"$ctx/node" | tr -d ' ') bytes, sha256 $(sha256sum "$ctx/node" | cut -c1-16)"
+echo "docker-build: binary $(wc -c <"$ctx/sessionstore" | tr -d ' ') bytes, sha256 $(sha256sum "$ctx/sessionstore" | cut -c1-16)"
 
 before=$(docker image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null || true)
 echo "docker-build: docker build -t $IMAGE (context: the binary and an empty data/ only)"

@@ -18,7 +18,7 @@ import (
 	"github.com/sessionstore/sessionstore"
 )
 
-// A backup file (`node backup`, `node restore`) is three parts:
+// A backup file (`sessionstore backup`, `sessionstore restore`) is three parts:
 //
 //	{"format":"sessionstore-backup","version":1,"cluster_id":…,"applied_index":…,"term":…,
 //	 "time":…,"db_bytes":…,"node_id":…,"state_format":1}\n     header: one JSON line

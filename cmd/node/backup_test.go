@@ -433,7 +433,7 @@ func TestRestore_RefusesNonEmptyDirAndDamagedFiles(t *testing.T) {
 	// Also through the command line (exit status 1, nothing written).
 	var out, errb bytes.Buffer
 	if code := run(context.Background(), []string{"restore", file, "--data-dir", other}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "not empty") {
-		t.Fatalf("node restore into a non-empty dir: exit %d, stderr %q", code, errb.String())
+		t.Fatalf("sessionstore restore into a non-empty dir: exit %d, stderr %q", code, errb.String())
 	}
 
 	head := bytes.IndexByte(good, '\n') + 1

@@ -25,7 +25,7 @@ import (
 	"github.com/sessionstore/sessionstore/storage"
 )
 
-// backupConfig is `node backup` after flag parsing.
+// backupConfig is `sessionstore backup` after flag parsing.
 type backupConfig struct {
 	addr    string
 	dial    []grpc.DialOption
@@ -43,14 +43,14 @@ type backupResult struct {
 
 func backupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cfg backupConfig
-	fs := flag.NewFlagSet("node backup", flag.ContinueOnError)
+	fs := flag.NewFlagSet("sessionstore backup", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:7400", "gRPC address of any node of the cluster (a follower forwards to the leader)")
+	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:7400", "gRPC address of any node of the cluster (a follower forwards to the leader); a host without a port means port 7400")
 	fs.StringVar(&cfg.out, "out", "", "backup file to write (required; must not exist)")
 	fs.DurationVar(&cfg.timeout, "timeout", 0, "give up after this long (0: no limit)")
 	conn := addClientFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: node backup --out FILE [flags]
+		fmt.Fprint(fs.Output(), `Usage: sessionstore backup --out FILE [flags]
 
 Writes a consistent copy of the whole cluster's state (every session, event,
 request-id result, lease and plan-mode state) to FILE. The leader serves it
@@ -63,7 +63,7 @@ the state snapshot stream (the bbolt file through zstd, as in a Raft
 snapshot) and a JSON trailer line with the SHA-256 of the uncompressed
 database. It is written beside FILE under a temporary name, verified
 (decompressed and hashed) and renamed into place only when complete.
-Restore it into a new cluster with 'node restore FILE --data-dir DIR'.
+Restore it into a new cluster with 'sessionstore restore FILE --data-dir DIR'.
 
 Progress goes to stderr, the summary to stdout. Every flag can also be set
 as SESSIONSTORE_<FLAG> (e.g. SESSIONSTORE_ADDR); flags win.
@@ -76,7 +76,7 @@ Flags:
 		return err
 	}
 	if cfg.out == "" {
-		fmt.Fprintln(stderr, "node backup: --out is required")
+		fmt.Fprintln(stderr, "sessionstore backup: --out is required")
 		return errUsage
 	}
 	var err error
@@ -253,14 +253,14 @@ func (p *backupProgress) finish() {
 	fmt.Fprintln(p.out.w, p.line(time.Now()))
 }
 
-// restoreCmd is `node restore FILE --data-dir DIR`.
+// restoreCmd is `sessionstore restore FILE --data-dir DIR`.
 func restoreCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("node restore", flag.ContinueOnError)
+	fs := flag.NewFlagSet("sessionstore restore", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dataDir := fs.String("data-dir", "", "data directory to seed (required; absent or empty)")
-	nodeID := fs.String("node-id", "", "id the restored node will be served with (node ids are not stored in the data directory: this only completes the printed 'node serve' command)")
+	nodeID := fs.String("node-id", "", "id the restored node will be served with (node ids are not stored in the data directory: this only completes the printed 'sessionstore serve' command)")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: node restore FILE --data-dir DIR [--node-id ID]
+		fmt.Fprint(fs.Output(), `Usage: sessionstore restore FILE --data-dir DIR [--node-id ID]
 
 Seeds a NEW cluster from a backup file, offline. DIR must be absent or empty.
 The file's framing, size and SHA-256 are verified; the state database is
@@ -274,7 +274,7 @@ the leases (a restored cluster starts with no live owner; epochs are kept, so
 the next Prepare or Load repairs an open turn and fences the old owner).
 Sessions, events, request-id results and plan-mode state are kept as they are.
 
-Then start the node with 'node serve --data-dir DIR' (no --join): it has no
+Then start the node with 'sessionstore serve --data-dir DIR' (no --join): it has no
 Raft state, so it bootstraps a one-node cluster from the restored state and
 rebuilds every artifact. More nodes join it with empty data directories
 (--join, e.g. with --bootstrap-expect unset) and receive everything by Raft snapshot.
@@ -302,11 +302,11 @@ Flags:
 		}
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "node restore: unexpected arguments: %v\n", fs.Args())
+		fmt.Fprintf(stderr, "sessionstore restore: unexpected arguments: %v\n", fs.Args())
 		return errUsage
 	}
 	if file == "" || *dataDir == "" {
-		fmt.Fprintln(stderr, "node restore: give the backup FILE and --data-dir DIR")
+		fmt.Fprintln(stderr, "sessionstore restore: give the backup FILE and --data-dir DIR")
 		return errUsage
 	}
 	start := time.Now()
@@ -323,7 +323,7 @@ Flags:
 	fmt.Fprintf(tw, "reset\tcluster id, applied index/term, last-change indexes, leases\n")
 	fmt.Fprintf(tw, "time\t%s\n", time.Since(start).Round(time.Millisecond))
 	tw.Flush()
-	next := "node serve --data-dir " + *dataDir
+	next := "sessionstore serve --data-dir " + *dataDir
 	if *nodeID != "" {
 		next += " --node-id " + *nodeID
 	}

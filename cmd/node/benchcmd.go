@@ -61,9 +61,9 @@ type benchStats struct {
 
 func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cfg benchConfig
-	fs := flag.NewFlagSet("node bench", flag.ContinueOnError)
+	fs := flag.NewFlagSet("sessionstore bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:7400", "gRPC address of the node to measure, or a comma-separated list of nodes (writer i uses address i mod n)")
+	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:7400", "gRPC address of the node to measure, or a comma-separated list of nodes (writer i uses address i mod n); a host without a port means port 7400")
 	fs.StringVar(&cfg.writers, "writers", "1,16,64", "comma-separated writer counts, one level each; every writer owns one session")
 	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "measured time per level")
 	fs.DurationVar(&cfg.warmup, "warmup", time.Second, "unmeasured warm-up before each level")
@@ -78,7 +78,7 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&cfg.serverPIDs, "server-pids", "", "with --replay: comma-separated PIDs of the server processes (this machine) whose CPU per event to report from /proc")
 	conn := addClientFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: node bench [flags]
+		fmt.Fprint(fs.Output(), `Usage: sessionstore bench [flags]
 
 Measures a running node, closed loop, with its shipped durability: each writer
 appends one event per Append to its own session and waits for the answer.
@@ -124,7 +124,7 @@ Flags:
 		}
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "node bench: %v\n", err)
+		fmt.Fprintf(stderr, "sessionstore bench: %v\n", err)
 		return errUsage
 	}
 	if cfg.dial, err = conn.dialOptions(); err != nil {
@@ -205,7 +205,7 @@ Flags:
 	if n := len(cfg.addrs); n > 1 {
 		spread = fmt.Sprintf(" (writer i uses address i mod %d; set-up and KeepAlive use %s)", n, cfg.addrs[0])
 	}
-	fmt.Fprintf(stdout, "node bench: %s%s, one %d-byte event per Append, closed loop, %v per level after %v warm-up\n",
+	fmt.Fprintf(stdout, "sessionstore bench: %s%s, one %d-byte event per Append, closed loop, %v per level after %v warm-up\n",
 		cfg.addr, spread, cfg.eventBytes, cfg.duration, cfg.warmup)
 	if f := out.Fsync; f != nil {
 		fmt.Fprintf(stdout, "fsync probe (1 KiB append + fsync, serial, %s, run before the append levels): %.0f ops/s, p50 %.2f ms, p99 %.2f ms\n",

@@ -1,6 +1,6 @@
 package main
 
-// `node bench --replay DIR`: agents replay recorded session logs (the
+// `sessionstore bench --replay DIR`: agents replay recorded session logs (the
 // reference harness's own JSONL files) with write-behind batching, the
 // traffic an agent host produces, instead of one synthetic event per Append.
 
@@ -540,7 +540,7 @@ func (b *bencher) replayMain(ctx context.Context, stdout, stderr io.Writer) erro
 	if n := len(b.cfg.addrs); n > 1 {
 		spread = fmt.Sprintf(" (agent i uses address i mod %d)", n)
 	}
-	fmt.Fprintf(stdout, "node bench --replay %s: %s%s, closed loop, %v per level after %v warm-up\n",
+	fmt.Fprintf(stdout, "sessionstore bench --replay %s: %s%s, closed loop, %v per level after %v warm-up\n",
 		b.cfg.replay, b.cfg.addr, spread, b.cfg.duration, b.cfg.warmup)
 	fmt.Fprintf(stdout, "sessions (round robin, fresh id per replay, one Append per turn/step boundary): %s\n", strings.Join(desc, "; "))
 	cpuNote := "server cpu: --server-pids not given"

@@ -16,7 +16,7 @@ import (
 	"github.com/sessionstore/sessionstore/internal/tlsconf"
 )
 
-// certsConfig is `node certs` after flag parsing.
+// certsConfig is `sessionstore certs` after flag parsing.
 type certsConfig struct {
 	out            string
 	nodes, clients []string
@@ -28,7 +28,7 @@ type certsConfig struct {
 	nodeDirs       bool // also <out>/<node>/ with only that node's files
 }
 
-// certsCmd is `node certs`: a private CA, node and client certificates and a
+// certsCmd is `sessionstore certs`: a private CA, node and client certificates and a
 // gossip key, written as PEM files for --tls-* and --gossip-key-file.
 func certsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg, err := parseCertsFlags(args, stderr)
@@ -41,7 +41,7 @@ func certsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 func parseCertsFlags(args []string, stderr io.Writer) (certsConfig, error) {
 	var cfg certsConfig
 	var nodes, clients, hosts string
-	fs := flag.NewFlagSet("node certs", flag.ContinueOnError)
+	fs := flag.NewFlagSet("sessionstore certs", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.out, "out", "", "directory to write into (created if absent; required)")
 	fs.StringVar(&nodes, "nodes", "", "comma-separated node names (their --node-id / advertised host): one node certificate each")
@@ -54,9 +54,9 @@ func parseCertsFlags(args []string, stderr io.Writer) (certsConfig, error) {
 	fs.BoolVar(&cfg.nodeDirs, "node-dirs", false, "also copy into <out>/<node>/ what that node needs and nothing else: node.pem, node-key.pem, ca.pem, gossip.key, cluster.key (one directory to mount per node)")
 	fs.BoolVar(&cfg.keysOnly, "keys-only", false, "write only gossip.key and cluster.key (node-to-node authentication without TLS); no CA, no certificates")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: node certs --out DIR --nodes node1,node2,node3 [--hosts H1,H2] [--clients admin,alice] [flags]
+		fmt.Fprint(fs.Output(), `Usage: sessionstore certs --out DIR --nodes node1,node2,node3 [--hosts H1,H2] [--clients admin,alice] [flags]
 
-Writes what 'node serve --tls-cert/--tls-key/--tls-ca --gossip-key-file' and
+Writes what 'sessionstore serve --tls-cert/--tls-key/--tls-ca --gossip-key-file' and
 the clients' --tls-* flags need, as PEM files (ECDSA P-256):
 
   ca.pem, ca-key.pem              a private CA (the key 0600: keep it off the
@@ -87,7 +87,7 @@ Flags:
 		return cfg, err
 	}
 	usage := func(format string, a ...any) (certsConfig, error) {
-		fmt.Fprintf(stderr, "node certs: "+format+"\n", a...)
+		fmt.Fprintf(stderr, "sessionstore certs: "+format+"\n", a...)
 		return cfg, errUsage
 	}
 	cfg.nodes, cfg.clients, cfg.hosts = splitList(nodes), splitList(clients), splitList(hosts)

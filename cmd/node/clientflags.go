@@ -3,6 +3,8 @@ package main
 import (
 	"flag"
 	"fmt"
+	"net"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -53,4 +55,42 @@ func (f *clientFlags) dialOptions() ([]grpc.DialOption, error) {
 		opts = append(opts, grpc.WithPerRPCCredentials(client.BearerToken(f.token)))
 	}
 	return opts, nil
+}
+
+// defaultAPIPort is the port of a node's gRPC API (serve --grpc-addr's).
+const defaultAPIPort = "7400"
+
+// withDefaultPort gives each comma-separated address of an --addr value
+// without a port the API's default port: gRPC would otherwise dial
+// "localhost" at :443. Targets with a scheme (dns:///h:p, unix:/path) are
+// left as they are.
+func withDefaultPort(addrs string) string {
+	parts := strings.Split(addrs, ",")
+	for i, a := range parts {
+		a = strings.TrimSpace(a)
+		parts[i] = a
+		if a == "" || strings.Contains(a, "/") {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(a); err == nil {
+			continue
+		}
+		host := strings.TrimSuffix(strings.TrimPrefix(a, "["), "]")
+		if strings.Count(a, ":") == 1 && !strings.HasPrefix(a, "[") {
+			continue // "host:" and the like: let the dial say what is wrong
+		}
+		parts[i] = net.JoinHostPort(host, defaultAPIPort)
+	}
+	return strings.Join(parts, ",")
+}
+
+// defaultAddrPort applies withDefaultPort to fs's --addr, if it has one,
+// after flags and environment are parsed: every client subcommand gets it
+// without each one remembering to.
+func defaultAddrPort(fs *flag.FlagSet) {
+	if f := fs.Lookup("addr"); f != nil {
+		if v := f.Value.String(); v != "" {
+			_ = f.Value.Set(withDefaultPort(v))
+		}
+	}
 }

@@ -520,7 +520,7 @@ func TestCluster_LeasesAndWatchAcrossLeaderChange(t *testing.T) {
 	}
 }
 
-// node leave (the Cluster service's Leave) takes a node out of the Raft
+// sessionstore leave (the Cluster service's Leave) takes a node out of the Raft
 // configuration for good: the leader removes it and does not add it back.
 func TestCluster_LeaveRemovesTheNode(t *testing.T) {
 	if testing.Short() {

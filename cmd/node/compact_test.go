@@ -10,7 +10,7 @@ import (
 	pb "github.com/sessionstore/sessionstore/api/sessionpb"
 )
 
-// `node compact` refuses a running node's data directory; on a stopped node it
+// `sessionstore compact` refuses a running node's data directory; on a stopped node it
 // rewrites state.db and raft/raft.db, and the node starts on them with every
 // event and artifact as before.
 func TestCompactCmd_OfflineOnly(t *testing.T) {
@@ -63,7 +63,7 @@ func TestCompactCmd_OfflineOnly(t *testing.T) {
 	}
 }
 
-// After deletes, `node compact` gives the space back: the state database
+// After deletes, `sessionstore compact` gives the space back: the state database
 // shrinks and what was kept is intact.
 func TestCompactCmd_ShrinksAfterDeletes(t *testing.T) {
 	n := startTestNode(t, "")

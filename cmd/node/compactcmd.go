@@ -13,7 +13,7 @@ import (
 	"github.com/sessionstore/sessionstore/storage"
 )
 
-const compactHelp = `Usage: node compact --data-dir DIR [--raft-store=true]
+const compactHelp = `Usage: sessionstore compact --data-dir DIR [--raft-store=true]
 
 OFFLINE compaction of a stopped node's bbolt files (a data directory in use is
 refused; there is no online mode yet: stop the node, compact, start it again,
@@ -40,9 +40,9 @@ Every flag can also be set as SESSIONSTORE_<FLAG>; flags win.
 Flags:
 `
 
-// compactCmd is `node compact`: offline bbolt compaction of a stopped node's files.
+// compactCmd is `sessionstore compact`: offline bbolt compaction of a stopped node's files.
 func compactCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("node compact", flag.ContinueOnError)
+	fs := flag.NewFlagSet("sessionstore compact", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dataDir := fs.String("data-dir", cluster.DefaultConfig().DataDir, "data directory of the stopped node")
 	raftStore := fs.Bool("raft-store", true, "also compact raft/raft.db")
@@ -51,6 +51,9 @@ func compactCmd(_ context.Context, args []string, stdout, stderr io.Writer) erro
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := refuseIfRunning(*dataDir); err != nil {
 		return err
 	}
 	files := []struct {

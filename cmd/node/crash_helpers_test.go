@@ -95,7 +95,7 @@ func crBinary(t *testing.T) string {
 			crBuild.err = err
 			return
 		}
-		bin := filepath.Join(dir, "node")
+		bin := filepath.Join(dir, "sessionstore")
 		cmd := exec.Command("go", "build", "-o", bin, ".")
 		out, err := cmd.CombinedOutput()
 		if err != nil {

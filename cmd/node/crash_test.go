@@ -523,7 +523,7 @@ func TestCrash_DamagedStatePagesAreMovedAsideAndRebuilt(t *testing.T) {
 // its applied index above the log's last index (new entries at that index were
 // then skipped by the state machine, and a node joining later replayed a log
 // without the entry). Now the start is refused with a message naming the
-// record and the repair command, changing nothing; `node repair` rebuilds the
+// record and the repair command, changing nothing; `sessionstore repair` rebuilds the
 // log's end from the state, and the node serves every acknowledged event and
 // applies new writes. The same holds for a log whose final record is gone
 // (cut at the record boundary, as 2f2e872 left a log after such a flip).
@@ -588,7 +588,7 @@ func TestCrash_DamagedLastWALRecordIsRefusedAndRepaired(t *testing.T) {
 		if r.err == nil {
 			t.Errorf("%s: the refused start exited with status 0", tc.name)
 		}
-		for _, w := range []string{"refusing to start", want, "node repair --data-dir " + dir} {
+		for _, w := range []string{"refusing to start", want, "sessionstore repair --data-dir " + dir} {
 			if !strings.Contains(n.Log(), w) {
 				t.Errorf("%s: the refused start's output does not say %q:\n%s", tc.name, w, n.Log())
 			}
@@ -600,20 +600,20 @@ func TestCrash_DamagedLastWALRecordIsRefusedAndRepaired(t *testing.T) {
 			t.FailNow()
 		}
 
-		// node repair, then the node serves everything and takes new writes.
+		// sessionstore repair, then the node serves everything and takes new writes.
 		out, err := exec.Command(bin, "repair", "--data-dir", dir).CombinedOutput()
 		if err != nil {
-			t.Fatalf("%s: node repair: %v\n%s", tc.name, err, out)
+			t.Fatalf("%s: sessionstore repair: %v\n%s", tc.name, err, out)
 		}
-		t.Logf("%s: node repair:\n%s", tc.name, out)
+		t.Logf("%s: sessionstore repair:\n%s", tc.name, out)
 		if aside, _ := filepath.Glob(seg + ".damaged-*"); ci == 0 && len(aside) != 1 {
-			t.Errorf("%s: node repair kept no copy of the damaged segment: %v", tc.name, aside)
+			t.Errorf("%s: sessionstore repair kept no copy of the damaged segment: %v", tc.name, aside)
 		}
 		n.Start()
 		n.WaitReady(c)
-		crCheckStored(t, c, ss, true, tc.name+", after node repair")
+		crCheckStored(t, c, ss, true, tc.name+", after sessionstore repair")
 		crWriteLoad(t, c, ss, 10, seed+100+uint64(ci))
-		total := crCheckStored(t, c, ss, true, tc.name+", after node repair and new writes")
+		total := crCheckStored(t, c, ss, true, tc.name+", after sessionstore repair and new writes")
 		if _, events := crSumStats(ss); total != events {
 			t.Errorf("%s: after the repair: %d events stored, %d acknowledged", tc.name, total, events)
 		}
@@ -646,15 +646,15 @@ func TestCrash_DamagedLastWALRecordIsRefusedAndRepaired(t *testing.T) {
 	}
 	crCheckStored(t, c, ss, true, "after a torn tail")
 
-	// On an undamaged node, node repair changes nothing.
+	// On an undamaged node, sessionstore repair changes nothing.
 	n.Term()
 	segsBefore, _ := filepath.Glob(filepath.Join(dir, "raft", "wal", "*"))
 	out, err := exec.Command(bin, "repair", "--data-dir", dir).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "nothing to repair") {
-		t.Errorf("node repair on an undamaged node: %v\n%s", err, out)
+		t.Errorf("sessionstore repair on an undamaged node: %v\n%s", err, out)
 	}
 	if segsAfter, _ := filepath.Glob(filepath.Join(dir, "raft", "wal", "*")); !slices.Equal(segsBefore, segsAfter) {
-		t.Errorf("node repair on an undamaged node changed raft/wal: %v -> %v", segsBefore, segsAfter)
+		t.Errorf("sessionstore repair on an undamaged node changed raft/wal: %v -> %v", segsBefore, segsAfter)
 	}
 	n.Start()
 	n.WaitReady(c)

@@ -185,7 +185,7 @@ func TestDelete_RegistrationsExpire(t *testing.T) {
 	}
 }
 
-// Retention: `node retention` lists what the policies expire, and --apply
+// Retention: `sessionstore retention` lists what the policies expire, and --apply
 // deletes exactly those (leader time; the longest matching prefix decides).
 func TestRetention_DryRunThenApply(t *testing.T) {
 	t.Parallel()
@@ -210,7 +210,7 @@ func TestRetention_DryRunThenApply(t *testing.T) {
 	cli := func(args ...string) string {
 		var out, errb bytes.Buffer
 		if code := run(ctx, append([]string{"retention", "--addr", n.srv.grpcAddr}, args...), &out, &errb); code != 0 {
-			t.Fatalf("node retention %v: exit %d: %s", args, code, errb.String())
+			t.Fatalf("sessionstore retention %v: exit %d: %s", args, code, errb.String())
 		}
 		return out.String()
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/sessionstore/sessionstore/internal/units"
 )
 
-// exportConfig is `node export` after flag parsing.
+// exportConfig is `sessionstore export` after flag parsing.
 type exportConfig struct {
 	addr    string
 	dial    []grpc.DialOption // TLS and token (clientflags.go)
@@ -36,7 +36,7 @@ func (s *stringList) Set(v string) error {
 	return nil
 }
 
-// exportCmd is `node export`.
+// exportCmd is `sessionstore export`.
 func exportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg, err := parseExportFlags(args, stderr)
 	if err != nil {
@@ -50,9 +50,9 @@ func parseExportFlags(args []string, stderr io.Writer) (exportConfig, error) {
 	var cfg exportConfig
 	var sessions stringList
 	var since string
-	fs := flag.NewFlagSet("node export", flag.ContinueOnError)
+	fs := flag.NewFlagSet("sessionstore export", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:7400", "gRPC address of a node of the cluster to export")
+	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:7400", "gRPC address of a node of the cluster to export; a host without a port means port 7400")
 	fs.StringVar(&cfg.out, "out", "", "output: a directory (absent or empty), FILE.tar or FILE.tar.zst (required)")
 	fs.Var(&sessions, "session", "export only this session id (repeatable)")
 	fs.StringVar(&cfg.opts.CwdPrefix, "cwd", "", "export only sessions whose cwd starts with this prefix")
@@ -62,7 +62,7 @@ func parseExportFlags(args []string, stderr io.Writer) (exportConfig, error) {
 	fs.DurationVar(&cfg.timeout, "timeout", 0, "give up after this long (0: no limit)")
 	conn := addClientFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: node export --out DIR|FILE.tar|FILE.tar.zst [flags]
+		fmt.Fprint(fs.Output(), `Usage: sessionstore export --out DIR|FILE.tar|FILE.tar.zst [flags]
 
 Exports the cluster's sessions as a reference JSONL root: the reference
 harness's own layout (<projectKey(cwd)>|_no-cwd/<encodeSegment(id)>/session.jsonl.zstd,
@@ -96,7 +96,7 @@ Flags:
 		return cfg, err
 	}
 	usage := func(format string, a ...any) (exportConfig, error) {
-		fmt.Fprintf(stderr, "node export: "+format+"\n", a...)
+		fmt.Fprintf(stderr, "sessionstore export: "+format+"\n", a...)
 		return cfg, errUsage
 	}
 	cfg.opts.Sessions = sessions

@@ -1,6 +1,6 @@
 package main
 
-// Tests of `node export` and `node import` (issue 6) against real nodes.
+// Tests of `sessionstore export` and `sessionstore import` (issue 6) against real nodes.
 // Every top-level helper starts with "ei".
 
 import (
@@ -199,7 +199,7 @@ func eiHeader(h *sessionpb.SessionHeader) sessionstore.Header {
 	return out
 }
 
-// eiExport runs `node export` against n with args (parsed as the command
+// eiExport runs `sessionstore export` against n with args (parsed as the command
 // parses them) after adjust, and fails the test on error.
 func eiExport(t *testing.T, n *testNode, adjust func(*exportConfig), args ...string) (*archive.ExportResult, string) {
 	t.Helper()
@@ -218,7 +218,7 @@ func eiExport(t *testing.T, n *testNode, adjust func(*exportConfig), args ...str
 	return res, stdout.String()
 }
 
-// eiImport runs `node import` into n; the source goes before the flags
+// eiImport runs `sessionstore import` into n; the source goes before the flags
 // (flags may follow the positional SOURCE).
 func eiImport(t *testing.T, ctx context.Context, n *testNode, source string, adjust func(*importConfig), args ...string) (*archive.ImportSummary, string, error) {
 	t.Helper()
@@ -1055,7 +1055,7 @@ func TestExportImport_Usage(t *testing.T) {
 		{[]string{"import"}, 2, "want exactly one SOURCE"},
 		{[]string{"import", "a", "b"}, 2, "want exactly one SOURCE"},
 		{[]string{"import", "--on-conflict", "merge", "a"}, 2, "--on-conflict must be skip or fail"},
-		{[]string{"import", "--help"}, 0, "Usage: node import"},
+		{[]string{"import", "--help"}, 0, "Usage: sessionstore import"},
 		{[]string{"import", "--dry-run", "/nonexistent/root"}, 1, "no such file"},
 	} {
 		var stdout, stderr bytes.Buffer

@@ -16,7 +16,7 @@ import (
 	"github.com/sessionstore/sessionstore/internal/units"
 )
 
-// importConfig is `node import` after flag parsing.
+// importConfig is `sessionstore import` after flag parsing.
 type importConfig struct {
 	addr    string
 	dial    []grpc.DialOption // TLS and token (clientflags.go)
@@ -25,7 +25,7 @@ type importConfig struct {
 	opts    archive.ImportOptions
 }
 
-// importCmd is `node import`.
+// importCmd is `sessionstore import`.
 func importCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg, err := parseImportFlags(args, stderr)
 	if err != nil {
@@ -37,9 +37,9 @@ func importCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 func parseImportFlags(args []string, stderr io.Writer) (importConfig, error) {
 	var cfg importConfig
-	fs := flag.NewFlagSet("node import", flag.ContinueOnError)
+	fs := flag.NewFlagSet("sessionstore import", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:7400", "gRPC address of a node of the cluster to import into")
+	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:7400", "gRPC address of a node of the cluster to import into; a host without a port means port 7400")
 	fs.StringVar(&cfg.opts.OnConflict, "on-conflict", archive.OnConflictSkip, "a session that exists with different content: skip (report it and go on) or fail (stop, exit status 1)")
 	fs.BoolVar(&cfg.opts.DryRun, "dry-run", false, "read and validate every session; write nothing (the node is not contacted)")
 	fs.IntVar(&cfg.opts.Parallel, "parallel", 4, "sessions imported at once")
@@ -49,12 +49,12 @@ func parseImportFlags(args []string, stderr io.Writer) (importConfig, error) {
 	fs.DurationVar(&cfg.timeout, "timeout", 0, "give up after this long (0: no limit)")
 	conn := addClientFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: node import [flags] SOURCE
+		fmt.Fprint(fs.Output(), `Usage: sessionstore import [flags] SOURCE
 
 Imports sessions through the API. SOURCE is a reference JSONL root (the
 reference harness's directory, either compression, packed chunk rows expanded,
 torn tails dropped as the reference drops them) or an archive written by
-'node export' (FILE.tar or FILE.tar.zst, recognised by content; its manifest is
+'sessionstore export' (FILE.tar or FILE.tar.zst, recognised by content; its manifest is
 checked against every session).
 
 Each session is validated completely (header and every event) before anything
@@ -82,7 +82,7 @@ Flags:
 		return cfg, err
 	}
 	usage := func(format string, a ...any) (importConfig, error) {
-		fmt.Fprintf(stderr, "node import: "+format+"\n", a...)
+		fmt.Fprintf(stderr, "sessionstore import: "+format+"\n", a...)
 		return cfg, errUsage
 	}
 	switch {

@@ -1,4 +1,6 @@
-// Command node is the session store's one binary: `node serve` runs a node,
+// Command sessionstore is the session store's one binary, built from this
+// directory with `go build -o sessionstore ./cmd/node` (the name keeps it apart
+// from Node.js's `node` on the hosts that run agents): `sessionstore serve` runs a node,
 // the other subcommands talk to a running node over gRPC.
 package main
 

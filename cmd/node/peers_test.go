@@ -26,7 +26,7 @@ import (
 	"github.com/sessionstore/sessionstore/internal/tlsconf"
 )
 
-// peClusterKey writes a new cluster key file (as 'node certs --keys-only'
+// peClusterKey writes a new cluster key file (as 'sessionstore certs --keys-only'
 // does) and returns its path.
 func peClusterKey(t testing.TB) string {
 	t.Helper()
@@ -206,7 +206,7 @@ func TestProcCluster_GossipKeyWithoutRaftCredential(t *testing.T) {
 	keys := t.TempDir()
 	var out strings.Builder
 	if err := certsCmd(context.Background(), []string{"--out", keys, "--keys-only"}, &out, &out); err != nil {
-		t.Fatalf("node certs --keys-only: %v\n%s", err, out.String())
+		t.Fatalf("sessionstore certs --keys-only: %v\n%s", err, out.String())
 	}
 	gossipKey, clusterKey := filepath.Join(keys, "gossip.key"), filepath.Join(keys, "cluster.key")
 	nodes := pcNewCluster(t, bin, 3)
@@ -348,7 +348,7 @@ func TestProcCluster_TurnOnPeerAuthentication(t *testing.T) {
 	keys := t.TempDir()
 	var out strings.Builder
 	if err := certsCmd(context.Background(), []string{"--out", keys, "--keys-only"}, &out, &out); err != nil {
-		t.Fatalf("node certs --keys-only: %v\n%s", err, out.String())
+		t.Fatalf("sessionstore certs --keys-only: %v\n%s", err, out.String())
 	}
 	withKeys := []string{"--gossip-key-file", filepath.Join(keys, "gossip.key"), "--cluster-key-file", filepath.Join(keys, "cluster.key")}
 	nodes := pcNewCluster(t, bin, 3)

@@ -21,12 +21,12 @@ func rcRaftAddr(n *clNode) string {
 	return c.Cluster.RaftAddr
 }
 
-// rcRun runs `node recover` (or any subcommand) in-process.
+// rcRun runs `sessionstore recover` (or any subcommand) in-process.
 func rcRun(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	code = run(context.Background(), args, &out, &errb)
-	t.Logf("node %s -> exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, out.String(), errb.String())
+	t.Logf("sessionstore %s -> exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, out.String(), errb.String())
 	return code, out.String(), errb.String()
 }
 
@@ -47,7 +47,7 @@ func rcVoters(t *testing.T, n *testNode) []raft.Server {
 }
 
 // Quorum loss: two of three nodes are destroyed (stopped, data deleted); the
-// survivor cannot elect a leader. `node recover` with only the survivor in
+// survivor cannot elect a leader. `sessionstore recover` with only the survivor in
 // --peers makes it a one-voter cluster that serves every event committed on
 // it, byte for byte, and takes new writes.
 func TestRecover_SurvivorOfQuorumLossServesAgain(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 // recoverStdin answers recover's confirmation prompt (a variable for tests).
 var recoverStdin io.Reader = os.Stdin
 
-const recoverHelp = `Usage: node recover --data-dir DIR --peers ID=RAFTADDR[,ID=RAFTADDR...] [--yes]
+const recoverHelp = `Usage: sessionstore recover --data-dir DIR --peers ID=RAFTADDR[,ID=RAFTADDR...] [--yes]
 
 OFFLINE quorum-loss recovery. The node must be stopped: a data directory in
 use is refused. Rewrites the Raft configuration stored in DIR so that the
@@ -53,9 +53,9 @@ Every flag can also be set as SESSIONSTORE_<FLAG>; flags win.
 Flags:
 `
 
-// recoverCmd is `node recover`: raft.RecoverCluster on a stopped node's data directory.
+// recoverCmd is `sessionstore recover`: raft.RecoverCluster on a stopped node's data directory.
 func recoverCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("node recover", flag.ContinueOnError)
+	fs := flag.NewFlagSet("sessionstore recover", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dataDir := fs.String("data-dir", cluster.DefaultConfig().DataDir, "data directory of the stopped node to recover")
 	peers := fs.String("peers", "", "the new configuration: comma-separated ID=RAFT_ADDRESS of the servers that remain (all voters)")
@@ -70,7 +70,7 @@ func recoverCmd(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	servers, err := parsePeers(*peers)
 	if err != nil {
-		fmt.Fprintf(stderr, "node recover: --peers: %v\n", err)
+		fmt.Fprintf(stderr, "sessionstore recover: --peers: %v\n", err)
 		return errUsage
 	}
 	if *nodeID != "" {
@@ -79,9 +79,12 @@ func recoverCmd(_ context.Context, args []string, stdout, stderr io.Writer) erro
 			found = found || string(s.ID) == *nodeID
 		}
 		if !found {
-			fmt.Fprintf(stderr, "node recover: --node-id %q is not among --peers: the node would not be a voter of its own cluster\n", *nodeID)
+			fmt.Fprintf(stderr, "sessionstore recover: --node-id %q is not among --peers: the node would not be a voter of its own cluster\n", *nodeID)
 			return errUsage
 		}
+	}
+	if err := refuseIfRunning(*dataDir); err != nil {
+		return err
 	}
 	cfg := cluster.DefaultConfig()
 	cfg.DataDir, cfg.NodeID = *dataDir, *nodeID

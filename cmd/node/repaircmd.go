@@ -10,7 +10,7 @@ import (
 	"github.com/sessionstore/sessionstore/cluster"
 )
 
-const repairHelp = `Usage: node repair --data-dir DIR
+const repairHelp = `Usage: sessionstore repair --data-dir DIR
 
 OFFLINE repair of a node that refuses to start because its Raft log lost
 entries it had already applied or snapshotted ("the Raft log lost committed
@@ -25,15 +25,15 @@ log, entirely covered by it, is emptied. The node keeps its last index and
 term, so it votes as before, and the leader sends it what follows. Nothing
 acknowledged is lost. What it cannot rebuild is a membership change that was
 only in the lost record: it prints the configuration the node keeps; compare it
-with 'node status' against another node. A node whose log already covers its
+with 'sessionstore status' against another node. A node whose log already covers its
 state is left as it is.
 
 Flags:
 `
 
-// repairCmd is `node repair`: cluster.Repair on a stopped node's data directory.
+// repairCmd is `sessionstore repair`: cluster.Repair on a stopped node's data directory.
 func repairCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("node repair", flag.ContinueOnError)
+	fs := flag.NewFlagSet("sessionstore repair", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dataDir := fs.String("data-dir", cluster.DefaultConfig().DataDir, "data directory of the stopped node to repair")
 	fs.Usage = func() {
@@ -41,6 +41,9 @@ func repairCmd(_ context.Context, args []string, stdout, stderr io.Writer) error
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := refuseIfRunning(*dataDir); err != nil {
 		return err
 	}
 	cfg := cluster.DefaultConfig()

@@ -10,19 +10,19 @@ import (
 	"github.com/sessionstore/sessionstore/api/client"
 )
 
-// retentionCmd is `node retention`: list (default) or delete what the
+// retentionCmd is `sessionstore retention`: list (default) or delete what the
 // cluster's retention policies expire now.
 func retentionCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("node retention", flag.ContinueOnError)
+	fs := flag.NewFlagSet("sessionstore retention", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("addr", "127.0.0.1:7400", "gRPC address of any node")
+	addr := fs.String("addr", "127.0.0.1:7400", "gRPC address of any node; a host without a port means port 7400")
 	apply := fs.Bool("apply", false, "delete the expired sessions (default: only list them)")
 	timeout := fs.Duration("timeout", 60*time.Second, "give up waiting after this long")
 	conn := addClientFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: node retention [--apply] [flags]
+		fmt.Fprint(fs.Output(), `Usage: sessionstore retention [--apply] [flags]
 
-Lists the sessions the leader's retention policies (node serve --retention)
+Lists the sessions the leader's retention policies (sessionstore serve --retention)
 expire now: materialised sessions whose last append is older than the max age
 of the policy with the longest cwd prefix matching their cwd. With --apply the
 leader deletes them through Raft (the same rule, at the leader's time; a

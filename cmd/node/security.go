@@ -14,7 +14,7 @@ import (
 	"github.com/sessionstore/sessionstore/cluster"
 )
 
-// authConfig is the authentication and per-principal rate part of `node serve`.
+// authConfig is the authentication and per-principal rate part of `sessionstore serve`.
 type authConfig struct {
 	TokenFile string
 	Rate      float64
@@ -28,24 +28,32 @@ func authFlags(cfg *authConfig, fs *flag.FlagSet) {
 }
 
 // reloadOnHangup re-reads the token file on every SIGHUP until ctx ends; a
-// file that fails to parse leaves the previous one in force.
-func (s *server) reloadOnHangup(ctx context.Context) {
-	if !s.auth.Enabled() {
-		return
-	}
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, syscall.SIGHUP)
+// file that fails to parse leaves the previous one in force. SIGHUP is
+// caught even without a token file: its default action would stop the node
+// that `sessionstore reload` only meant to reload. hup is from
+// catchHangup, called before the PID is published.
+func (s *server) reloadOnHangup(ctx context.Context, hup <-chan os.Signal) {
 	go func() {
-		defer signal.Stop(ch)
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-ch:
+			case <-hup:
+				if !s.auth.Enabled() {
+					s.logger.Info("SIGHUP: nothing to reload (no --auth-token-file)")
+					continue
+				}
 				s.reloadAuth()
 			}
 		}
 	}()
+}
+
+// catchHangup starts catching SIGHUP; reloadOnHangup handles what arrives.
+func catchHangup() chan os.Signal {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGHUP)
+	return ch
 }
 
 func (s *server) reloadAuth() {
@@ -71,7 +79,7 @@ func limitFlags(c *cluster.Config, fs *flag.FlagSet) {
 	fs.Int64Var(&c.MaxSessionsPerPrincipal, "max-sessions-per-principal", c.MaxSessionsPerPrincipal, "most sessions one principal may create (0: unlimited; a token-file entry's max_sessions= overrides it; without authentication every caller is the same principal)")
 	fs.Int64Var(&c.MinFreeBytes, "min-free-bytes", c.MinFreeBytes, "refuse writes (RESOURCE_EXHAUSTED / QUOTA_EXCEEDED) and fail /readyz while the data directory's filesystem has fewer bytes available (0: never refuse); reads keep working")
 	fs.DurationVar(&c.RegistrationTTL, "registration-ttl", c.RegistrationTTL, "delete a Create registration that got no event within this time (0: keep forever); swept by the leader every 5 minutes")
-	fs.Func("retention", "retention policies: comma-separated <cwd-prefix>=<max age since the last append>, * for every session (e.g. '*=2160h,/tmp/=24h'); the longest matching prefix decides; swept by the leader every --retention-sweep, listed by 'node retention'", func(v string) error {
+	fs.Func("retention", "retention policies: comma-separated <cwd-prefix>=<max age since the last append>, * for every session (e.g. '*=2160h,/tmp/=24h'); the longest matching prefix decides; swept by the leader every --retention-sweep, listed by 'sessionstore retention'", func(v string) error {
 		p, err := cluster.ParseRetention(v)
 		c.Retention = p
 		return err

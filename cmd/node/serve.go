@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"time"
@@ -28,7 +29,7 @@ import (
 	"github.com/sessionstore/sessionstore/internal/tlsconf"
 )
 
-// serveConfig is everything `node serve` needs.
+// serveConfig is everything `sessionstore serve` needs.
 type serveConfig struct {
 	Cluster         cluster.Config
 	GRPCAddr        string
@@ -105,13 +106,23 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	}
 }
 
+const serveHelp = `Usage: sessionstore serve [flags]
+
+Runs one node of the session store. Every flag can also be set as
+SESSIONSTORE_<FLAG> (e.g. SESSIONSTORE_DATA_DIR); flags win. While it runs,
+the node keeps its PID in <data-dir>/` + pidFileName + ` ('sessionstore reload'
+uses it to send SIGHUP).
+
+Flags:
+`
+
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg := defaultServeConfig()
-	fs := flag.NewFlagSet("node serve", flag.ContinueOnError)
+	fs := flag.NewFlagSet("sessionstore serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	serveFlags(&cfg, fs)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: node serve [flags]\n\nRuns one node of the session store. Every flag can also be set as\nSESSIONSTORE_<FLAG> (e.g. SESSIONSTORE_DATA_DIR); flags win.\n\nFlags:\n")
+		fmt.Fprint(fs.Output(), serveHelp)
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
@@ -121,13 +132,29 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	warnUnknownEnv(logger, fs, os.Environ())
+	if cfg.Cluster.DataDir == "" {
+		return errors.New("--data-dir must not be empty")
+	}
+	if err := os.MkdirAll(cfg.Cluster.DataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	// Before any store is opened: a second node on the directory is told
+	// who holds it instead of timing out on a store's lock.
+	hup := catchHangup()
+	defer signal.Stop(hup)
+	pid, err := lockPIDFile(cfg.Cluster.DataDir)
+	if err != nil {
+		return err
+	}
+	defer pid.release()
 	s, err := startServer(cfg, logger, stderr)
 	if err != nil {
 		return err
 	}
-	s.reloadOnHangup(ctx)
+	s.reloadOnHangup(ctx, hup)
 	logger.Info("serving", "grpc_addr", s.grpcAddr, "http_addr", s.httpAddr, "data_dir", cfg.Cluster.DataDir,
-		"node_id", cfg.Cluster.NodeID)
+		"node_id", cfg.Cluster.NodeID, "pid", os.Getpid())
 	<-ctx.Done()
 	logger.Info("shutting down")
 	return s.Close()

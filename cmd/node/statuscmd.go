@@ -18,16 +18,16 @@ import (
 	"github.com/sessionstore/sessionstore/api/sessionpb"
 )
 
-// statusCmd is `node status`: the node's view of the cluster, then the members.
+// statusCmd is `sessionstore status`: the node's view of the cluster, then the members.
 func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("node status", flag.ContinueOnError)
+	fs := flag.NewFlagSet("sessionstore status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("addr", "127.0.0.1:7400", "gRPC address of the node to ask")
+	addr := fs.String("addr", "127.0.0.1:7400", "gRPC address of the node to ask; a host without a port means port 7400")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
 	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long (retries of an unreachable node included)")
 	conn := addClientFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: node status [flags]
+		fmt.Fprint(fs.Output(), `Usage: sessionstore status [flags]
 
 Prints a running node's view of the cluster (its id and Raft state, the leader
 it knows, the cluster id, term, commit and applied indexes), then the members:
@@ -45,7 +45,7 @@ Flags:
 		return err
 	}
 	if *timeout <= 0 {
-		fmt.Fprintln(stderr, "node status: --timeout must be > 0")
+		fmt.Fprintln(stderr, "sessionstore status: --timeout must be > 0")
 		return errUsage
 	}
 	dial, err := conn.dialOptions()
@@ -85,21 +85,21 @@ Flags:
 	return err
 }
 
-// leaveCmd is `node leave`: the node at --addr leaves the cluster.
+// leaveCmd is `sessionstore leave`: the node at --addr leaves the cluster.
 func leaveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("node leave", flag.ContinueOnError)
+	fs := flag.NewFlagSet("sessionstore leave", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("addr", "127.0.0.1:7400", "gRPC address of the node that leaves")
+	addr := fs.String("addr", "127.0.0.1:7400", "gRPC address of the node that leaves; a host without a port means port 7400")
 	timeout := fs.Duration("timeout", 60*time.Second, "give up waiting after this long")
 	conn := addClientFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: node leave [flags]
+		fmt.Fprint(fs.Output(), `Usage: sessionstore leave [flags]
 
 Makes the node at --addr leave the cluster: it hands leadership over if it is
 the leader, is removed from the Raft configuration and leaves gossip. Run it
 before shutting a node down for good; the other nodes go on without it. The
 call is sent once and never retried: if its outcome is unknown, check with
-'node status' against another node before trying again.
+'sessionstore status' against another node before trying again.
 Every flag can also be set as SESSIONSTORE_<FLAG> (e.g. SESSIONSTORE_ADDR);
 flags win.
 
@@ -111,7 +111,7 @@ Flags:
 		return err
 	}
 	if *timeout <= 0 {
-		fmt.Fprintln(stderr, "node leave: --timeout must be > 0")
+		fmt.Fprintln(stderr, "sessionstore leave: --timeout must be > 0")
 		return errUsage
 	}
 	dial, err := conn.dialOptions()
@@ -138,7 +138,7 @@ Flags:
 	}
 	if err := c.Leave(ctx); err != nil {
 		if outcomeUnknown(err) {
-			fmt.Fprintf(stderr, "node leave: the outcome is unknown: %s may or may not have left; check with 'node status --addr <another node>'\n", who)
+			fmt.Fprintf(stderr, "sessionstore leave: the outcome is unknown: %s may or may not have left; check with 'sessionstore status --addr <another node>'\n", who)
 		}
 		return fmt.Errorf("%s did not confirm leaving: %w", who, err)
 	}
@@ -161,7 +161,7 @@ func outcomeUnknown(err error) bool {
 	return true
 }
 
-// renderStatus is the text of `node status`: the node's view, a blank line,
+// renderStatus is the text of `sessionstore status`: the node's view, a blank line,
 // then one table row per member sorted by id (members nil: the view only).
 func renderStatus(st *sessionpb.StatusResponse, members []*sessionpb.Member) string {
 	var b strings.Builder
@@ -203,7 +203,7 @@ func renderStatus(st *sessionpb.StatusResponse, members []*sessionpb.Member) str
 	return b.String()
 }
 
-// statusJSON is the --json form of `node status`, with the proto's field names
+// statusJSON is the --json form of `sessionstore status`, with the proto's field names
 // (numbers stay JSON numbers).
 func statusJSON(st *sessionpb.StatusResponse, members []*sessionpb.Member) any {
 	type node struct {

@@ -86,22 +86,22 @@ func TestStatusAndLeaveHelpAndUsage(t *testing.T) {
 	for _, cmd := range []string{"status", "leave"} {
 		var out, errOut bytes.Buffer
 		if code := run(context.Background(), []string{cmd, "--help"}, &out, &errOut); code != 0 {
-			t.Errorf("node %s --help: exit %d", cmd, code)
+			t.Errorf("sessionstore %s --help: exit %d", cmd, code)
 		}
-		if !strings.Contains(errOut.String(), "Usage: node "+cmd) || !strings.Contains(errOut.String(), "-addr") {
-			t.Errorf("node %s --help printed %q", cmd, errOut.String())
+		if !strings.Contains(errOut.String(), "Usage: sessionstore "+cmd) || !strings.Contains(errOut.String(), "-addr") {
+			t.Errorf("sessionstore %s --help printed %q", cmd, errOut.String())
 		}
 		for _, bad := range [][]string{{"--nope"}, {"extra"}, {"--timeout", "0s"}} {
 			out.Reset()
 			errOut.Reset()
 			if code := run(context.Background(), append([]string{cmd}, bad...), &out, &errOut); code != 2 {
-				t.Errorf("node %s %v: exit %d, want 2 (stderr %q)", cmd, bad, code, errOut.String())
+				t.Errorf("sessionstore %s %v: exit %d, want 2 (stderr %q)", cmd, bad, code, errOut.String())
 			}
 		}
 	}
 	var out, errOut bytes.Buffer
 	run(context.Background(), []string{"help"}, &out, &errOut)
-	for _, line := range []string{"node status [flags]", "node leave [flags]"} {
+	for _, line := range []string{"sessionstore status [flags]", "sessionstore leave [flags]"} {
 		if !strings.Contains(out.String(), line) {
 			t.Errorf("usage lacks %q", line)
 		}

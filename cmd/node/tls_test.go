@@ -62,13 +62,13 @@ type tlsNode struct {
 }
 
 // tlsCerts writes a CA, node certificates, client certificates and a gossip
-// key into a fresh directory with `node certs`' own code.
+// key into a fresh directory with `sessionstore certs`' own code.
 func tlsCerts(t *testing.T, nodes, clients []string) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "certs")
 	var out bytes.Buffer
 	if err := writeCerts(certsConfig{out: dir, nodes: nodes, clients: clients, days: 2, caDays: 3}, &out); err != nil {
-		t.Fatalf("node certs: %v\n%s", err, out.String())
+		t.Fatalf("sessionstore certs: %v\n%s", err, out.String())
 	}
 	return dir
 }
@@ -214,7 +214,7 @@ func tlsWriteAndReadEverywhere(t *testing.T, ctx context.Context, via *client.Cl
 	}
 }
 
-// A cluster whose nodes all run with certificates from `node certs` and an
+// A cluster whose nodes all run with certificates from `sessionstore certs` and an
 // encrypted gossip forms (Raft over mutual TLS), forwards a write from a
 // follower to the leader over mutual TLS, serves TLS clients that trust the
 // CA (with or without a client certificate, through the CLI's flags too),
@@ -337,27 +337,27 @@ func TestTLS_ClusterOverMutualTLS(t *testing.T) {
 			t.Fatal("n1 answered for the server name n2")
 		}
 	})
-	t.Run("node status with TLS flags", func(t *testing.T) {
+	t.Run("sessionstore status with TLS flags", func(t *testing.T) {
 		var out, errb bytes.Buffer
 		if code := run(ctx, []string{"status", "--addr", addr, "--tls-ca", ca}, &out, &errb); code != 0 {
-			t.Fatalf("node status --tls-ca: exit %d: %s", code, errb.String())
+			t.Fatalf("sessionstore status --tls-ca: exit %d: %s", code, errb.String())
 		}
 		for _, want := range []string{"n1", "n2", "n3", "Voter"} {
 			if !strings.Contains(out.String(), want) {
-				t.Fatalf("node status output lacks %q:\n%s", want, out.String())
+				t.Fatalf("sessionstore status output lacks %q:\n%s", want, out.String())
 			}
 		}
 		t.Setenv("SESSIONSTORE_TLS_CA", ca) // the env fallback of every flag
 		out.Reset()
 		if code := run(ctx, []string{"status", "--addr", addr, "--json"}, &out, &errb); code != 0 || !strings.Contains(out.String(), `"leader_id"`) {
-			t.Fatalf("node status with SESSIONSTORE_TLS_CA: exit %d: %s %s", code, out.String(), errb.String())
+			t.Fatalf("sessionstore status with SESSIONSTORE_TLS_CA: exit %d: %s %s", code, out.String(), errb.String())
 		}
 		t.Setenv("SESSIONSTORE_TLS_CA", "")
 		os.Unsetenv("SESSIONSTORE_TLS_CA")
 		out.Reset()
 		errb.Reset()
 		if code := run(ctx, []string{"status", "--addr", addr, "--timeout", "3s"}, &out, &errb); code != 1 {
-			t.Fatalf("node status without TLS against a TLS node: exit %d, want 1", code)
+			t.Fatalf("sessionstore status without TLS against a TLS node: exit %d, want 1", code)
 		}
 	})
 	t.Run("HTTPS", func(t *testing.T) {
@@ -390,7 +390,7 @@ func TestTLS_ClusterOverMutualTLS(t *testing.T) {
 	// node certificate, to remove it. (Only the removal is checked: that the
 	// leader may add a leaving node back before gossip reports it gone is a
 	// race of its own, with or without TLS.)
-	t.Run("node leave over TLS", func(t *testing.T) {
+	t.Run("sessionstore leave over TLS", func(t *testing.T) {
 		var leaving *tlsNode
 		for _, nd := range nodes {
 			if nd.srv.node.Raft().State() != raft.Leader {
@@ -400,10 +400,10 @@ func TestTLS_ClusterOverMutualTLS(t *testing.T) {
 		}
 		var out, errb bytes.Buffer
 		if code := run(ctx, []string{"leave", "--addr", leaving.srv.grpcAddr, "--tls-ca", ca}, &out, &errb); code != 0 {
-			t.Fatalf("node leave: exit %d: %s", code, errb.String())
+			t.Fatalf("sessionstore leave: exit %d: %s", code, errb.String())
 		}
 		if !strings.Contains(out.String(), leaving.id+" left the cluster") {
-			t.Fatalf("node leave printed %q", out.String())
+			t.Fatalf("sessionstore leave printed %q", out.String())
 		}
 		removed := false
 		for _, nd := range nodes {
@@ -511,7 +511,7 @@ func TestTLS_ForeignNodeCannotJoin(t *testing.T) {
 	}
 }
 
-// `node serve`'s TLS and gossip-key flags: what is accepted and what is
+// `sessionstore serve`'s TLS and gossip-key flags: what is accepted and what is
 // refused with which message.
 func TestTLS_ServeFlags(t *testing.T) {
 	dir := tlsCerts(t, []string{"n1"}, []string{"alice"})
@@ -567,7 +567,7 @@ func TestTLS_ServeFlags(t *testing.T) {
 		})
 	}
 
-	// The flags exist on `node serve` and read the environment.
+	// The flags exist on `sessionstore serve` and read the environment.
 	t.Setenv("SESSIONSTORE_GOSSIP_KEY", key32)
 	cfg := defaultServeConfig()
 	fs := newServeFlagSet(&cfg)
@@ -590,7 +590,7 @@ func TestTLS_ServeFlags(t *testing.T) {
 }
 
 func newServeFlagSet(cfg *serveConfig) *flag.FlagSet {
-	fs := flag.NewFlagSet("node serve", flag.ContinueOnError)
+	fs := flag.NewFlagSet("sessionstore serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	serveFlags(cfg, fs)
 	return fs
@@ -645,7 +645,7 @@ func cluster0(raftAddr, gossipAddr string) (c cluster.Config) {
 	return c
 }
 
-// `node certs`: the files, their modes and contents, no overwriting without
+// `sessionstore certs`: the files, their modes and contents, no overwriting without
 // --force, and a second run that reuses the CA to add a node.
 func TestTLS_CertsCommand(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "certs")
@@ -736,7 +736,7 @@ func TestTLS_CertsCommand(t *testing.T) {
 		}
 	}
 	errb.Reset()
-	if code := run(context.Background(), []string{"certs", "--help"}, io.Discard, &errb); code != 0 || !strings.Contains(errb.String(), "Usage: node certs") {
+	if code := run(context.Background(), []string{"certs", "--help"}, io.Discard, &errb); code != 0 || !strings.Contains(errb.String(), "Usage: sessionstore certs") {
 		t.Errorf("--help: exit %d: %s", code, errb.String())
 	}
 	// Only one half of a CA: refused.
@@ -801,7 +801,7 @@ func TestTLS_ClientFlags(t *testing.T) {
 		run(context.Background(), []string{cmd, "--help"}, io.Discard, &errb)
 		for _, f := range []string{"-tls-ca", "-tls-cert", "-tls-key", "-tls-server-name", "-token"} {
 			if !strings.Contains(errb.String(), f+" ") && !strings.Contains(errb.String(), f+"\n") {
-				t.Errorf("node %s --help lacks %s", cmd, f)
+				t.Errorf("sessionstore %s --help lacks %s", cmd, f)
 			}
 		}
 	}

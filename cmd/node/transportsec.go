@@ -19,7 +19,7 @@ import (
 	"github.com/sessionstore/sessionstore/internal/tlsconf"
 )
 
-// transportConfig is the transport-security part of `node serve`: TLS for the
+// transportConfig is the transport-security part of `sessionstore serve`: TLS for the
 // client API (gRPC and HTTP) and mutual TLS between nodes (Raft, forwarding),
 // and the gossip encryption key.
 type transportConfig struct {
@@ -58,13 +58,13 @@ func (f notFlag) Set(s string) error {
 func (f notFlag) IsBoolFlag() bool { return true }
 
 func transportFlags(cfg *transportConfig, fs *flag.FlagSet) {
-	fs.StringVar(&cfg.CertFile, "tls-cert", "", "this node's certificate (PEM, a node certificate from 'node certs'): TLS for gRPC and HTTP, mutual TLS for Raft and forwarding; needs --tls-key and --tls-ca")
+	fs.StringVar(&cfg.CertFile, "tls-cert", "", "this node's certificate (PEM, a node certificate from 'sessionstore certs'): TLS for gRPC and HTTP, mutual TLS for Raft and forwarding; needs --tls-key and --tls-ca")
 	fs.StringVar(&cfg.KeyFile, "tls-key", "", "private key of --tls-cert (PEM)")
 	fs.StringVar(&cfg.CAFile, "tls-ca", "", "CA (PEM) that every peer node's certificate and every client certificate must chain to")
 	fs.StringVar(&cfg.ClientAuth, "tls-client-auth", string(tlsconf.ClientAuthOptional), "client certificates on the API (gRPC and HTTP): optional (verified when presented) or require")
 	fs.StringVar(&cfg.GossipKey, "gossip-key", "", "encrypt gossip with this key: base64 of 16, 24 or 32 random bytes, the same on every node (prefer --gossip-key-file or SESSIONSTORE_GOSSIP_KEY: flags show in the process list)")
-	fs.StringVar(&cfg.GossipKeyFile, "gossip-key-file", "", "file holding the base64 gossip key (e.g. gossip.key from 'node certs')")
-	fs.StringVar(&cfg.ClusterKeyFile, "cluster-key-file", "", "file holding the base64 cluster key (e.g. cluster.key from 'node certs --keys-only'), the same on every node: every Raft connection proves it in its handshake, a peer without it gets no Raft RPC through")
+	fs.StringVar(&cfg.GossipKeyFile, "gossip-key-file", "", "file holding the base64 gossip key (e.g. gossip.key from 'sessionstore certs')")
+	fs.StringVar(&cfg.ClusterKeyFile, "cluster-key-file", "", "file holding the base64 cluster key (e.g. cluster.key from 'sessionstore certs --keys-only'), the same on every node: every Raft connection proves it in its handshake, a peer without it gets no Raft RPC through")
 	fs.BoolVar(&cfg.ClusterKeyOptional, "cluster-key-optional", false, "while turning --cluster-key-file on in a running cluster: also admit peers that have no key yet (counts as unauthenticated)")
 	fs.Var(notFlag{&cfg.GossipPlaintextIn}, "gossip-verify-incoming", "with a gossip key: refuse unencrypted gossip (false only while turning the key on in a running cluster; counts as unauthenticated)")
 	fs.Var(notFlag{&cfg.GossipPlaintextOut}, "gossip-verify-outgoing", "with a gossip key: encrypt outgoing gossip (false only while turning the key on in a running cluster; counts as unauthenticated)")
@@ -134,7 +134,7 @@ func loadTransportSecurity(cfg transportConfig) (*transportSecurity, error) {
 			return nil, fmt.Errorf("--cluster-key-file: %w", err)
 		}
 		if sec.clusterKey, err = tlsconf.ParseGossipKey(string(b)); err != nil {
-			return nil, fmt.Errorf("--cluster-key-file %s: want base64 of 16, 24 or 32 random bytes, as 'node certs --keys-only' writes (%v)", cfg.ClusterKeyFile, err)
+			return nil, fmt.Errorf("--cluster-key-file %s: want base64 of 16, 24 or 32 random bytes, as 'sessionstore certs --keys-only' writes (%v)", cfg.ClusterKeyFile, err)
 		}
 	} else if cfg.ClusterKeyOptional {
 		return nil, errors.New("--cluster-key-optional needs --cluster-key-file")

@@ -8,8 +8,8 @@ package main
 // that release (this file and upgradefixture_test.go copied in if it predates
 // them):
 //
-//	go build -o /tmp/node-old ./cmd/node
-//	UPGRADE_FIXTURE_BIN=/tmp/node-old UPGRADE_FIXTURE_COMMIT=$(git rev-parse --short HEAD) \
+//	go build -o /tmp/sessionstore-old ./cmd/node
+//	UPGRADE_FIXTURE_BIN=/tmp/sessionstore-old UPGRADE_FIXTURE_COMMIT=$(git rev-parse --short HEAD) \
 //	  go test -tags upgradefixture -run TestGenerateUpgradeFixture -count=1 ./cmd/node
 //
 // and add the release to ufReleases.

@@ -262,7 +262,7 @@ func TestUpgrade_BackupOfOlderRelease(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "restored")
 			out, err := exec.Command(bin, "restore", filepath.Join(r.Dir, ufBackupFile), "--data-dir", dir, "--node-id", "r1").CombinedOutput()
 			if err != nil {
-				t.Fatalf("node restore of %s's backup: %v\n%s", r.Commit, err, out)
+				t.Fatalf("sessionstore restore of %s's backup: %v\n%s", r.Commit, err, out)
 			}
 			n := crNewNode(t, bin, dir, "--node-id", "r1")
 			n.Start()
@@ -301,7 +301,7 @@ func ufOldBinary(t *testing.T, commit string) string {
 			ufOld.err = err
 			return
 		}
-		bin := filepath.Join(dir, "node-"+commit)
+		bin := filepath.Join(dir, "sessionstore-"+commit)
 		b := exec.Command("go", "build", "-o", bin, "./cmd/node")
 		b.Dir = src
 		if out, err := b.CombinedOutput(); err != nil {

@@ -1,4 +1,4 @@
-// Package benchload holds what the load generators (node bench,
+// Package benchload holds what the load generators (sessionstore bench,
 // scripts/vsetcd, scripts/scaling) write and how they summarise latency: the
 // prose-like event text and the nearest-rank percentile. One copy keeps
 // their figures comparable: the same bytes stored, the same percentile.
@@ -32,7 +32,7 @@ func Prose(n int) string {
 func Padding(eventBytes int) string { return Prose(eventBytes + 4096) }
 
 // Event is one single-line assistant/chunk text-delta event padded to
-// exactly size bytes (or its minimum size, if larger), the write node bench
+// exactly size bytes (or its minimum size, if larger), the write sessionstore bench
 // appends. pad comes from Padding(size) or is at least size+4096 bytes of
 // safe text.
 func Event(seq, timeMs int64, size int, pad string) string {

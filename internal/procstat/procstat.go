@@ -1,5 +1,5 @@
 // Package procstat reads what a process has spent so far from Linux's /proc:
-// CPU time (utime+stime) and bytes written to storage. node bench --replay
+// CPU time (utime+stime) and bytes written to storage. sessionstore bench --replay
 // and scripts/vsetcd report their servers' CPU and disk per write from these
 // counters, so both read them the same way.
 package procstat

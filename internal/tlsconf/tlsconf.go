@@ -1,6 +1,6 @@
 // Package tlsconf loads the node's and the clients' TLS material from PEM files
 // into *tls.Config values, tells node certificates from client certificates,
-// and issues the certificates `node certs` writes.
+// and issues the certificates `sessionstore certs` writes.
 //
 // One private CA signs everything. A node certificate carries Subject
 // OrganizationalUnit NodeOU, both the server and the client extended key
@@ -163,7 +163,7 @@ func LoadNode(certFile, keyFile, caFile string) (*Node, error) {
 		return nil, err
 	}
 	if !IsNodeCert(kp.Leaf) {
-		return nil, fmt.Errorf("certificate %s (subject %q) is not a node certificate: its Subject OrganizationalUnit must be %q (write one with `node certs`)",
+		return nil, fmt.Errorf("certificate %s (subject %q) is not a node certificate: its Subject OrganizationalUnit must be %q (write one with `sessionstore certs`)",
 			certFile, kp.Leaf.Subject.String(), NodeOU)
 	}
 	inter := x509.NewCertPool()

@@ -37,7 +37,7 @@ func (d *Docker) Exited(ctx context.Context, n Node) (bool, int, error) {
 }
 
 // Offline runs a node command (the image's entrypoint with args) on n's data
-// directory while n is stopped, as an operator runs `node repair` against a
+// directory while n is stopped, as an operator runs `sessionstore repair` against a
 // compose deployment's volume: a one-off container of the same image, no
 // network, the directory at /data.
 func (d *Docker) Offline(ctx context.Context, n Node, args ...string) (string, error) {

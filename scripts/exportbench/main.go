@@ -1,4 +1,4 @@
-// Command exportbench measures `node export` at two sizes on this machine:
+// Command exportbench measures `sessionstore export` at two sizes on this machine:
 // it starts a fresh node, fills it with sessions of 50 events each, then runs
 // the export as a separate process under /usr/bin/time and reports wall time,
 // peak resident memory and output size. Memory is flat when the larger export
@@ -54,7 +54,7 @@ func run(sizesFlag string, events, eventBytes, writers int) error {
 		return err
 	}
 	defer os.RemoveAll(work)
-	bin := filepath.Join(work, "node")
+	bin := filepath.Join(work, "sessionstore")
 	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/node").CombinedOutput(); err != nil {
 		return fmt.Errorf("build: %v\n%s", err, out)
 	}

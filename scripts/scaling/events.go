@@ -6,7 +6,7 @@ import (
 	"github.com/sessionstore/sessionstore/internal/benchload"
 )
 
-// prose is the text of event bodies, the same as node bench's and
+// prose is the text of event bodies, the same as sessionstore bench's and
 // scripts/vsetcd's events take theirs from.
 var prose = benchload.Prose(1 << 16)
 

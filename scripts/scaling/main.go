@@ -27,8 +27,8 @@
 // includes its Raft election timeout (about 1-2 s). Run it once per binary
 // to compare two builds:
 //
-//	go build -o /tmp/node-new ./cmd/node
-//	go run ./scripts/scaling --node-bin /tmp/node-new --sessions 10000,100000
+//	go build -o /tmp/sessionstore-new ./cmd/node
+//	go run ./scripts/scaling --node-bin /tmp/sessionstore-new --sessions 10000,100000
 //
 // Times are wall-clock on whatever else the machine runs; CPU and byte
 // figures are the steadier ones.
@@ -76,7 +76,7 @@ type config struct {
 func main() {
 	var cfg config
 	var sessions string
-	flag.StringVar(&cfg.nodeBin, "node-bin", "", "the node binary to measure (go build ./cmd/node)")
+	flag.StringVar(&cfg.nodeBin, "node-bin", "", "the node binary to measure (go build -o sessionstore ./cmd/node)")
 	flag.StringVar(&sessions, "sessions", "10000,100000", "comma-separated session counts")
 	flag.StringVar(&cfg.workDir, "work-dir", "", "where data directories and logs go (default: a new temporary directory, removed at the end)")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the work directory")

@@ -18,7 +18,7 @@ import (
 	"github.com/sessionstore/sessionstore/internal/serverproc"
 )
 
-// node is one `node serve` process on loopback with its own data directory,
+// node is one `sessionstore serve` process on loopback with its own data directory,
 // which outlives the process: restart starts it again on the same ports.
 type node struct {
 	bin, id, dir, logDir     string

@@ -57,7 +57,7 @@ func freeAddrs(n int) ([]string, error) {
 	return out, nil
 }
 
-// ours is a sessionstore cluster: n `node serve` processes with shipped
+// ours is a sessionstore cluster: n `sessionstore serve` processes with shipped
 // defaults, formed with --join and --bootstrap-expect as the README shows.
 type ours struct {
 	procs   []*serverproc.Proc

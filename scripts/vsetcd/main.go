@@ -55,7 +55,7 @@ type config struct {
 func main() {
 	var cfg config
 	var writers string
-	flag.StringVar(&cfg.nodeBin, "node-bin", "", "the sessionstore node binary (go build ./cmd/node)")
+	flag.StringVar(&cfg.nodeBin, "node-bin", "", "the sessionstore node binary (go build -o sessionstore ./cmd/node)")
 	flag.StringVar(&cfg.etcdBin, "etcd-bin", "", "the etcd v3.7.3 server binary")
 	flag.StringVar(&cfg.baseBin, "baseline-node-bin", "", "compare --node-bin against this other node build (before/after a change) instead of etcd; ratios are node-bin/baseline")
 	flag.StringVar(&cfg.workDir, "work-dir", "", "where the data directories and server logs go (default: a new temporary directory, removed at the end)")
