@@ -74,6 +74,13 @@ type AppendResult struct {
 	Unreadable *Error
 }
 
+// CreateResult is the answer to a Create.
+type CreateResult struct {
+	// Unreadable: as in AppendResult (a ValidateReference Create whose header
+	// a read refuses).
+	Unreadable *Error
+}
+
 // Validation is how a Create or Append is checked (docs/api.md "Validation").
 type Validation int
 

@@ -154,18 +154,38 @@ func (n *Node) Locate(ctx context.Context, h sessionstore.Header) (kind, path, l
 }
 
 // Create registers a session for lazy materialisation.
-func (n *Node) Create(ctx context.Context, h sessionstore.Header, requestID string) error {
+func (n *Node) Create(ctx context.Context, h sessionstore.Header, requestID string, v sessionstore.Validation) (sessionstore.CreateResult, error) {
 	if err := sessionlog.CheckCreateHeader(h); err != nil {
-		return err
+		return sessionstore.CreateResult{}, err
 	}
-	_, err := n.propose(ctx, n.stamp(ctx, &fsmpb.Command{Cmd: &fsmpb.Command_Create{Create: &fsmpb.Create{
-		Header: fsm.HeaderToPB(h), RequestId: requestID}}}))
-	return err
+	// What a read checks of a header depends on the header alone, so it is
+	// decided here, before anything is proposed.
+	check := sessionlog.NewReadCheck(h.ID, h, "")
+	if refusal := check.WriteRefusal(); refusal != nil && v == sessionstore.ValidateStrict {
+		return sessionstore.CreateResult{}, refusal
+	}
+	if _, err := n.propose(ctx, n.stamp(ctx, &fsmpb.Command{Cmd: &fsmpb.Command_Create{Create: &fsmpb.Create{
+		Header: fsm.HeaderToPB(h), RequestId: requestID}}})); err != nil {
+		return sessionstore.CreateResult{}, err
+	}
+	return sessionstore.CreateResult{Unreadable: asError(check.Err())}, nil
+}
+
+// asError is err as the *Error it is (nil for nil).
+func asError(err error) *sessionstore.Error {
+	if err == nil {
+		return nil
+	}
+	var se *sessionstore.Error
+	if errors.As(err, &se) {
+		return se
+	}
+	return sessionstore.Errorf(sessionstore.ReasonInvalidStored, "%s", err.Error())
 }
 
 // Append durably appends a contiguous batch (the checks of docs/design.md "Validation" first;
 // nothing is written when any event is refused).
-func (n *Node) Append(ctx context.Context, id string, events [][]byte, epoch uint64, expectedRevision string) (sessionstore.AppendResult, error) {
+func (n *Node) Append(ctx context.Context, id string, events [][]byte, epoch uint64, expectedRevision string, v sessionstore.Validation) (sessionstore.AppendResult, error) {
 	if err := sessionlog.ValidateSessionID(id); err != nil {
 		return sessionstore.AppendResult{}, err
 	}
@@ -217,12 +237,55 @@ func (n *Node) Append(ctx context.Context, id string, events [][]byte, epoch uin
 		}
 		return sessionstore.AppendResult{Revision: s.revision, NextSeq: s.rec.NextSeq}, nil
 	}
+	// A strict append is decided in Apply against the log as stored
+	// (fsm/readchecks.go), once every voter applies that rule; until then
+	// (a cluster mid-upgrade) the leader checks it here, against its own
+	// state, which a concurrent Delete and re-create of the session can race.
+	strict := v == sessionstore.ValidateStrict
+	if strict && !n.votersSupport(fsm.StrictVersion) {
+		if err := n.precheckStrict(ctx, id, first, events); err != nil {
+			return sessionstore.AppendResult{}, err
+		}
+		strict = false
+	}
 	res, err := n.propose(ctx, n.stamp(ctx, &fsmpb.Command{Cmd: &fsmpb.Command_Append{Append: &fsmpb.Append{
-		SessionId: id, Events: events, LeaseEpoch: epoch, ExpectedRevision: expectedRevision, FirstSeq: first}}}))
+		SessionId: id, Events: events, LeaseEpoch: epoch, ExpectedRevision: expectedRevision, FirstSeq: first, Strict: strict}}}))
 	if err != nil {
 		return sessionstore.AppendResult{}, err
 	}
-	return sessionstore.AppendResult{Revision: res.Revision, NextSeq: res.NextSeq, Duplicate: res.Duplicate}, nil
+	out := sessionstore.AppendResult{Revision: res.Revision, NextSeq: res.NextSeq, Duplicate: res.Duplicate}
+	if res.UnreadableReason != "" {
+		out.Unreadable = &sessionstore.Error{Reason: sessionstore.Reason(res.UnreadableReason), Message: res.UnreadableMessage}
+	}
+	return out, nil
+}
+
+// precheckStrict refuses a batch after which a read of the session's log, as
+// this node stores it, would refuse it. A batch that does not start at the
+// stored next seq, or a session that is not there, is left to Apply.
+func (n *Node) precheckStrict(ctx context.Context, id string, first int64, events [][]byte) error {
+	s, err := n.read(id, 0, false)
+	if err != nil || s.rec == nil || s.rec.NextSeq != first {
+		return nil
+	}
+	check := sessionlog.NewReadCheck(id, s.header, "")
+	for seq := int64(0); seq < s.rec.NextSeq; {
+		evs, err := n.chunkAt(ctx, id, s.rec.Incarnation, seq, s.rec.NextSeq)
+		if err != nil {
+			return err
+		}
+		seq += int64(len(evs))
+		if _, err := check.Add(evs); err != nil {
+			return err
+		}
+	}
+	if _, err := check.Add(events); err != nil {
+		return err
+	}
+	if refusal := check.WriteRefusal(); refusal != nil {
+		return refusal
+	}
+	return nil
 }
 
 // checkedView reads a materialised session's record and checks its

@@ -25,6 +25,9 @@ type applier struct {
 	repairer Repairer // nil: a damaged event stops the node
 	// converted counts the sessions a ConvertLayout moved (for the log).
 	converted int
+	// checks keeps sessions' read checks between batches (readchecks.go);
+	// nil in tests that build an applier by hand.
+	checks *readChecks
 }
 
 // events reads a session's events [from, to), verified. A damaged event is
@@ -286,7 +289,13 @@ func (a *applier) append(c *fsmpb.Append, lim *fsmpb.Limits) (*fsmpb.Result, str
 			}
 		}
 		if same {
-			return &fsmpb.Result{Revision: a.revision(rec), NextSeq: rec.NextSeq, Duplicate: true}, "", nil
+			res := &fsmpb.Result{Revision: a.revision(rec), NextSeq: rec.NextSeq, Duplicate: true}
+			check, err := a.readCheck(id, rec)
+			if err != nil {
+				return nil, "", err
+			}
+			unreadable(res, check)
+			return res, "", nil
 		}
 	}
 	if rec.Epoch > 0 && c.LeaseEpoch != rec.Epoch && !skipFencing {
@@ -317,16 +326,37 @@ func (a *applier) append(c *fsmpb.Append, lim *fsmpb.Limits) (*fsmpb.Result, str
 				"session %s holds %d %s; %d more would exceed the quota of %d bytes per session", sessionstore.Quote(id), have, what, add, max)), "", nil
 		}
 	}
+	// Last, what a read of the log would say after the batch: a strict
+	// append is refused (nothing written) when a read would refuse it; a
+	// reference append is written and its answer says so.
+	check, err := a.readCheck(id, rec)
+	if err != nil {
+		return nil, "", err
+	}
+	if check != nil {
+		if _, err := check.Add(c.Events); err != nil {
+			return nil, "", err
+		}
+		if refusal := check.WriteRefusal(); refusal != nil && c.Strict {
+			a.checks.drop(id) // it holds the refused batch
+			return errResult(refusal), "", nil
+		}
+	}
 	if err := a.writeFrame(id, rec, c.Events); err != nil {
 		return nil, "", err
 	}
-	return &fsmpb.Result{Revision: a.revision(rec), NextSeq: rec.NextSeq}, id, nil
+	res := &fsmpb.Result{Revision: a.revision(rec), NextSeq: rec.NextSeq}
+	unreadable(res, check)
+	return res, id, nil
 }
 
 // writeFrame appends events as one artifact frame and advances the record.
 func (a *applier) writeFrame(id string, rec *fsmpb.SessionRecord, events [][]byte) error {
 	if err := a.tx.AppendFrame(id, rec.Incarnation, rec.Frames+1, rec.NextSeq, events); err != nil {
 		return err
+	}
+	if a.checks != nil {
+		a.checks.advance(id, rec.Incarnation, rec.NextSeq, events)
 	}
 	size := a.eventBytes(id, rec) + batchBytes(events)
 	rec.EventBytes = &size
@@ -395,6 +425,9 @@ func (a *applier) delete(c *fsmpb.Delete, bind bool) (*fsmpb.Result, string, err
 func (a *applier) remove(id string, rec *fsmpb.SessionRecord, requestID string, res *fsmpb.Result) error {
 	if err := a.tx.DeleteSession(id, rec.Incarnation); err != nil {
 		return err
+	}
+	if a.checks != nil {
+		a.checks.drop(id)
 	}
 	if h := rec.GetHeader(); h.Cwd != nil {
 		if err := a.tx.IndexCwd(id, h.GetCwd(), true); err != nil {

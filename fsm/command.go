@@ -17,8 +17,12 @@ import (
 // Delete and Sweep, version 5 request ids bound to their operation
 // (Command.bind_request, requests.go) and a session byte quota that counts
 // the header and kept answers (Limits.count_stored, also on plan-mode calls),
-// version 6 ConvertLayout (the state's layout 2, layout.go).
-const CommandVersion = 6
+// version 6 ConvertLayout (the state's layout 2, layout.go), version 7
+// strict appends (Append.strict: refused when a read would refuse the log).
+const CommandVersion = 7
+
+// StrictVersion is the command version that carries Append.strict.
+const StrictVersion = 7
 
 // Encode serialises an entry for the Raft log, stamped with the oldest
 // version that knows all its commands, so an entry an older replica cannot
@@ -42,6 +46,9 @@ func Encode(e *fsmpb.Entry) ([]byte, error) {
 		}
 		if _, ok := c.Cmd.(*fsmpb.Command_ConvertLayout); ok {
 			e.Version = max(e.Version, layoutVersion)
+		}
+		if c.GetAppend().GetStrict() {
+			e.Version = max(e.Version, StrictVersion)
 		}
 	}
 	return proto.Marshal(e)

@@ -62,6 +62,8 @@ type FSM struct {
 	// stand in for an older build with it.
 	maxVersion uint32
 	repair     Repairer
+	// checks is used by the apply goroutine only (Apply and Restore).
+	checks *readChecks
 }
 
 // RepairFrom makes damaged events found while applying repairable from r
@@ -87,7 +89,7 @@ func New(db *storage.StateDB, logger *slog.Logger, metrics *Metrics, observer fu
 	if metrics == nil {
 		metrics = NewMetrics(nil)
 	}
-	return &FSM{db: db, logger: logger.With("component", "fsm"), metrics: metrics,
+	return &FSM{db: db, logger: logger.With("component", "fsm"), metrics: metrics, checks: newReadChecks(maxReadChecks),
 		applied: idx, changed: make(chan struct{}), sessions: map[string]*sessionSignal{}, observer: observer}, nil
 }
 
@@ -228,7 +230,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 				// Replicas must not diverge: stop this node rather than skip.
 				panic(fmt.Sprintf("fsm: undecodable entry at index %d: %v", l.Index, err))
 			}
-			a := &applier{tx: tx, index: l.Index, now: clamp(tx, e.NowUnixMs), frames: &frames, metrics: f.metrics, repairer: f.repair}
+			a := &applier{tx: tx, index: l.Index, now: clamp(tx, e.NowUnixMs), frames: &frames, metrics: f.metrics, repairer: f.repair, checks: f.checks}
 			tx.BeginEntry(l.Index)
 			res := make([]*fsmpb.Result, len(e.Commands))
 			for j, c := range e.Commands {
@@ -304,6 +306,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if _, err := EnsureChecksums(f.db); err != nil {
 		return err
 	}
+	f.checks = newReadChecks(maxReadChecks) // kept checks stay valid (readchecks.go); this frees them
 	idx, _, err := f.db.AppliedIndex()
 	if err != nil {
 		return err

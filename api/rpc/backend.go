@@ -15,8 +15,8 @@ import (
 // through a small adapter in cmd/node.
 type Backend interface {
 	Locate(ctx context.Context, h sessionstore.Header) (kind, path, url string, err error)
-	Create(ctx context.Context, h sessionstore.Header, requestID string) error
-	Append(ctx context.Context, id string, events [][]byte, epoch uint64, expectedRevision string) (sessionstore.AppendResult, error)
+	Create(ctx context.Context, h sessionstore.Header, requestID string, v sessionstore.Validation) (sessionstore.CreateResult, error)
+	Append(ctx context.Context, id string, events [][]byte, epoch uint64, expectedRevision string, v sessionstore.Validation) (sessionstore.AppendResult, error)
 	// The views are sent in parts: the metadata with the first events, then
 	// events only. The unary forms collect them under a limit: a view above
 	// it fails TOO_LARGE before any repair or lease is committed (and before

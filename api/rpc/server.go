@@ -75,18 +75,23 @@ func (p *Persistence) Create(ctx context.Context, r *pb.CreateRequest) (*pb.Crea
 	if r.Header == nil {
 		return nil, toStatus(sessionstore.Errorf(sessionstore.ReasonInvalidHeader, "create needs a header"))
 	}
-	if err := p.b.Create(ctx, headerFromPB(r.Header), r.RequestId); err != nil {
+	res, err := p.b.Create(ctx, headerFromPB(r.Header), r.RequestId, validationFromPB(r.Validation))
+	if err != nil {
 		if nl := leaderOf(err); nl != nil {
 			out := new(pb.CreateResponse)
 			return out, p.fwd.unary(ctx, nl, pb.SessionPersistence_Create_FullMethodName, r, out, true)
 		}
 		return nil, toStatus(err)
 	}
-	return &pb.CreateResponse{}, nil
+	out := &pb.CreateResponse{Readable: res.Unreadable == nil}
+	if u := res.Unreadable; u != nil {
+		out.UnreadableReason, out.UnreadableMessage = string(u.Reason), u.Message
+	}
+	return out, nil
 }
 
 func (p *Persistence) Append(ctx context.Context, r *pb.AppendRequest) (*pb.AppendResponse, error) {
-	res, err := p.b.Append(ctx, r.SessionId, toBytes(r.Events), r.LeaseEpoch, r.ExpectedRevision)
+	res, err := p.b.Append(ctx, r.SessionId, toBytes(r.Events), r.LeaseEpoch, r.ExpectedRevision, validationFromPB(r.Validation))
 	if err != nil {
 		if nl := leaderOf(err); nl != nil {
 			out := new(pb.AppendResponse)
@@ -94,7 +99,20 @@ func (p *Persistence) Append(ctx context.Context, r *pb.AppendRequest) (*pb.Appe
 		}
 		return nil, toStatus(err)
 	}
-	return &pb.AppendResponse{Revision: res.Revision, NextSeq: res.NextSeq, Duplicate: res.Duplicate}, nil
+	out := &pb.AppendResponse{Revision: res.Revision, NextSeq: res.NextSeq, Duplicate: res.Duplicate, Readable: res.Unreadable == nil}
+	if u := res.Unreadable; u != nil {
+		out.UnreadableReason, out.UnreadableMessage = string(u.Reason), u.Message
+	}
+	return out, nil
+}
+
+// validationFromPB maps the wire enum; a value this build does not know is
+// taken as strict, the safer reading.
+func validationFromPB(v pb.Validation) sessionstore.Validation {
+	if v == pb.Validation_VALIDATION_REFERENCE {
+		return sessionstore.ValidateReference
+	}
+	return sessionstore.ValidateStrict
 }
 
 func viewToPB(v sessionstore.View) *pb.SessionView {

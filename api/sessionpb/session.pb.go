@@ -78,6 +78,59 @@ func (Consistency) EnumDescriptor() ([]byte, []int) {
 	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{0}
 }
 
+// Validation is how a Create or Append is checked (docs/api.md#validation).
+type Validation int32
+
+const (
+	// Refuse, writing nothing, a header or batch after which a read of the
+	// session (Load, Inspect, Prepare, ReadFrom) would refuse its log:
+	// INVALID_HEADER, INVALID_EVENT or FORMAT_UNSUPPORTED. The default.
+	Validation_VALIDATION_STRICT Validation = 0
+	// The reference harness's own write rules, which store logs a read refuses
+	// (unknown types not marked ignorable, other format versions, malformed
+	// message shapes); the answer's readable says when that happened.
+	Validation_VALIDATION_REFERENCE Validation = 1
+)
+
+// Enum value maps for Validation.
+var (
+	Validation_name = map[int32]string{
+		0: "VALIDATION_STRICT",
+		1: "VALIDATION_REFERENCE",
+	}
+	Validation_value = map[string]int32{
+		"VALIDATION_STRICT":    0,
+		"VALIDATION_REFERENCE": 1,
+	}
+)
+
+func (x Validation) Enum() *Validation {
+	p := new(Validation)
+	*p = x
+	return p
+}
+
+func (x Validation) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Validation) Descriptor() protoreflect.EnumDescriptor {
+	return file_api_sessionpb_session_proto_enumTypes[1].Descriptor()
+}
+
+func (Validation) Type() protoreflect.EnumType {
+	return &file_api_sessionpb_session_proto_enumTypes[1]
+}
+
+func (x Validation) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Validation.Descriptor instead.
+func (Validation) EnumDescriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{1}
+}
+
 // Outcome of Set (docs/planmode.md#set).
 type Outcome int32
 
@@ -118,11 +171,11 @@ func (x Outcome) String() string {
 }
 
 func (Outcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_api_sessionpb_session_proto_enumTypes[1].Descriptor()
+	return file_api_sessionpb_session_proto_enumTypes[2].Descriptor()
 }
 
 func (Outcome) Type() protoreflect.EnumType {
-	return &file_api_sessionpb_session_proto_enumTypes[1]
+	return &file_api_sessionpb_session_proto_enumTypes[2]
 }
 
 func (x Outcome) Number() protoreflect.EnumNumber {
@@ -131,7 +184,7 @@ func (x Outcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Outcome.Descriptor instead.
 func (Outcome) EnumDescriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{1}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{2}
 }
 
 // SessionHeader is a session's immutable metadata (docs/events.md#header).
@@ -504,6 +557,7 @@ type CreateRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Header        *SessionHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
 	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Validation    Validation             `protobuf:"varint,3,opt,name=validation,proto3,enum=sessionstore.v1.Validation" json:"validation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -552,10 +606,23 @@ func (x *CreateRequest) GetRequestId() string {
 	return ""
 }
 
+func (x *CreateRequest) GetValidation() Validation {
+	if x != nil {
+		return x.Validation
+	}
+	return Validation_VALIDATION_STRICT
+}
+
 type CreateResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// False when a read of the session will refuse it (only after a
+	// VALIDATION_REFERENCE write); unreadable_reason and unreadable_message are
+	// then the error such a read fails with.
+	Readable          bool   `protobuf:"varint,1,opt,name=readable,proto3" json:"readable,omitempty"`
+	UnreadableReason  string `protobuf:"bytes,2,opt,name=unreadable_reason,json=unreadableReason,proto3" json:"unreadable_reason,omitempty"`
+	UnreadableMessage string `protobuf:"bytes,3,opt,name=unreadable_message,json=unreadableMessage,proto3" json:"unreadable_message,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *CreateResponse) Reset() {
@@ -588,6 +655,27 @@ func (*CreateResponse) Descriptor() ([]byte, []int) {
 	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{6}
 }
 
+func (x *CreateResponse) GetReadable() bool {
+	if x != nil {
+		return x.Readable
+	}
+	return false
+}
+
+func (x *CreateResponse) GetUnreadableReason() string {
+	if x != nil {
+		return x.UnreadableReason
+	}
+	return ""
+}
+
+func (x *CreateResponse) GetUnreadableMessage() string {
+	if x != nil {
+		return x.UnreadableMessage
+	}
+	return ""
+}
+
 type AppendRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -595,7 +683,8 @@ type AppendRequest struct {
 	// Required once the session has had an epoch (fencing).
 	LeaseEpoch uint64 `protobuf:"varint,3,opt,name=lease_epoch,json=leaseEpoch,proto3" json:"lease_epoch,omitempty"`
 	// Empty = no optimistic concurrency check.
-	ExpectedRevision string `protobuf:"bytes,4,opt,name=expected_revision,json=expectedRevision,proto3" json:"expected_revision,omitempty"`
+	ExpectedRevision string     `protobuf:"bytes,4,opt,name=expected_revision,json=expectedRevision,proto3" json:"expected_revision,omitempty"`
+	Validation       Validation `protobuf:"varint,5,opt,name=validation,proto3,enum=sessionstore.v1.Validation" json:"validation,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -658,14 +747,25 @@ func (x *AppendRequest) GetExpectedRevision() string {
 	return ""
 }
 
+func (x *AppendRequest) GetValidation() Validation {
+	if x != nil {
+		return x.Validation
+	}
+	return Validation_VALIDATION_STRICT
+}
+
 type AppendResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Revision string                 `protobuf:"bytes,1,opt,name=revision,proto3" json:"revision,omitempty"`
 	NextSeq  int64                  `protobuf:"varint,2,opt,name=next_seq,json=nextSeq,proto3" json:"next_seq,omitempty"`
 	// The batch was already stored byte for byte.
-	Duplicate     bool `protobuf:"varint,3,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Duplicate bool `protobuf:"varint,3,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	// As in CreateResponse, for the log as it stands after this call.
+	Readable          bool   `protobuf:"varint,4,opt,name=readable,proto3" json:"readable,omitempty"`
+	UnreadableReason  string `protobuf:"bytes,5,opt,name=unreadable_reason,json=unreadableReason,proto3" json:"unreadable_reason,omitempty"`
+	UnreadableMessage string `protobuf:"bytes,6,opt,name=unreadable_message,json=unreadableMessage,proto3" json:"unreadable_message,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *AppendResponse) Reset() {
@@ -717,6 +817,27 @@ func (x *AppendResponse) GetDuplicate() bool {
 		return x.Duplicate
 	}
 	return false
+}
+
+func (x *AppendResponse) GetReadable() bool {
+	if x != nil {
+		return x.Readable
+	}
+	return false
+}
+
+func (x *AppendResponse) GetUnreadableReason() string {
+	if x != nil {
+		return x.UnreadableReason
+	}
+	return ""
+}
+
+func (x *AppendResponse) GetUnreadableMessage() string {
+	if x != nil {
+		return x.UnreadableMessage
+	}
+	return ""
 }
 
 type LoadRequest struct {
@@ -3852,23 +3973,35 @@ const file_api_sessionpb_session_proto_rawDesc = "" +
 	"\x0eLocateResponse\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x10\n" +
-	"\x03url\x18\x03 \x01(\tR\x03url\"f\n" +
+	"\x03url\x18\x03 \x01(\tR\x03url\"\xa3\x01\n" +
 	"\rCreateRequest\x126\n" +
 	"\x06header\x18\x01 \x01(\v2\x1e.sessionstore.v1.SessionHeaderR\x06header\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x02 \x01(\tR\trequestId\"\x10\n" +
-	"\x0eCreateResponse\"\x94\x01\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12;\n" +
+	"\n" +
+	"validation\x18\x03 \x01(\x0e2\x1b.sessionstore.v1.ValidationR\n" +
+	"validation\"\x88\x01\n" +
+	"\x0eCreateResponse\x12\x1a\n" +
+	"\breadable\x18\x01 \x01(\bR\breadable\x12+\n" +
+	"\x11unreadable_reason\x18\x02 \x01(\tR\x10unreadableReason\x12-\n" +
+	"\x12unreadable_message\x18\x03 \x01(\tR\x11unreadableMessage\"\xd1\x01\n" +
 	"\rAppendRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
 	"\x06events\x18\x02 \x03(\tR\x06events\x12\x1f\n" +
 	"\vlease_epoch\x18\x03 \x01(\x04R\n" +
 	"leaseEpoch\x12+\n" +
-	"\x11expected_revision\x18\x04 \x01(\tR\x10expectedRevision\"e\n" +
+	"\x11expected_revision\x18\x04 \x01(\tR\x10expectedRevision\x12;\n" +
+	"\n" +
+	"validation\x18\x05 \x01(\x0e2\x1b.sessionstore.v1.ValidationR\n" +
+	"validation\"\xdd\x01\n" +
 	"\x0eAppendResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\tR\brevision\x12\x19\n" +
 	"\bnext_seq\x18\x02 \x01(\x03R\anextSeq\x12\x1c\n" +
-	"\tduplicate\x18\x03 \x01(\bR\tduplicate\"K\n" +
+	"\tduplicate\x18\x03 \x01(\bR\tduplicate\x12\x1a\n" +
+	"\breadable\x18\x04 \x01(\bR\breadable\x12+\n" +
+	"\x11unreadable_reason\x18\x05 \x01(\tR\x10unreadableReason\x12-\n" +
+	"\x12unreadable_message\x18\x06 \x01(\tR\x11unreadableMessage\"K\n" +
 	"\vLoadRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
@@ -4108,7 +4241,11 @@ const file_api_sessionpb_session_proto_rawDesc = "" +
 	"\rLeaveResponse**\n" +
 	"\vConsistency\x12\x10\n" +
 	"\fLINEARIZABLE\x10\x00\x12\t\n" +
-	"\x05STALE\x10\x01*V\n" +
+	"\x05STALE\x10\x01*=\n" +
+	"\n" +
+	"Validation\x12\x15\n" +
+	"\x11VALIDATION_STRICT\x10\x00\x12\x18\n" +
+	"\x14VALIDATION_REFERENCE\x10\x01*V\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tCOMMITTED\x10\x01\x12\n" +
@@ -4165,164 +4302,167 @@ func file_api_sessionpb_session_proto_rawDescGZIP() []byte {
 	return file_api_sessionpb_session_proto_rawDescData
 }
 
-var file_api_sessionpb_session_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_api_sessionpb_session_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
 var file_api_sessionpb_session_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_api_sessionpb_session_proto_goTypes = []any{
 	(Consistency)(0),                   // 0: sessionstore.v1.Consistency
-	(Outcome)(0),                       // 1: sessionstore.v1.Outcome
-	(*SessionHeader)(nil),              // 2: sessionstore.v1.SessionHeader
-	(*SessionView)(nil),                // 3: sessionstore.v1.SessionView
-	(*Lease)(nil),                      // 4: sessionstore.v1.Lease
-	(*LocateRequest)(nil),              // 5: sessionstore.v1.LocateRequest
-	(*LocateResponse)(nil),             // 6: sessionstore.v1.LocateResponse
-	(*CreateRequest)(nil),              // 7: sessionstore.v1.CreateRequest
-	(*CreateResponse)(nil),             // 8: sessionstore.v1.CreateResponse
-	(*AppendRequest)(nil),              // 9: sessionstore.v1.AppendRequest
-	(*AppendResponse)(nil),             // 10: sessionstore.v1.AppendResponse
-	(*LoadRequest)(nil),                // 11: sessionstore.v1.LoadRequest
-	(*InspectRequest)(nil),             // 12: sessionstore.v1.InspectRequest
-	(*PrepareRequest)(nil),             // 13: sessionstore.v1.PrepareRequest
-	(*PrepareResponse)(nil),            // 14: sessionstore.v1.PrepareResponse
-	(*SessionViewPart)(nil),            // 15: sessionstore.v1.SessionViewPart
-	(*KeepAliveRequest)(nil),           // 16: sessionstore.v1.KeepAliveRequest
-	(*KeepAliveResponse)(nil),          // 17: sessionstore.v1.KeepAliveResponse
-	(*ReleaseRequest)(nil),             // 18: sessionstore.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),            // 19: sessionstore.v1.ReleaseResponse
-	(*DeleteRequest)(nil),              // 20: sessionstore.v1.DeleteRequest
-	(*DeleteResponse)(nil),             // 21: sessionstore.v1.DeleteResponse
-	(*ReadFromRequest)(nil),            // 22: sessionstore.v1.ReadFromRequest
-	(*ReadFromResponse)(nil),           // 23: sessionstore.v1.ReadFromResponse
-	(*ReadRawRequest)(nil),             // 24: sessionstore.v1.ReadRawRequest
-	(*ReadRawResponse)(nil),            // 25: sessionstore.v1.ReadRawResponse
-	(*ListRequest)(nil),                // 26: sessionstore.v1.ListRequest
-	(*ListResponse)(nil),               // 27: sessionstore.v1.ListResponse
-	(*ListSnapshotsRequest)(nil),       // 28: sessionstore.v1.ListSnapshotsRequest
-	(*SessionSnapshot)(nil),            // 29: sessionstore.v1.SessionSnapshot
-	(*ListSnapshotsResponse)(nil),      // 30: sessionstore.v1.ListSnapshotsResponse
-	(*WatchRequest)(nil),               // 31: sessionstore.v1.WatchRequest
-	(*WatchResponse)(nil),              // 32: sessionstore.v1.WatchResponse
-	(*PlanGetRequest)(nil),             // 33: sessionstore.v1.PlanGetRequest
-	(*PlanGetResponse)(nil),            // 34: sessionstore.v1.PlanGetResponse
-	(*PlanSetRequest)(nil),             // 35: sessionstore.v1.PlanSetRequest
-	(*PlanSetResponse)(nil),            // 36: sessionstore.v1.PlanSetResponse
-	(*PlanPreStepRequest)(nil),         // 37: sessionstore.v1.PlanPreStepRequest
-	(*PlanPreStepResponse)(nil),        // 38: sessionstore.v1.PlanPreStepResponse
-	(*PlanCommandRequest)(nil),         // 39: sessionstore.v1.PlanCommandRequest
-	(*PlanCommandResponse)(nil),        // 40: sessionstore.v1.PlanCommandResponse
-	(*PlanExitRequest)(nil),            // 41: sessionstore.v1.PlanExitRequest
-	(*ReviewAnswer)(nil),               // 42: sessionstore.v1.ReviewAnswer
-	(*AnswerItem)(nil),                 // 43: sessionstore.v1.AnswerItem
-	(*PlanExitResponse)(nil),           // 44: sessionstore.v1.PlanExitResponse
-	(*PlanProjectionRequest)(nil),      // 45: sessionstore.v1.PlanProjectionRequest
-	(*PlanProjectionResponse)(nil),     // 46: sessionstore.v1.PlanProjectionResponse
-	(*RetentionRequest)(nil),           // 47: sessionstore.v1.RetentionRequest
-	(*RetentionResponse)(nil),          // 48: sessionstore.v1.RetentionResponse
-	(*BackupRequest)(nil),              // 49: sessionstore.v1.BackupRequest
-	(*BackupChunk)(nil),                // 50: sessionstore.v1.BackupChunk
-	(*BackupMeta)(nil),                 // 51: sessionstore.v1.BackupMeta
-	(*BackupTrailer)(nil),              // 52: sessionstore.v1.BackupTrailer
-	(*StatusRequest)(nil),              // 53: sessionstore.v1.StatusRequest
-	(*StatusResponse)(nil),             // 54: sessionstore.v1.StatusResponse
-	(*MembersRequest)(nil),             // 55: sessionstore.v1.MembersRequest
-	(*MembersResponse)(nil),            // 56: sessionstore.v1.MembersResponse
-	(*Member)(nil),                     // 57: sessionstore.v1.Member
-	(*TransferLeadershipRequest)(nil),  // 58: sessionstore.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 59: sessionstore.v1.TransferLeadershipResponse
-	(*RemoveMemberRequest)(nil),        // 60: sessionstore.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),       // 61: sessionstore.v1.RemoveMemberResponse
-	(*LeaveRequest)(nil),               // 62: sessionstore.v1.LeaveRequest
-	(*LeaveResponse)(nil),              // 63: sessionstore.v1.LeaveResponse
+	(Validation)(0),                    // 1: sessionstore.v1.Validation
+	(Outcome)(0),                       // 2: sessionstore.v1.Outcome
+	(*SessionHeader)(nil),              // 3: sessionstore.v1.SessionHeader
+	(*SessionView)(nil),                // 4: sessionstore.v1.SessionView
+	(*Lease)(nil),                      // 5: sessionstore.v1.Lease
+	(*LocateRequest)(nil),              // 6: sessionstore.v1.LocateRequest
+	(*LocateResponse)(nil),             // 7: sessionstore.v1.LocateResponse
+	(*CreateRequest)(nil),              // 8: sessionstore.v1.CreateRequest
+	(*CreateResponse)(nil),             // 9: sessionstore.v1.CreateResponse
+	(*AppendRequest)(nil),              // 10: sessionstore.v1.AppendRequest
+	(*AppendResponse)(nil),             // 11: sessionstore.v1.AppendResponse
+	(*LoadRequest)(nil),                // 12: sessionstore.v1.LoadRequest
+	(*InspectRequest)(nil),             // 13: sessionstore.v1.InspectRequest
+	(*PrepareRequest)(nil),             // 14: sessionstore.v1.PrepareRequest
+	(*PrepareResponse)(nil),            // 15: sessionstore.v1.PrepareResponse
+	(*SessionViewPart)(nil),            // 16: sessionstore.v1.SessionViewPart
+	(*KeepAliveRequest)(nil),           // 17: sessionstore.v1.KeepAliveRequest
+	(*KeepAliveResponse)(nil),          // 18: sessionstore.v1.KeepAliveResponse
+	(*ReleaseRequest)(nil),             // 19: sessionstore.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),            // 20: sessionstore.v1.ReleaseResponse
+	(*DeleteRequest)(nil),              // 21: sessionstore.v1.DeleteRequest
+	(*DeleteResponse)(nil),             // 22: sessionstore.v1.DeleteResponse
+	(*ReadFromRequest)(nil),            // 23: sessionstore.v1.ReadFromRequest
+	(*ReadFromResponse)(nil),           // 24: sessionstore.v1.ReadFromResponse
+	(*ReadRawRequest)(nil),             // 25: sessionstore.v1.ReadRawRequest
+	(*ReadRawResponse)(nil),            // 26: sessionstore.v1.ReadRawResponse
+	(*ListRequest)(nil),                // 27: sessionstore.v1.ListRequest
+	(*ListResponse)(nil),               // 28: sessionstore.v1.ListResponse
+	(*ListSnapshotsRequest)(nil),       // 29: sessionstore.v1.ListSnapshotsRequest
+	(*SessionSnapshot)(nil),            // 30: sessionstore.v1.SessionSnapshot
+	(*ListSnapshotsResponse)(nil),      // 31: sessionstore.v1.ListSnapshotsResponse
+	(*WatchRequest)(nil),               // 32: sessionstore.v1.WatchRequest
+	(*WatchResponse)(nil),              // 33: sessionstore.v1.WatchResponse
+	(*PlanGetRequest)(nil),             // 34: sessionstore.v1.PlanGetRequest
+	(*PlanGetResponse)(nil),            // 35: sessionstore.v1.PlanGetResponse
+	(*PlanSetRequest)(nil),             // 36: sessionstore.v1.PlanSetRequest
+	(*PlanSetResponse)(nil),            // 37: sessionstore.v1.PlanSetResponse
+	(*PlanPreStepRequest)(nil),         // 38: sessionstore.v1.PlanPreStepRequest
+	(*PlanPreStepResponse)(nil),        // 39: sessionstore.v1.PlanPreStepResponse
+	(*PlanCommandRequest)(nil),         // 40: sessionstore.v1.PlanCommandRequest
+	(*PlanCommandResponse)(nil),        // 41: sessionstore.v1.PlanCommandResponse
+	(*PlanExitRequest)(nil),            // 42: sessionstore.v1.PlanExitRequest
+	(*ReviewAnswer)(nil),               // 43: sessionstore.v1.ReviewAnswer
+	(*AnswerItem)(nil),                 // 44: sessionstore.v1.AnswerItem
+	(*PlanExitResponse)(nil),           // 45: sessionstore.v1.PlanExitResponse
+	(*PlanProjectionRequest)(nil),      // 46: sessionstore.v1.PlanProjectionRequest
+	(*PlanProjectionResponse)(nil),     // 47: sessionstore.v1.PlanProjectionResponse
+	(*RetentionRequest)(nil),           // 48: sessionstore.v1.RetentionRequest
+	(*RetentionResponse)(nil),          // 49: sessionstore.v1.RetentionResponse
+	(*BackupRequest)(nil),              // 50: sessionstore.v1.BackupRequest
+	(*BackupChunk)(nil),                // 51: sessionstore.v1.BackupChunk
+	(*BackupMeta)(nil),                 // 52: sessionstore.v1.BackupMeta
+	(*BackupTrailer)(nil),              // 53: sessionstore.v1.BackupTrailer
+	(*StatusRequest)(nil),              // 54: sessionstore.v1.StatusRequest
+	(*StatusResponse)(nil),             // 55: sessionstore.v1.StatusResponse
+	(*MembersRequest)(nil),             // 56: sessionstore.v1.MembersRequest
+	(*MembersResponse)(nil),            // 57: sessionstore.v1.MembersResponse
+	(*Member)(nil),                     // 58: sessionstore.v1.Member
+	(*TransferLeadershipRequest)(nil),  // 59: sessionstore.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 60: sessionstore.v1.TransferLeadershipResponse
+	(*RemoveMemberRequest)(nil),        // 61: sessionstore.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),       // 62: sessionstore.v1.RemoveMemberResponse
+	(*LeaveRequest)(nil),               // 63: sessionstore.v1.LeaveRequest
+	(*LeaveResponse)(nil),              // 64: sessionstore.v1.LeaveResponse
 }
 var file_api_sessionpb_session_proto_depIdxs = []int32{
-	2,  // 0: sessionstore.v1.SessionView.header:type_name -> sessionstore.v1.SessionHeader
-	2,  // 1: sessionstore.v1.LocateRequest.header:type_name -> sessionstore.v1.SessionHeader
-	2,  // 2: sessionstore.v1.CreateRequest.header:type_name -> sessionstore.v1.SessionHeader
-	0,  // 3: sessionstore.v1.InspectRequest.consistency:type_name -> sessionstore.v1.Consistency
-	3,  // 4: sessionstore.v1.PrepareResponse.view:type_name -> sessionstore.v1.SessionView
-	4,  // 5: sessionstore.v1.PrepareResponse.lease:type_name -> sessionstore.v1.Lease
-	3,  // 6: sessionstore.v1.SessionViewPart.view_part:type_name -> sessionstore.v1.SessionView
-	4,  // 7: sessionstore.v1.SessionViewPart.lease:type_name -> sessionstore.v1.Lease
-	4,  // 8: sessionstore.v1.KeepAliveRequest.lease:type_name -> sessionstore.v1.Lease
-	4,  // 9: sessionstore.v1.KeepAliveResponse.lease:type_name -> sessionstore.v1.Lease
-	0,  // 10: sessionstore.v1.ReadFromRequest.consistency:type_name -> sessionstore.v1.Consistency
-	2,  // 11: sessionstore.v1.ReadFromResponse.header:type_name -> sessionstore.v1.SessionHeader
-	2,  // 12: sessionstore.v1.ReadRawResponse.header:type_name -> sessionstore.v1.SessionHeader
-	0,  // 13: sessionstore.v1.ListRequest.consistency:type_name -> sessionstore.v1.Consistency
-	2,  // 14: sessionstore.v1.ListResponse.headers:type_name -> sessionstore.v1.SessionHeader
-	0,  // 15: sessionstore.v1.ListSnapshotsRequest.consistency:type_name -> sessionstore.v1.Consistency
-	2,  // 16: sessionstore.v1.SessionSnapshot.header:type_name -> sessionstore.v1.SessionHeader
-	29, // 17: sessionstore.v1.ListSnapshotsResponse.snapshots:type_name -> sessionstore.v1.SessionSnapshot
-	1,  // 18: sessionstore.v1.PlanSetResponse.outcome:type_name -> sessionstore.v1.Outcome
-	42, // 19: sessionstore.v1.PlanExitRequest.answer:type_name -> sessionstore.v1.ReviewAnswer
-	43, // 20: sessionstore.v1.ReviewAnswer.answers:type_name -> sessionstore.v1.AnswerItem
-	51, // 21: sessionstore.v1.BackupChunk.meta:type_name -> sessionstore.v1.BackupMeta
-	52, // 22: sessionstore.v1.BackupChunk.trailer:type_name -> sessionstore.v1.BackupTrailer
-	57, // 23: sessionstore.v1.MembersResponse.members:type_name -> sessionstore.v1.Member
-	5,  // 24: sessionstore.v1.SessionPersistence.Locate:input_type -> sessionstore.v1.LocateRequest
-	7,  // 25: sessionstore.v1.SessionPersistence.Create:input_type -> sessionstore.v1.CreateRequest
-	9,  // 26: sessionstore.v1.SessionPersistence.Append:input_type -> sessionstore.v1.AppendRequest
-	11, // 27: sessionstore.v1.SessionPersistence.Load:input_type -> sessionstore.v1.LoadRequest
-	12, // 28: sessionstore.v1.SessionPersistence.Inspect:input_type -> sessionstore.v1.InspectRequest
-	13, // 29: sessionstore.v1.SessionPersistence.Prepare:input_type -> sessionstore.v1.PrepareRequest
-	11, // 30: sessionstore.v1.SessionPersistence.LoadStream:input_type -> sessionstore.v1.LoadRequest
-	12, // 31: sessionstore.v1.SessionPersistence.InspectStream:input_type -> sessionstore.v1.InspectRequest
-	13, // 32: sessionstore.v1.SessionPersistence.PrepareStream:input_type -> sessionstore.v1.PrepareRequest
-	16, // 33: sessionstore.v1.SessionPersistence.KeepAlive:input_type -> sessionstore.v1.KeepAliveRequest
-	18, // 34: sessionstore.v1.SessionPersistence.Release:input_type -> sessionstore.v1.ReleaseRequest
-	22, // 35: sessionstore.v1.SessionPersistence.ReadFrom:input_type -> sessionstore.v1.ReadFromRequest
-	24, // 36: sessionstore.v1.SessionPersistence.ReadRaw:input_type -> sessionstore.v1.ReadRawRequest
-	26, // 37: sessionstore.v1.SessionPersistence.List:input_type -> sessionstore.v1.ListRequest
-	28, // 38: sessionstore.v1.SessionPersistence.ListSnapshots:input_type -> sessionstore.v1.ListSnapshotsRequest
-	31, // 39: sessionstore.v1.SessionPersistence.Watch:input_type -> sessionstore.v1.WatchRequest
-	20, // 40: sessionstore.v1.SessionPersistence.Delete:input_type -> sessionstore.v1.DeleteRequest
-	33, // 41: sessionstore.v1.PlanMode.Get:input_type -> sessionstore.v1.PlanGetRequest
-	35, // 42: sessionstore.v1.PlanMode.Set:input_type -> sessionstore.v1.PlanSetRequest
-	37, // 43: sessionstore.v1.PlanMode.PreStep:input_type -> sessionstore.v1.PlanPreStepRequest
-	39, // 44: sessionstore.v1.PlanMode.Command:input_type -> sessionstore.v1.PlanCommandRequest
-	41, // 45: sessionstore.v1.PlanMode.ExitPlan:input_type -> sessionstore.v1.PlanExitRequest
-	45, // 46: sessionstore.v1.PlanMode.Projection:input_type -> sessionstore.v1.PlanProjectionRequest
-	53, // 47: sessionstore.v1.Cluster.Status:input_type -> sessionstore.v1.StatusRequest
-	55, // 48: sessionstore.v1.Cluster.Members:input_type -> sessionstore.v1.MembersRequest
-	58, // 49: sessionstore.v1.Cluster.TransferLeadership:input_type -> sessionstore.v1.TransferLeadershipRequest
-	60, // 50: sessionstore.v1.Cluster.RemoveMember:input_type -> sessionstore.v1.RemoveMemberRequest
-	62, // 51: sessionstore.v1.Cluster.Leave:input_type -> sessionstore.v1.LeaveRequest
-	49, // 52: sessionstore.v1.Cluster.Backup:input_type -> sessionstore.v1.BackupRequest
-	47, // 53: sessionstore.v1.Cluster.Retention:input_type -> sessionstore.v1.RetentionRequest
-	6,  // 54: sessionstore.v1.SessionPersistence.Locate:output_type -> sessionstore.v1.LocateResponse
-	8,  // 55: sessionstore.v1.SessionPersistence.Create:output_type -> sessionstore.v1.CreateResponse
-	10, // 56: sessionstore.v1.SessionPersistence.Append:output_type -> sessionstore.v1.AppendResponse
-	3,  // 57: sessionstore.v1.SessionPersistence.Load:output_type -> sessionstore.v1.SessionView
-	3,  // 58: sessionstore.v1.SessionPersistence.Inspect:output_type -> sessionstore.v1.SessionView
-	14, // 59: sessionstore.v1.SessionPersistence.Prepare:output_type -> sessionstore.v1.PrepareResponse
-	15, // 60: sessionstore.v1.SessionPersistence.LoadStream:output_type -> sessionstore.v1.SessionViewPart
-	15, // 61: sessionstore.v1.SessionPersistence.InspectStream:output_type -> sessionstore.v1.SessionViewPart
-	15, // 62: sessionstore.v1.SessionPersistence.PrepareStream:output_type -> sessionstore.v1.SessionViewPart
-	17, // 63: sessionstore.v1.SessionPersistence.KeepAlive:output_type -> sessionstore.v1.KeepAliveResponse
-	19, // 64: sessionstore.v1.SessionPersistence.Release:output_type -> sessionstore.v1.ReleaseResponse
-	23, // 65: sessionstore.v1.SessionPersistence.ReadFrom:output_type -> sessionstore.v1.ReadFromResponse
-	25, // 66: sessionstore.v1.SessionPersistence.ReadRaw:output_type -> sessionstore.v1.ReadRawResponse
-	27, // 67: sessionstore.v1.SessionPersistence.List:output_type -> sessionstore.v1.ListResponse
-	30, // 68: sessionstore.v1.SessionPersistence.ListSnapshots:output_type -> sessionstore.v1.ListSnapshotsResponse
-	32, // 69: sessionstore.v1.SessionPersistence.Watch:output_type -> sessionstore.v1.WatchResponse
-	21, // 70: sessionstore.v1.SessionPersistence.Delete:output_type -> sessionstore.v1.DeleteResponse
-	34, // 71: sessionstore.v1.PlanMode.Get:output_type -> sessionstore.v1.PlanGetResponse
-	36, // 72: sessionstore.v1.PlanMode.Set:output_type -> sessionstore.v1.PlanSetResponse
-	38, // 73: sessionstore.v1.PlanMode.PreStep:output_type -> sessionstore.v1.PlanPreStepResponse
-	40, // 74: sessionstore.v1.PlanMode.Command:output_type -> sessionstore.v1.PlanCommandResponse
-	44, // 75: sessionstore.v1.PlanMode.ExitPlan:output_type -> sessionstore.v1.PlanExitResponse
-	46, // 76: sessionstore.v1.PlanMode.Projection:output_type -> sessionstore.v1.PlanProjectionResponse
-	54, // 77: sessionstore.v1.Cluster.Status:output_type -> sessionstore.v1.StatusResponse
-	56, // 78: sessionstore.v1.Cluster.Members:output_type -> sessionstore.v1.MembersResponse
-	59, // 79: sessionstore.v1.Cluster.TransferLeadership:output_type -> sessionstore.v1.TransferLeadershipResponse
-	61, // 80: sessionstore.v1.Cluster.RemoveMember:output_type -> sessionstore.v1.RemoveMemberResponse
-	63, // 81: sessionstore.v1.Cluster.Leave:output_type -> sessionstore.v1.LeaveResponse
-	50, // 82: sessionstore.v1.Cluster.Backup:output_type -> sessionstore.v1.BackupChunk
-	48, // 83: sessionstore.v1.Cluster.Retention:output_type -> sessionstore.v1.RetentionResponse
-	54, // [54:84] is the sub-list for method output_type
-	24, // [24:54] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	3,  // 0: sessionstore.v1.SessionView.header:type_name -> sessionstore.v1.SessionHeader
+	3,  // 1: sessionstore.v1.LocateRequest.header:type_name -> sessionstore.v1.SessionHeader
+	3,  // 2: sessionstore.v1.CreateRequest.header:type_name -> sessionstore.v1.SessionHeader
+	1,  // 3: sessionstore.v1.CreateRequest.validation:type_name -> sessionstore.v1.Validation
+	1,  // 4: sessionstore.v1.AppendRequest.validation:type_name -> sessionstore.v1.Validation
+	0,  // 5: sessionstore.v1.InspectRequest.consistency:type_name -> sessionstore.v1.Consistency
+	4,  // 6: sessionstore.v1.PrepareResponse.view:type_name -> sessionstore.v1.SessionView
+	5,  // 7: sessionstore.v1.PrepareResponse.lease:type_name -> sessionstore.v1.Lease
+	4,  // 8: sessionstore.v1.SessionViewPart.view_part:type_name -> sessionstore.v1.SessionView
+	5,  // 9: sessionstore.v1.SessionViewPart.lease:type_name -> sessionstore.v1.Lease
+	5,  // 10: sessionstore.v1.KeepAliveRequest.lease:type_name -> sessionstore.v1.Lease
+	5,  // 11: sessionstore.v1.KeepAliveResponse.lease:type_name -> sessionstore.v1.Lease
+	0,  // 12: sessionstore.v1.ReadFromRequest.consistency:type_name -> sessionstore.v1.Consistency
+	3,  // 13: sessionstore.v1.ReadFromResponse.header:type_name -> sessionstore.v1.SessionHeader
+	3,  // 14: sessionstore.v1.ReadRawResponse.header:type_name -> sessionstore.v1.SessionHeader
+	0,  // 15: sessionstore.v1.ListRequest.consistency:type_name -> sessionstore.v1.Consistency
+	3,  // 16: sessionstore.v1.ListResponse.headers:type_name -> sessionstore.v1.SessionHeader
+	0,  // 17: sessionstore.v1.ListSnapshotsRequest.consistency:type_name -> sessionstore.v1.Consistency
+	3,  // 18: sessionstore.v1.SessionSnapshot.header:type_name -> sessionstore.v1.SessionHeader
+	30, // 19: sessionstore.v1.ListSnapshotsResponse.snapshots:type_name -> sessionstore.v1.SessionSnapshot
+	2,  // 20: sessionstore.v1.PlanSetResponse.outcome:type_name -> sessionstore.v1.Outcome
+	43, // 21: sessionstore.v1.PlanExitRequest.answer:type_name -> sessionstore.v1.ReviewAnswer
+	44, // 22: sessionstore.v1.ReviewAnswer.answers:type_name -> sessionstore.v1.AnswerItem
+	52, // 23: sessionstore.v1.BackupChunk.meta:type_name -> sessionstore.v1.BackupMeta
+	53, // 24: sessionstore.v1.BackupChunk.trailer:type_name -> sessionstore.v1.BackupTrailer
+	58, // 25: sessionstore.v1.MembersResponse.members:type_name -> sessionstore.v1.Member
+	6,  // 26: sessionstore.v1.SessionPersistence.Locate:input_type -> sessionstore.v1.LocateRequest
+	8,  // 27: sessionstore.v1.SessionPersistence.Create:input_type -> sessionstore.v1.CreateRequest
+	10, // 28: sessionstore.v1.SessionPersistence.Append:input_type -> sessionstore.v1.AppendRequest
+	12, // 29: sessionstore.v1.SessionPersistence.Load:input_type -> sessionstore.v1.LoadRequest
+	13, // 30: sessionstore.v1.SessionPersistence.Inspect:input_type -> sessionstore.v1.InspectRequest
+	14, // 31: sessionstore.v1.SessionPersistence.Prepare:input_type -> sessionstore.v1.PrepareRequest
+	12, // 32: sessionstore.v1.SessionPersistence.LoadStream:input_type -> sessionstore.v1.LoadRequest
+	13, // 33: sessionstore.v1.SessionPersistence.InspectStream:input_type -> sessionstore.v1.InspectRequest
+	14, // 34: sessionstore.v1.SessionPersistence.PrepareStream:input_type -> sessionstore.v1.PrepareRequest
+	17, // 35: sessionstore.v1.SessionPersistence.KeepAlive:input_type -> sessionstore.v1.KeepAliveRequest
+	19, // 36: sessionstore.v1.SessionPersistence.Release:input_type -> sessionstore.v1.ReleaseRequest
+	23, // 37: sessionstore.v1.SessionPersistence.ReadFrom:input_type -> sessionstore.v1.ReadFromRequest
+	25, // 38: sessionstore.v1.SessionPersistence.ReadRaw:input_type -> sessionstore.v1.ReadRawRequest
+	27, // 39: sessionstore.v1.SessionPersistence.List:input_type -> sessionstore.v1.ListRequest
+	29, // 40: sessionstore.v1.SessionPersistence.ListSnapshots:input_type -> sessionstore.v1.ListSnapshotsRequest
+	32, // 41: sessionstore.v1.SessionPersistence.Watch:input_type -> sessionstore.v1.WatchRequest
+	21, // 42: sessionstore.v1.SessionPersistence.Delete:input_type -> sessionstore.v1.DeleteRequest
+	34, // 43: sessionstore.v1.PlanMode.Get:input_type -> sessionstore.v1.PlanGetRequest
+	36, // 44: sessionstore.v1.PlanMode.Set:input_type -> sessionstore.v1.PlanSetRequest
+	38, // 45: sessionstore.v1.PlanMode.PreStep:input_type -> sessionstore.v1.PlanPreStepRequest
+	40, // 46: sessionstore.v1.PlanMode.Command:input_type -> sessionstore.v1.PlanCommandRequest
+	42, // 47: sessionstore.v1.PlanMode.ExitPlan:input_type -> sessionstore.v1.PlanExitRequest
+	46, // 48: sessionstore.v1.PlanMode.Projection:input_type -> sessionstore.v1.PlanProjectionRequest
+	54, // 49: sessionstore.v1.Cluster.Status:input_type -> sessionstore.v1.StatusRequest
+	56, // 50: sessionstore.v1.Cluster.Members:input_type -> sessionstore.v1.MembersRequest
+	59, // 51: sessionstore.v1.Cluster.TransferLeadership:input_type -> sessionstore.v1.TransferLeadershipRequest
+	61, // 52: sessionstore.v1.Cluster.RemoveMember:input_type -> sessionstore.v1.RemoveMemberRequest
+	63, // 53: sessionstore.v1.Cluster.Leave:input_type -> sessionstore.v1.LeaveRequest
+	50, // 54: sessionstore.v1.Cluster.Backup:input_type -> sessionstore.v1.BackupRequest
+	48, // 55: sessionstore.v1.Cluster.Retention:input_type -> sessionstore.v1.RetentionRequest
+	7,  // 56: sessionstore.v1.SessionPersistence.Locate:output_type -> sessionstore.v1.LocateResponse
+	9,  // 57: sessionstore.v1.SessionPersistence.Create:output_type -> sessionstore.v1.CreateResponse
+	11, // 58: sessionstore.v1.SessionPersistence.Append:output_type -> sessionstore.v1.AppendResponse
+	4,  // 59: sessionstore.v1.SessionPersistence.Load:output_type -> sessionstore.v1.SessionView
+	4,  // 60: sessionstore.v1.SessionPersistence.Inspect:output_type -> sessionstore.v1.SessionView
+	15, // 61: sessionstore.v1.SessionPersistence.Prepare:output_type -> sessionstore.v1.PrepareResponse
+	16, // 62: sessionstore.v1.SessionPersistence.LoadStream:output_type -> sessionstore.v1.SessionViewPart
+	16, // 63: sessionstore.v1.SessionPersistence.InspectStream:output_type -> sessionstore.v1.SessionViewPart
+	16, // 64: sessionstore.v1.SessionPersistence.PrepareStream:output_type -> sessionstore.v1.SessionViewPart
+	18, // 65: sessionstore.v1.SessionPersistence.KeepAlive:output_type -> sessionstore.v1.KeepAliveResponse
+	20, // 66: sessionstore.v1.SessionPersistence.Release:output_type -> sessionstore.v1.ReleaseResponse
+	24, // 67: sessionstore.v1.SessionPersistence.ReadFrom:output_type -> sessionstore.v1.ReadFromResponse
+	26, // 68: sessionstore.v1.SessionPersistence.ReadRaw:output_type -> sessionstore.v1.ReadRawResponse
+	28, // 69: sessionstore.v1.SessionPersistence.List:output_type -> sessionstore.v1.ListResponse
+	31, // 70: sessionstore.v1.SessionPersistence.ListSnapshots:output_type -> sessionstore.v1.ListSnapshotsResponse
+	33, // 71: sessionstore.v1.SessionPersistence.Watch:output_type -> sessionstore.v1.WatchResponse
+	22, // 72: sessionstore.v1.SessionPersistence.Delete:output_type -> sessionstore.v1.DeleteResponse
+	35, // 73: sessionstore.v1.PlanMode.Get:output_type -> sessionstore.v1.PlanGetResponse
+	37, // 74: sessionstore.v1.PlanMode.Set:output_type -> sessionstore.v1.PlanSetResponse
+	39, // 75: sessionstore.v1.PlanMode.PreStep:output_type -> sessionstore.v1.PlanPreStepResponse
+	41, // 76: sessionstore.v1.PlanMode.Command:output_type -> sessionstore.v1.PlanCommandResponse
+	45, // 77: sessionstore.v1.PlanMode.ExitPlan:output_type -> sessionstore.v1.PlanExitResponse
+	47, // 78: sessionstore.v1.PlanMode.Projection:output_type -> sessionstore.v1.PlanProjectionResponse
+	55, // 79: sessionstore.v1.Cluster.Status:output_type -> sessionstore.v1.StatusResponse
+	57, // 80: sessionstore.v1.Cluster.Members:output_type -> sessionstore.v1.MembersResponse
+	60, // 81: sessionstore.v1.Cluster.TransferLeadership:output_type -> sessionstore.v1.TransferLeadershipResponse
+	62, // 82: sessionstore.v1.Cluster.RemoveMember:output_type -> sessionstore.v1.RemoveMemberResponse
+	64, // 83: sessionstore.v1.Cluster.Leave:output_type -> sessionstore.v1.LeaveResponse
+	51, // 84: sessionstore.v1.Cluster.Backup:output_type -> sessionstore.v1.BackupChunk
+	49, // 85: sessionstore.v1.Cluster.Retention:output_type -> sessionstore.v1.RetentionResponse
+	56, // [56:86] is the sub-list for method output_type
+	26, // [26:56] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_api_sessionpb_session_proto_init() }
@@ -4345,7 +4485,7 @@ func file_api_sessionpb_session_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_sessionpb_session_proto_rawDesc), len(file_api_sessionpb_session_proto_rawDesc)),
-			NumEnums:      2,
+			NumEnums:      3,
 			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   3,
