@@ -25,6 +25,7 @@ Usage:
   node compact [flags]     OFFLINE: compact a stopped node's bbolt files (state.db, raft/raft.db)
   node repair [flags]      OFFLINE: rebuild a stopped node's Raft log end that lost committed entries
   node retention [flags]   list (or, with --apply, delete) the sessions the retention policies expire
+  node sessions CMD [flags] look at sessions: ls, show (turn by turn), cat (raw JSONL), tail [-f], rm
 
 Run 'node <subcommand> --help' for the flags of each.
 `
@@ -63,6 +64,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = repairCmd(ctx, args, stdout, stderr)
 	case "retention":
 		err = retentionCmd(ctx, args, stdout, stderr)
+	case "sessions":
+		err = sessionsCmd(ctx, args, stdout, stderr)
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return 0
