@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -170,8 +171,6 @@ type lsRow struct {
 	Error     string `json:"error,omitempty"`
 }
 
-const lsPageSize = 100
-
 func sessionsLs(ctx context.Context, args []string, sio sessionsIO) error {
 	fs, sc := sessionsFlagSet("ls", `Usage: sessionstore sessions ls [--cwd PREFIX] [--limit N] [--brief] [--json] [flags]
 
@@ -186,11 +185,12 @@ object per line (times in Unix milliseconds).
 	limit := fs.Int("limit", 0, "list at most this many sessions (0: all)")
 	brief := fs.Bool("brief", false, "skip reading each session: no events, updated or title")
 	asJSON := fs.Bool("json", false, "one JSON object per line instead of the table")
+	pageSize := fs.Int("page-size", 100, "sessions asked for per List call")
 	if _, err := sc.parse(fs, args, "", 0, 0); err != nil {
 		return err
 	}
-	if *limit < 0 {
-		fmt.Fprintln(sio.err, "sessionstore sessions ls: --limit must be ≥ 0")
+	if *limit < 0 || *pageSize < 1 {
+		fmt.Fprintln(sio.err, "sessionstore sessions ls: --limit must be ≥ 0 and --page-size ≥ 1")
 		return errUsage
 	}
 	ctx, cancel := context.WithTimeout(ctx, sc.timeout)
@@ -204,7 +204,7 @@ object per line (times in Unix milliseconds).
 	var rows []lsRow
 	token, more := "", false
 	for {
-		size := lsPageSize
+		size := min(*pageSize, math.MaxInt32)
 		if *limit > 0 {
 			size = min(size, *limit-len(rows))
 		}
