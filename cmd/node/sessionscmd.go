@@ -486,7 +486,12 @@ func renderShow(v *sessionpb.SessionView) string {
 	if title != "" {
 		row("title", title)
 	}
-	row("events", fmt.Sprintf("%d (next seq %d), revision %s", len(v.GetEvents()), v.GetNextSeq(), v.GetRevision()))
+	if closers := int64(len(v.GetEvents())) - v.GetNextSeq(); closers > 0 {
+		row("events", fmt.Sprintf("%d stored + %d closers of the open turn (a Load would store them), revision %s",
+			v.GetNextSeq(), closers, v.GetRevision()))
+	} else {
+		row("events", fmt.Sprintf("%d (next seq %d), revision %s", len(v.GetEvents()), v.GetNextSeq(), v.GetRevision()))
+	}
 	row("turns", fmt.Sprintf("%d, user messages %d, tool calls %d, plan-mode switches %d", turns, users, tools, flips))
 	b.WriteString("\n")
 
@@ -495,6 +500,9 @@ func renderShow(v *sessionpb.SessionView) string {
 		s := ""
 		if seq != nil {
 			s = fmt.Sprint(*seq)
+			if *seq >= v.GetNextSeq() {
+				text += " (closer, not stored)"
+			}
 		}
 		for i, l := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
 			if i > 0 {

@@ -259,23 +259,26 @@ func TestSessionsHelpAndUsage(t *testing.T) {
 }
 
 // The view renders the store's own closers: a tool result in the message
-// shape, named by its call.
+// shape, named by its call, marked as not stored.
 func TestSessionsShowClosers(t *testing.T) {
-	v := &sessionpb.SessionView{Header: &sessionpb.SessionHeader{Id: "s", CreatedAt: 0}, NextSeq: 8, Revision: "r", Events: []string{
+	v := &sessionpb.SessionView{Header: &sessionpb.SessionHeader{Id: "s", CreatedAt: 0}, NextSeq: 4, Revision: "r", Events: []string{
 		ctEv("turn/start", 0, 1, `{"turn":1}`),
 		ctSurf("user/message", 1, 1, `{"role":"user","content":[{"type":"text","text":"line one\nline two"}],"source":{"kind":"user"}}`),
-		ctEv("tool/call", 2, 1, `{"turn":1,"step":1,"callId":"call_a","name":"bash","arguments":{"command":"ls"}}`),
-		ctToolResultCloser(3, 2, 1, 1, "call_a", 2),
-		ctEv("plan/mode", 4, 2, `{"active":false}`),
+		ctEv("plan/mode", 2, 1, `{"active":false}`),
+		ctEv("tool/call", 3, 1, `{"turn":1,"step":1,"callId":"call_a","name":"bash","arguments":{"command":"ls"}}`),
+		ctToolResultCloser(4, 2, 1, 1, "call_a", 3),
 		ctTurnEndCloser(5, 2, 1),
 	}}
 	got := renderShow(v)
 	for _, want := range []string{
-		"    1    user       line one\n" + strings.Repeat(" ", 20) + "line two\n",
-		"    2    tool       bash {\"command\":\"ls\"}\n",
-		"    3    error      bash: The tool call was interrupted after it was recorded",
-		"    4    plan mode  off\n",
+		"events    4 stored + 2 closers of the open turn (a Load would store them), revision r\n",
 		"turns     1, user messages 1, tool calls 1, plan-mode switches 1\n",
+		"    1    user       line one\n" + strings.Repeat(" ", 20) + "line two\n",
+		"    2    plan mode  off\n",
+		"    3    tool       bash {\"command\":\"ls\"}\n",
+		"    4    error      bash: The tool call was interrupted after it was recorded",
+		"… (closer, not stored)\n",
+		"    5    end        interrupted (closer, not stored)\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("renderShow lacks %q:\n%s", want, got)
