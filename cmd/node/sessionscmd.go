@@ -450,7 +450,8 @@ func renderShow(v *sessionpb.SessionView) string {
 		Data showData `json:"data"`
 	}
 	evs := make([]event, 0, len(v.GetEvents()))
-	called := map[string]string{} // tool/call id → tool name
+	called := map[string]bool{}  // the call ids of tool/call events
+	names := map[string]string{} // call id → tool name, from calls and tool-call parts
 	var title string
 	var turns, users, tools, flips, hidden int
 	for _, raw := range v.GetEvents() {
@@ -459,8 +460,14 @@ func renderShow(v *sessionpb.SessionView) string {
 		evs = append(evs, e)
 		switch e.Type {
 		case "tool/call":
-			called[e.Data.CallID] = e.Data.Name
+			called[e.Data.CallID], names[e.Data.CallID] = true, e.Data.Name
 			tools++
+		case "assistant/message":
+			for _, p := range e.Data.parts() {
+				if p.Type == "tool-call" && names[p.ID] == "" {
+					names[p.ID] = p.Name
+				}
+			}
 		case "session/title":
 			title = e.Data.Title
 		case "turn/start":
@@ -547,7 +554,7 @@ func renderShow(v *sessionpb.SessionView) string {
 				case "text":
 					line(e.Seq, "assistant", p.Text)
 				case "tool-call":
-					if _, ok := called[p.ID]; !ok { // else its tool/call line shows it
+					if !called[p.ID] { // else its tool/call line shows it
 						line(e.Seq, "tool", p.Name+" "+oneLine(argsText(p.Arguments), showAbbrev)+" (not started)")
 					}
 				}
@@ -570,7 +577,7 @@ func renderShow(v *sessionpb.SessionView) string {
 			if id == "" && d.Message != nil && d.Message.Source != nil {
 				id = d.Message.Source.CallID // the closers' shape
 			}
-			if name := called[id]; name != "" {
+			if name := names[id]; name != "" {
 				text = name + ": " + text
 			} else if id != "" {
 				text = id + ": " + text
