@@ -703,7 +703,7 @@ stream is resumed from the next seq. --timeout bounds the first read only.
 		case ctx.Err() != nil:
 			return nil // interrupted: the normal end of -f
 		case errors.Is(err, sessionstore.ErrNotFound):
-			fmt.Fprintf(sio.err, "session %s was deleted\n", id)
+			fmt.Fprintln(sio.err, err) // deleted (or re-created) under the watch: the followed log has ended
 			return nil
 		case retryableWatch(err):
 			fmt.Fprintf(sio.err, "watch of %s broke (%v); resuming from seq %d\n", id, err, next)

@@ -17,12 +17,16 @@ import (
 )
 
 // seStore puts the recorded session name (testdata/recorded) into n, packed
-// rows expanded, and returns its id and events.
-func seStore(t *testing.T, n *testNode, name string) (string, []string) {
+// rows expanded, under its own id or as (when non-empty), and returns its id
+// and events.
+func seStore(t *testing.T, n *testNode, name string, as ...string) (string, []string) {
 	t.Helper()
 	h, events, err := ctReadRecorded(filepath.Join("..", "..", "testdata", "recorded", name+".session.jsonl"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(as) > 0 {
+		h.Id = as[0]
 	}
 	ctCreate(t, n, h)
 	ctAppend(t, n, h.GetId(), events...)
@@ -191,6 +195,33 @@ func TestSessionsCLI(t *testing.T) {
 		}
 	})
 
+	t.Run("tail -f of a deleted session", func(t *testing.T) {
+		id, events := seStore(t, n, "cli-parallel-file-reads", "followed-then-deleted")
+		ctx, cancel := context.WithCancel(n.ctx())
+		defer cancel()
+		var out, errOut crBuffer
+		done := make(chan error, 1)
+		go func() {
+			done <- runSessions(ctx, []string{"tail", "-f", "-n", "1", id, "--addr", addr}, sessionsIO{out: &out, err: &errOut})
+		}()
+		for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), events[len(events)-1]); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("tail -f never printed the last event; stderr %q", errOut.String())
+			}
+		}
+		if _, err := n.Client.Delete(n.ctx(), &sessionpb.DeleteRequest{SessionId: id}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			if err != nil || !strings.Contains(errOut.String(), "was deleted") {
+				t.Errorf("tail -f of a deleted session: %v, stderr %q; want a clean end saying it was deleted", err, errOut.String())
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("tail -f did not end when its session was deleted; stderr %q", errOut.String())
+		}
+	})
+
 	t.Run("errors", func(t *testing.T) {
 		for _, sub := range []string{"show", "cat", "tail"} {
 			_, _, err := seRun(n.ctx(), addr, "", false, sub, "nope")
@@ -236,8 +267,10 @@ func TestSessionsHelpAndUsage(t *testing.T) {
 		if code := run(context.Background(), []string{"sessions", sub, "--help"}, &out, &errOut); code != 0 {
 			t.Errorf("sessions %s --help: exit %d", sub, code)
 		}
-		if !strings.Contains(errOut.String(), "Usage: sessionstore sessions "+sub) || !strings.Contains(errOut.String(), "-addr") {
-			t.Errorf("sessions %s --help printed %q", sub, errOut.String())
+		for _, want := range []string{"Usage: sessionstore sessions " + sub, "-addr", "-timeout", "-tls-ca", "-tls-server-name", "-token"} {
+			if !strings.Contains(errOut.String(), want) {
+				t.Errorf("sessions %s --help lacks %q:\n%s", sub, want, errOut.String())
+			}
 		}
 	}
 	for _, args := range [][]string{{}, {"bogus"}, {"ls", "extra"}, {"ls", "--limit", "-1"}, {"show"}, {"show", "a", "b"},
