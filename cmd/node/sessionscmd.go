@@ -276,11 +276,9 @@ func lsDetails(ctx context.Context, c *client.Client, row *lsRow) error {
 	row.Events, row.UpdatedAt = &n, &updated
 	for _, ev := range r.GetEvents() {
 		var e struct {
-			Type string  `json:"type"`
-			Time float64 `json:"time"`
-			Data struct {
-				Title string `json:"title"`
-			} `json:"data"`
+			Type string          `json:"type"`
+			Time float64         `json:"time"`
+			Data json.RawMessage `json:"data"`
 		}
 		if json.Unmarshal([]byte(ev), &e) != nil {
 			continue
@@ -288,8 +286,11 @@ func lsDetails(ctx context.Context, c *client.Client, row *lsRow) error {
 		if e.Time > 0 {
 			updated = int64(e.Time)
 		}
-		if e.Type == "session/title" && e.Data.Title != "" {
-			row.Title = e.Data.Title
+		var d struct {
+			Title string `json:"title"`
+		}
+		if e.Type == "session/title" && json.Unmarshal(e.Data, &d) == nil && d.Title != "" {
+			row.Title = d.Title
 		}
 	}
 	return nil
@@ -353,7 +354,8 @@ results abbreviated), the tool calls, and the plan-mode switches and slash
 commands around them. It reads the balanced view with Inspect, which commits
 nothing: an open turn is shown closed as a Load would close it, but nothing
 is repaired and no lease is fenced. With --json: {"header", "revision",
-"next_seq", "events"} with the header and events as stored JSON.
+"next_seq", "events"}: the header line and the view's events as JSON (legacy
+shapes normalised, closers included; 'sessions cat' prints the stored text).
 `, sio)
 	asJSON := fs.Bool("json", false, "print the view as one JSON object")
 	pos, err := sc.parse(fs, args, "exactly one session ID", 1, 1)
@@ -392,14 +394,13 @@ is repaired and no lease is fenced. With --json: {"header", "revision",
 // showPart is one content part of a message (text, reasoning, tool-call,
 // tool-result), with the fields the view prints.
 type showPart struct {
-	Type       string          `json:"type"`
-	Text       string          `json:"text"`
-	ID         string          `json:"id"`
-	Name       string          `json:"name"`
-	Arguments  json.RawMessage `json:"arguments"`
-	ToolCallID string          `json:"toolCallId"`
-	IsError    bool            `json:"isError"`
-	Content    []showPart      `json:"content"`
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+	IsError   bool            `json:"isError"`
+	Content   []showPart      `json:"content"`
 }
 
 // showData is the union of the data fields the view prints; decoding is
