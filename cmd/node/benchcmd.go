@@ -309,7 +309,7 @@ func (b *bencher) cleanup(ctx context.Context, report, stderr io.Writer) {
 	wg.Wait()
 	fmt.Fprintf(report, "deleted %d bench sessions (--keep keeps them)\n", deleted)
 	if len(failed) > 0 {
-		fmt.Fprintf(stderr, "node bench: %d bench sessions (ids starting with %s-) could not be deleted, e.g. %s: %v; delete them with 'sessions rm'\n",
+		fmt.Fprintf(stderr, "sessionstore bench: %d bench sessions (ids starting with %s-) could not be deleted, e.g. %s: %v; delete them with 'sessionstore sessions rm'\n",
 			len(failed), b.cfg.prefix, failed[0], firstErr)
 	}
 }

@@ -285,8 +285,9 @@ func TestSessionsHelpAndUsage(t *testing.T) {
 		!strings.Contains(errOut.String(), "tail  ID [-n N] [-f]") {
 		t.Errorf("sessions --help: %v, %q", err, errOut.String())
 	}
+	out.Reset()
 	run(context.Background(), []string{"help"}, &out, &errOut)
-	if !strings.Contains(out.String(), "node sessions CMD") {
+	if !strings.Contains(out.String(), "sessionstore sessions ls|show|cat|tail|rm") {
 		t.Errorf("usage lacks the sessions line:\n%s", out.String())
 	}
 }
