@@ -108,7 +108,8 @@ func TestGrafanaDashboard(t *testing.T) {
 	}
 	for _, want := range []string{"sessionstore_rpc_forwarded_total", "sessionstore_auth_denied_total", "sessionstore_limit_refused_total",
 		"sessionstore_raft_state", "sessionstore_cluster_commit_seconds_bucket", "sessionstore_fsm_leases_total", "sessionstore_bbolt_free_bytes",
-		"sessionstore_artifact_bytes"} {
+		"sessionstore_artifact_bytes", "sessionstore_raft_commit_seconds_bucket", "sessionstore_raft_log_store_seconds_bucket",
+		"sessionstore_disk_free_bytes", "sessionstore_disk_low", "sessionstore_retention_deleted_total"} {
 		if names[want] == nil {
 			t.Errorf("no panel shows %s", want)
 		}
@@ -149,9 +150,6 @@ var metricName = regexp.MustCompile(`\b(?:sessionstore|go|process)_[a-zA-Z0-9_:]
 // external are series whose names our sources do not spell out: marker is a
 // string of the source that makes them exist.
 var external = map[string]struct{ from, marker string }{
-	// hashicorp/raft's go-metrics key raft.commitTime, through the go-metrics
-	// Prometheus sink cmd/node installs with service name "sessionstore".
-	"sessionstore_raft_commitTime": {"hashicorp/raft via go-metrics (cmd/node/metrics.go raftGoMetrics)", `gometrics.DefaultConfig("sessionstore")`},
 	// client_golang's process and Go collectors, registered in cmd/node/serve.go.
 	"process_cpu_seconds_total":     {"collectors.NewProcessCollector", "collectors.NewProcessCollector("},
 	"process_resident_memory_bytes": {"collectors.NewProcessCollector", "collectors.NewProcessCollector("},

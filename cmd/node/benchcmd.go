@@ -36,7 +36,7 @@ type benchConfig struct {
 	addr, writers, fsyncDir, prefix string
 	duration, warmup, fsyncDur      time.Duration
 	eventBytes                      int
-	keepalive, json                 bool
+	keepalive, json, keep           bool
 	levels                          []int
 	addrs                           []string          // parsed --addr; writer i uses addrs[i%len(addrs)]
 	dial                            []grpc.DialOption // TLS and token (clientflags.go)
@@ -73,6 +73,7 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.BoolVar(&cfg.keepalive, "keepalive", true, "also measure KeepAlive (one Raft commit each), 1 caller for 2s")
 	fs.BoolVar(&cfg.json, "json", false, "print one JSON object instead of the table")
 	fs.StringVar(&cfg.prefix, "session-prefix", "", "prefix of the benchmark's session ids (default bench-<random>)")
+	fs.BoolVar(&cfg.keep, "keep", false, "keep the benchmark's sessions in the store (by default they are deleted at the end)")
 	fs.StringVar(&cfg.replay, "replay", "", "replay the recorded session logs (*.jsonl) in this directory, or this one file, instead of one-event Appends (e.g. testdata/recorded)")
 	fs.StringVar(&cfg.agents, "agents", "16,64,256", "with --replay: comma-separated agent counts, one level each")
 	fs.StringVar(&cfg.serverPIDs, "server-pids", "", "with --replay: comma-separated PIDs of the server processes (this machine) whose CPU per event to report from /proc")
@@ -96,6 +97,9 @@ sending one Append per turn/step boundary as a write-behind buffer would,
 taking the lease at the first balanced point and carrying its epoch. It
 reports events/s, Appends/s, events per Append, Append latency and, with
 --server-pids, the servers' CPU per event; no fsync probe or KeepAlive.
+
+At the end (also after an error or an interrupt) the sessions the benchmark
+created are deleted, unless --keep.
 
 Flags:
 `)
@@ -150,6 +154,13 @@ Flags:
 		b.clients = append(b.clients, c)
 	}
 	b.c = b.clients[0]
+	if !cfg.keep {
+		report := stdout
+		if cfg.json {
+			report = stderr // stdout holds one JSON object
+		}
+		defer b.cleanup(ctx, report, stderr)
+	}
 	if cfg.replay != "" {
 		return b.replayMain(ctx, stdout, stderr)
 	}
@@ -226,12 +237,88 @@ type bencher struct {
 	clients []*client.Client // one per cfg.addrs entry
 	c       *client.Client   // clients[0]: set-up session and KeepAlive
 	pad     string
+
+	mu      sync.Mutex
+	created []string // every id a Create was sent for, for cleanup
+}
+
+// track records id before its Create is sent: a Create whose outcome is
+// unknown may have stored the session.
+func (b *bencher) track(id string) {
+	b.mu.Lock()
+	b.created = append(b.created, id)
+	b.mu.Unlock()
+}
+
+const (
+	benchCleanupParallel = 8
+	// benchCleanupTimeout bounds the cleanup after an interrupt, when the
+	// run's context is done (a second Ctrl-C does not stop the process).
+	benchCleanupTimeout = 10 * time.Second
+)
+
+// cleanup deletes the sessions the benchmark created (ids whose Create
+// failed may not exist: NOT_FOUND is not a failure) and says so on report;
+// failures go to stderr.
+func (b *bencher) cleanup(ctx context.Context, report, stderr io.Writer) {
+	b.mu.Lock()
+	ids := slices.Clone(b.created)
+	b.mu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), benchCleanupTimeout)
+		defer cancel()
+	}
+	var (
+		mu       sync.Mutex
+		deleted  int
+		failed   []string
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	next := make(chan string)
+	for range min(benchCleanupParallel, len(ids)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for id := range next {
+				cctx, cancel := context.WithTimeout(ctx, benchCallTimeout)
+				_, err := b.c.Delete(cctx, &sessionpb.DeleteRequest{SessionId: id})
+				cancel()
+				mu.Lock()
+				switch {
+				case err == nil:
+					deleted++
+				case !errors.Is(err, sessionstore.ErrNotFound):
+					failed = append(failed, id)
+					if firstErr == nil {
+						firstErr = err
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, id := range ids {
+		next <- id
+	}
+	close(next)
+	wg.Wait()
+	fmt.Fprintf(report, "deleted %d bench sessions (--keep keeps them)\n", deleted)
+	if len(failed) > 0 {
+		fmt.Fprintf(stderr, "sessionstore bench: %d bench sessions (ids starting with %s-) could not be deleted, e.g. %s: %v; delete them with 'sessionstore sessions rm'\n",
+			len(failed), b.cfg.prefix, failed[0], firstErr)
+	}
 }
 
 // writerClient is writer i's client: address i mod n of --addr.
 func (b *bencher) writerClient(i int) *client.Client { return b.clients[i%len(b.clients)] }
 
 func (b *bencher) create(ctx context.Context, c *client.Client, id string) error {
+	b.track(id)
 	ctx, cancel := context.WithTimeout(ctx, benchCallTimeout)
 	defer cancel()
 	cwd := "/bench"

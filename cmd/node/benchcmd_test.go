@@ -1,13 +1,17 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sessionstore/sessionstore/api/client"
+	"github.com/sessionstore/sessionstore/api/sessionpb"
 )
 
 func TestBenchParseWriters(t *testing.T) {
@@ -89,6 +93,46 @@ func TestBenchParseAddrs(t *testing.T) {
 	for i := range 5 {
 		if b.writerClient(i) != b.clients[0] {
 			t.Errorf("single address: writer %d does not use it", i)
+		}
+	}
+}
+
+// bench deletes the sessions it created unless --keep, and says so.
+func TestBenchDeletesItsSessions(t *testing.T) {
+	n := startTestNode(t, "")
+	listed := func(prefix string) []string {
+		var ids []string
+		r, err := n.Client.ListSnapshots(n.ctx(), &sessionpb.ListSnapshotsRequest{PageSize: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range r.GetSnapshots() {
+			if strings.HasPrefix(s.GetHeader().GetId(), prefix+"-") {
+				ids = append(ids, s.GetHeader().GetId())
+			}
+		}
+		return ids
+	}
+	for _, c := range []struct {
+		prefix string
+		keep   bool
+	}{{"gone", false}, {"kept", true}} {
+		var out, errb bytes.Buffer
+		args := []string{"--addr", n.srv.grpcAddr, "--writers", "2", "--duration", "200ms", "--warmup", "0s",
+			"--fsync-duration", "0s", "--keepalive=false", "--session-prefix", c.prefix}
+		if c.keep {
+			args = append(args, "--keep")
+		}
+		if err := benchMain(context.Background(), args, &out, &errb); err != nil {
+			t.Fatalf("bench %v: %v\n%s", args, err, errb.String())
+		}
+		ids := listed(c.prefix)
+		said := regexp.MustCompile(`(?m)^deleted (\d+) bench sessions \(--keep keeps them\)$`).FindStringSubmatch(out.String())
+		switch {
+		case c.keep && (said != nil || len(ids) < 3):
+			t.Errorf("--keep: output %q, %d sessions listed; want no deletion, the set-up and both writers' sessions kept", out.String(), len(ids))
+		case !c.keep && (said == nil || said[1] == "0" || len(ids) != 0):
+			t.Errorf("output %q, sessions left %v; want them deleted and counted", out.String(), ids)
 		}
 	}
 }

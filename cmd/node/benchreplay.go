@@ -340,6 +340,7 @@ func (b *bencher) replayLevel(ctx context.Context, sessions []replaySession, n i
 func (b *bencher) replayOnce(ctx context.Context, c *client.Client, s *replaySession, id string, r *replayRun, warmEnd, end time.Time) bool {
 	h := s.header
 	h.ID = id
+	b.track(id)
 	cctx, cancel := context.WithTimeout(ctx, benchCallTimeout)
 	err := c.Create(cctx, &sessionpb.CreateRequest{Header: sessionpb.HeaderFromDomain(h)})
 	cancel()

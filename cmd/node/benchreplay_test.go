@@ -226,7 +226,7 @@ func TestBenchReplaySmoke(t *testing.T) {
 	dir := filepath.Join("..", "..", "testdata", "recorded")
 	var out, errb bytes.Buffer
 	args := []string{"--addr", n.srv.grpcAddr, "--replay", dir, "--agents", "3", "--duration", "1s", "--warmup", "0s",
-		"--session-prefix", "smoke", "--server-pids", fmt.Sprint(os.Getpid()), "--json"}
+		"--session-prefix", "smoke", "--server-pids", fmt.Sprint(os.Getpid()), "--json", "--keep"}
 	if err := benchMain(context.Background(), args, &out, &errb); err != nil {
 		t.Fatalf("bench --replay: %v\n%s", err, errb.String())
 	}

@@ -122,6 +122,23 @@ func dfMetric(t *testing.T, httpAddr, name string, labels ...string) float64 {
 	return v
 }
 
+// dfWaitSampled waits until the node's latest free-space sample equals the
+// free space of mnt now, and returns it: a write sent next is judged by that
+// sample or a later one, which (the disk only filling) is not higher.
+func dfWaitSampled(t *testing.T, n *testNode, mnt string) int64 {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second) // the node samples every second
+	for {
+		sampled := dfMetric(t, n.srv.httpAddr, "sessionstore_disk_free_bytes")
+		if now := dfAvail(t, mnt); sampled == float64(now) {
+			return now
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the node's free-space sample is %v, the filesystem has %d bytes free: no new sample within 30 s", sampled, now)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // dfCheckReads asserts that every read path returns exactly the acknowledged
 // events of id.
 func dfCheckReads(t *testing.T, n *testNode, id string, acked []string) {
@@ -174,9 +191,26 @@ func TestDiskFull_RefusesWritesKeepsReads(t *testing.T) {
 
 	// Append until refused: the refusal must come before the filesystem is
 	// exhausted, as a definite RESOURCE_EXHAUSTED / QUOTA_EXCEEDED.
+	//
+	// The node judges a write by its latest statfs sample, which may be up to
+	// diskRecheckAfter old, and the artifact writer lags the commits; under
+	// load both let a fixed free-space bound race. So the verdicts are checked
+	// against what the node itself measured, relying only on free space
+	// shrinking while the disk fills (nothing here deletes): after every batch
+	// the artifacts catch up; while the free space then is clearly above the
+	// threshold, the node must accept (any sample it may use is at least that
+	// high); near the threshold the test first waits until the node's sample
+	// (sessionstore_disk_free_bytes) equals the free space now, so the sample
+	// a write is judged by is that one or a later, lower one.
+	const dfNear = 256 << 10 // above threshold+dfNear, writes must be accepted
 	var acked []string
 	var refusal error
+	free := dfAvail(t, mnt)
 	for batch := 0; batch < 400 && refusal == nil; batch++ {
+		sampled := int64(-1) // the node's sample the write is judged by at most
+		if free < dfMinFree+dfNear {
+			sampled = dfWaitSampled(t, n, mnt)
+		}
 		events := make([]string, 8)
 		for i := range events {
 			events[i] = dfEvent(rng, int64(len(acked)+i), 4<<10)
@@ -184,9 +218,20 @@ func TestDiskFull_RefusesWritesKeepsReads(t *testing.T) {
 		_, err := ctRaw(n).Append(n.ctx(), &sessionpb.AppendRequest{SessionId: id, Events: events})
 		if err != nil {
 			refusal = err
+			if sampled < 0 {
+				t.Fatalf("append refused with %d bytes free (artifacts caught up), above the threshold %d + %d: %v", free, dfMinFree, dfNear, err)
+			}
+			if now := dfAvail(t, mnt); now >= dfMinFree {
+				t.Errorf("append refused while %d bytes are free, not below the threshold %d", now, dfMinFree)
+			}
 			break
 		}
+		if sampled >= 0 && sampled < dfMinFree {
+			t.Errorf("append accepted although the node had sampled %d bytes free, below the threshold %d", sampled, dfMinFree)
+		}
 		acked = append(acked, events...)
+		n.WaitArtifacts()
+		free = dfAvail(t, mnt)
 	}
 	if refusal == nil {
 		t.Fatalf("%d events (%d bytes free) appended and never refused", len(acked), dfAvail(t, mnt))
@@ -200,7 +245,7 @@ func TestDiskFull_RefusesWritesKeepsReads(t *testing.T) {
 			t.Errorf("refusal message %q does not contain %q", se.Message, want)
 		}
 	}
-	free := dfAvail(t, mnt)
+	free = dfAvail(t, mnt)
 	t.Logf("refused after %d events (%d bytes free): %s", len(acked), free, se.Message)
 	if free < dfMinFree/2 {
 		t.Errorf("only %d bytes free when writes were refused: the threshold %d was overshot by more than half", free, dfMinFree)

@@ -8,9 +8,13 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
+	gometrics "github.com/hashicorp/go-metrics"
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -141,8 +145,13 @@ func TestMetrics_WorkloadMovesOperatorMetrics(t *testing.T) {
 	mtWantPositive(t, lm, "sessionstore_artifact_bytes")
 	mtWantValue(t, lm, "sessionstore_artifact_lagging_sessions", 0)
 
-	// hashicorp/raft's own go-metrics (one process-wide sink).
-	mtWantPositive(t, lm, "sessionstore_raft_commitTime")
+	// hashicorp/raft's own go-metrics, bridged (one process-wide sink).
+	mtWantPositive(t, lm, "sessionstore_raft_commit_seconds")
+	mtWantPositive(t, lm, "sessionstore_raft_log_store_seconds", "role", "leader")
+	mtWantPositive(t, fm, "sessionstore_raft_log_store_seconds", "role", "follower")
+	mtWantPositive(t, lm, "sessionstore_raft_snapshot_seconds")
+	mtWantPositive(t, lm, "sessionstore_raft_state_changes_total", "state", "leader")
+	mtWantPositive(t, lm, "sessionstore_cluster_voters_alive")
 
 	// Forwarding is counted by the follower once the forwarder reports it
 	// (the family is absent until its first increment).
@@ -150,6 +159,138 @@ func TestMetrics_WorkloadMovesOperatorMetrics(t *testing.T) {
 		mtWantPositive(t, fm, "sessionstore_rpc_forwarded_total", "method", svc+"Append")
 	} else {
 		t.Log("sessionstore_rpc_forwarded_total not exported yet: forwarded calls not checked")
+	}
+}
+
+// Every series a node serves has a real help text and a Prometheus name:
+// snake_case, with no millisecond unit (hashicorp's go-metrics used to come
+// through with camelCase names, milliseconds and their name as help).
+func TestMetrics_NamesHelpAndUnits(t *testing.T) {
+	n := startTestNode(t, "")
+	n.waitReady(true)
+	const id = "mt-names"
+	ctCreate(t, n, ctMeta(id, "/mt"))
+	ctAppend(t, n, id, clEvent(0, "a"), clEvent(1, "b"))
+	if err := n.srv.node.Snapshot(); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	fams := mtScrape(t, n.srv.httpAddr)
+
+	snake := regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+	millis := regexp.MustCompile(`(^|_)(ms|msec|millis|milliseconds?)(_|$)`)
+	for name, f := range fams {
+		help := strings.TrimSpace(f.GetHelp())
+		if help == "" || help == name || strings.EqualFold(strings.TrimSuffix(help, "."), name) {
+			t.Errorf("%s: help %q, want a description", name, f.GetHelp())
+		}
+		if !snake.MatchString(name) {
+			t.Errorf("%s: not a snake_case Prometheus name", name)
+		}
+		if millis.MatchString(name) || strings.Contains(strings.ToLower(help), "in milliseconds") {
+			t.Errorf("%s (%q): a millisecond unit; Prometheus wants seconds", name, help)
+		}
+	}
+	// The bridged raft series are there, in seconds, and the single voter is
+	// alive.
+	mtWantPositive(t, fams, "sessionstore_raft_commit_seconds")
+	mtWantPositive(t, fams, "sessionstore_raft_log_store_seconds", "role", "leader")
+	mtWantPositive(t, fams, "sessionstore_raft_fsm_apply_seconds")
+	mtWantPositive(t, fams, "sessionstore_raft_snapshot_persist_seconds")
+	mtWantPresent(t, fams, "sessionstore_raft_leader_lease_timeouts_total")
+	mtWantValue(t, fams, "sessionstore_cluster_voters_alive", 1)
+}
+
+// The go-metrics bridge: each kept key lands in its family with its label, in
+// seconds for timers; other keys, calls of the wrong kind and per-peer samples
+// without their peer are dropped.
+func TestMetrics_GoMetricsBridge(t *testing.T) {
+	peer := []gometrics.Label{{Name: "peer_id", Value: "n2"}}
+	tests := []struct {
+		name   string
+		feed   func(b *goMetricsBridge)
+		family string
+		labels []string
+		count  uint64  // histograms: samples
+		value  float64 // histograms: sum; counters and gauges: value
+	}{
+		{"timer in seconds", func(b *goMetricsBridge) { b.AddSample([]string{"raft", "commitTime"}, 250) },
+			"sessionstore_raft_commit_seconds", nil, 1, 0.25},
+		{"two keys, one family", func(b *goMetricsBridge) {
+			b.AddSample([]string{"raft", "fsm", "applyBatch"}, 2)
+			b.AddSample([]string{"raft", "fsm", "apply"}, 3)
+		}, "sessionstore_raft_fsm_apply_seconds", nil, 2, 0.005},
+		{"fixed label", func(b *goMetricsBridge) { b.AddSample([]string{"raft", "rpc", "appendEntries", "storeLogs"}, 4) },
+			"sessionstore_raft_log_store_seconds", []string{"role", "follower"}, 1, 0.004},
+		{"label from go-metrics", func(b *goMetricsBridge) {
+			b.AddSampleWithLabels([]string{"raft", "replication", "appendEntries", "rpc"}, 8, peer)
+			b.AddSample([]string{"raft", "replication", "appendEntries", "rpc"}, 8) // no peer: dropped
+		}, "sessionstore_raft_replication_append_entries_seconds", []string{"peer", "n2"}, 1, 0.008},
+		{"count samples unscaled", func(b *goMetricsBridge) { b.AddSample([]string{"raft", "fsm", "applyBatchNum"}, 7) },
+			"sessionstore_raft_fsm_apply_batch_entries", nil, 1, 7},
+		{"counter", func(b *goMetricsBridge) {
+			b.IncrCounter([]string{"raft", "state", "leader"}, 1)
+			b.IncrCounter([]string{"raft", "state", "leader"}, 1)
+		}, "sessionstore_raft_state_changes_total", []string{"state", "leader"}, 0, 2},
+		{"counter at 0 before any event", func(b *goMetricsBridge) {},
+			"sessionstore_raft_leader_lease_timeouts_total", nil, 0, 0},
+		{"gauge", func(b *goMetricsBridge) { b.SetGaugeWithLabels([]string{"memberlist", "health", "score"}, 3, nil) },
+			"sessionstore_memberlist_health_score", nil, 0, 3},
+		{"wrong kind dropped", func(b *goMetricsBridge) { b.IncrCounter([]string{"raft", "commitTime"}, 5) },
+			"sessionstore_raft_commit_seconds", nil, 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newGoMetricsBridge(bridgedFamilies)
+			tc.feed(b)
+			b.AddSample([]string{"raft", "net", "rpcDecode"}, 1) // not kept
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(b)
+			got, err := reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			fams := map[string]*dto.MetricFamily{}
+			for _, f := range got {
+				fams[f.GetName()] = f
+				if strings.Contains(f.GetName(), "rpc_decode") || strings.Contains(f.GetName(), "rpcDecode") {
+					t.Errorf("%s exported: only the listed keys are kept", f.GetName())
+				}
+			}
+			f := fams[tc.family]
+			var m *dto.Metric
+			if f != nil {
+			metric:
+				for _, cand := range f.Metric {
+					for i := 0; i+1 < len(tc.labels); i += 2 {
+						found := false
+						for _, lp := range cand.Label {
+							found = found || lp.GetName() == tc.labels[i] && lp.GetValue() == tc.labels[i+1]
+						}
+						if !found {
+							continue metric
+						}
+					}
+					m = cand
+				}
+			}
+			switch {
+			case m == nil && (tc.count > 0 || tc.value != 0):
+				t.Fatalf("%s%v: not exported", tc.family, tc.labels)
+			case m == nil:
+			case m.Histogram != nil:
+				if h := m.Histogram; h.GetSampleCount() != tc.count || math.Abs(h.GetSampleSum()-tc.value) > 1e-9 {
+					t.Errorf("%s%v: %d samples summing to %v, want %d summing to %v", tc.family, tc.labels, h.GetSampleCount(), h.GetSampleSum(), tc.count, tc.value)
+				}
+			case m.Counter != nil:
+				if v := m.Counter.GetValue(); v != tc.value {
+					t.Errorf("%s%v = %v, want %v", tc.family, tc.labels, v, tc.value)
+				}
+			case m.Gauge != nil:
+				if v := m.Gauge.GetValue(); v != tc.value {
+					t.Errorf("%s%v = %v, want %v", tc.family, tc.labels, v, tc.value)
+				}
+			}
+		})
 	}
 }
 

@@ -31,6 +31,7 @@ var commands = []command{
 	{"compact", "[flags]", "OFFLINE: compact a stopped node's bbolt files (state.db, raft/raft.db)", compactCmd},
 	{"repair", "[flags]", "OFFLINE: rebuild a stopped node's Raft log end that lost committed entries", repairCmd},
 	{"retention", "[flags]", "list (or, with --apply, delete) the sessions the retention policies expire", retentionCmd},
+	{"sessions", "ls|show|cat|tail|rm [flags]", "look at sessions from the shell: list, show turn by turn, print, follow, delete", sessionsCmd},
 }
 
 // writeUsage writes the subcommand list, one line each.
