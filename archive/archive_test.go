@@ -98,19 +98,19 @@ func (f *fakeStore) ReadRaw(_ context.Context, req *sessionpb.ReadRawRequest) (*
 	return &sessionpb.ReadRawResponse{Header: sessionpb.HeaderFromDomain(s.header), Filename: "session.jsonl", Content: []byte(text), Revision: f.rev(s)}, nil
 }
 
-func (f *fakeStore) Create(_ context.Context, req *sessionpb.CreateRequest) error {
+func (f *fakeStore) Create(_ context.Context, req *sessionpb.CreateRequest) (*sessionpb.CreateResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	h := req.Header.Domain()
 	if s := f.sessions[h.ID]; s != nil {
 		if len(s.events) > 0 || !bytes.Equal(sessionlog.HeaderLine(s.header), sessionlog.HeaderLine(h)) {
-			return sessionstore.Errorf(sessionstore.ReasonAlreadyExists, "exists")
+			return nil, sessionstore.Errorf(sessionstore.ReasonAlreadyExists, "exists")
 		}
-		return nil
+		return &sessionpb.CreateResponse{Readable: true}, nil
 	}
 	f.index++
 	f.sessions[h.ID] = &fakeSession{header: h, incarnation: f.index, last: f.index}
-	return nil
+	return &sessionpb.CreateResponse{Readable: true}, nil
 }
 
 func (f *fakeStore) Append(_ context.Context, req *sessionpb.AppendRequest) (*sessionpb.AppendResponse, error) {
@@ -604,5 +604,64 @@ func TestArchiveExportLeavesOutSessionsMaterialisedDuringIt(t *testing.T) {
 	}
 	if len(m.Sessions) != 12 || res.Sessions != 12 {
 		t.Fatalf("%d sessions exported, want 12", len(m.Sessions))
+	}
+}
+
+// A session a read would refuse is refused whole by default (and by a dry
+// run), and imported with the reference's write rules under KeepUnreadable.
+func TestArchiveImportRefusesUnreadableUnlessKept(t *testing.T) {
+	root := t.TempDir()
+	write := func(id string, text string) {
+		p := filepath.Join(root, "--p--", id, storage.RawArtifactName)
+		os.MkdirAll(filepath.Dir(p), 0o700)
+		os.WriteFile(p, []byte(text), 0o600)
+	}
+	unknown := `{"type":"future/event","seq":1,"time":1,"data":{}}`
+	write("unknown", rawSession("unknown", "/p", 1)+unknown+"\n")
+	write("fine", rawSession("fine", "/p", 2))
+	for _, c := range []struct {
+		name   string
+		opts   ImportOptions
+		status Status
+		stored bool
+	}{
+		{"dry run", ImportOptions{DryRun: true}, StatusRefused, false},
+		{"strict", ImportOptions{}, StatusRefused, false},
+		{"dry run, kept", ImportOptions{DryRun: true, KeepUnreadable: true}, StatusValid, false},
+		{"kept", ImportOptions{KeepUnreadable: true}, StatusImported, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st := newFakeStore()
+			var validations []sessionpb.Validation
+			st.before = func(req *sessionpb.AppendRequest) { validations = append(validations, req.Validation) }
+			src, err := OpenSource(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			results := map[string]SessionResult{}
+			sum, err := Import(context.Background(), st, src, ImportOptions{DryRun: c.opts.DryRun, KeepUnreadable: c.opts.KeepUnreadable,
+				Done: func(r SessionResult) { results[r.ID] = r }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := results["unknown"]
+			if r.Status != c.status || (c.status == StatusRefused && !strings.Contains(r.Reason, `event type "future/event"`)) {
+				t.Errorf("unknown: %s %q, want %s", r.Status, r.Reason, c.status)
+			}
+			if _, ok := st.sessions["unknown"]; ok != c.stored {
+				t.Errorf("unknown stored: %v, want %v", ok, c.stored)
+			}
+			if !results["fine"].Status.OK() {
+				t.Errorf("fine: %s %q", results["fine"].Status, results["fine"].Reason)
+			}
+			if c.status == StatusRefused && sum.Failures() == 0 {
+				t.Error("a refused session is not counted as a failure (exit status 1)")
+			}
+			for _, v := range validations {
+				if want := map[bool]sessionpb.Validation{true: sessionpb.Validation_VALIDATION_REFERENCE, false: sessionpb.Validation_VALIDATION_STRICT}[c.opts.KeepUnreadable]; v != want {
+					t.Errorf("an append asked for %v, want %v", v, want)
+				}
+			}
+		})
 	}
 }

@@ -27,7 +27,7 @@ type Store interface {
 	Status(ctx context.Context) (*sessionpb.StatusResponse, error)
 	ListSnapshots(ctx context.Context, req *sessionpb.ListSnapshotsRequest) (*sessionpb.ListSnapshotsResponse, error)
 	ReadRaw(ctx context.Context, req *sessionpb.ReadRawRequest) (*sessionpb.ReadRawResponse, error)
-	Create(ctx context.Context, req *sessionpb.CreateRequest) error
+	Create(ctx context.Context, req *sessionpb.CreateRequest) (*sessionpb.CreateResponse, error)
 	Append(ctx context.Context, req *sessionpb.AppendRequest) (*sessionpb.AppendResponse, error)
 }
 

@@ -40,6 +40,11 @@ const (
 	// StatusInvalid: the header or an event fails the API's own checks;
 	// nothing was written for the session.
 	StatusInvalid Status = "invalid"
+	// StatusRefused: a read of the session would refuse it (an unknown event
+	// type, another format version, a malformed message...), so the store's
+	// strict validation refuses it and nothing was written;
+	// ImportOptions.KeepUnreadable stores it anyway.
+	StatusRefused Status = "refused"
 	// StatusEmpty: the session has no events. The store lists a session
 	// only after its first append, so nothing was written.
 	StatusEmpty Status = "empty"
@@ -52,7 +57,7 @@ const (
 
 // Statuses lists every status in the order a summary shows them.
 var Statuses = []Status{StatusImported, StatusCompleted, StatusPresent, StatusValid, StatusEmpty,
-	StatusConflict, StatusUnreadable, StatusInvalid, StatusFailed}
+	StatusConflict, StatusUnreadable, StatusInvalid, StatusRefused, StatusFailed}
 
 // OK reports whether the status leaves the session fully in the store (or,
 // in a dry run, importable).
@@ -89,6 +94,10 @@ type ImportOptions struct {
 	// DryRun reads and validates every session and writes nothing (the
 	// store is not contacted).
 	DryRun bool
+	// KeepUnreadable imports sessions a read would refuse, with the
+	// reference's write rules (VALIDATION_REFERENCE), instead of refusing
+	// them (StatusRefused). Such a session stays readable raw only.
+	KeepUnreadable bool
 	// BatchEvents and BatchBytes bound one Append (defaults: the API's
 	// 1,000 events and 4 MiB). MaxEventBytes is the largest event accepted
 	// (default: the API's 2 MiB); a larger one makes the session invalid.
@@ -141,9 +150,9 @@ type ImportSummary struct {
 }
 
 // Failures is the number of sessions that could not be imported for a
-// reason other than a conflict (unreadable, invalid, failed).
+// reason other than a conflict (unreadable, invalid, refused, failed).
 func (s *ImportSummary) Failures() int {
-	return s.Counts[StatusUnreadable] + s.Counts[StatusInvalid] + s.Counts[StatusFailed]
+	return s.Counts[StatusUnreadable] + s.Counts[StatusInvalid] + s.Counts[StatusRefused] + s.Counts[StatusFailed]
 }
 
 // Import imports every session of src into st.
@@ -155,14 +164,17 @@ func (s *ImportSummary) Failures() int {
 //     its header must pass the API's create checks and fit the API's
 //     fields, and every event must pass the API's append checks and size
 //     limit (else invalid).
-//  2. The store's copy is read (ReadRaw). If it exists, its header line must
+//  2. A read of the session must accept it (sessionlog.ReadCheck, what the
+//     store's strict writes decide), else refused, unless KeepUnreadable:
+//     then it is written with the reference's rules (VALIDATION_REFERENCE).
+//  3. The store's copy is read (ReadRaw). If it exists, its header line must
 //     equal the source's (else conflict), its events must be a prefix of the
 //     source's, byte for byte (else conflict), and it must not be longer
 //     (else conflict). Equal: present, nothing is sent.
-//  3. A missing session is created with a request id derived from its id and
+//  4. A missing session is created with a request id derived from its id and
 //     header, so a re-run reuses it; ALREADY_EXISTS means a registration with
 //     another header (conflict), unless the session has meanwhile appeared.
-//  4. The missing events are appended in batches, each carrying the
+//  5. The missing events are appended in batches, each carrying the
 //     revision the previous step saw as expected_revision, so a session
 //     changed by anyone else meanwhile becomes a conflict instead of being
 //     interleaved (SEQ_MISMATCH, REVISION_MISMATCH and LEASE_FENCED are
@@ -290,6 +302,20 @@ func (im *importer) one(ctx context.Context, it Item) SessionResult {
 		r.Status, r.Reason = StatusInvalid, err.Error()
 		return r
 	}
+	// What a read of the session would say, as the store's strict writes
+	// decide it: refused whole here rather than half-written by the store.
+	check := sessionlog.NewReadCheck(it.Header.ID, it.Header, "")
+	if _, err := check.Add(it.Events); err != nil {
+		r.Status, r.Reason = StatusInvalid, err.Error()
+		return r
+	}
+	if err := check.Err(); err != nil {
+		if !im.opts.KeepUnreadable {
+			r.Status, r.Reason = StatusRefused, "a read would refuse it: "+err.Error()+" (--keep-unreadable stores it anyway)"
+			return r
+		}
+		r.Notes = append(r.Notes, "stored although a read refuses it (--keep-unreadable): "+err.Error())
+	}
 	if len(it.Events) == 0 {
 		r.Status, r.Reason = StatusEmpty, "no events: the store lists a session only after its first append, so nothing was written"
 		return r
@@ -331,6 +357,14 @@ func (im *importer) validate(it Item) error {
 		}
 	}
 	return nil
+}
+
+// validation is how the store is asked to check the import's writes.
+func (im *importer) validation() sessionpb.Validation {
+	if im.opts.KeepUnreadable {
+		return sessionpb.Validation_VALIDATION_REFERENCE
+	}
+	return sessionpb.Validation_VALIDATION_STRICT
 }
 
 // createRequestID is the Create's request id: a function of the session id
@@ -399,7 +433,7 @@ func (im *importer) write(ctx context.Context, it Item, r *SessionResult) {
 		return
 	}
 	if !s.exists {
-		err := im.st.Create(ctx, &sessionpb.CreateRequest{Header: sessionpb.HeaderFromDomain(h), RequestId: createRequestID(h)})
+		_, err := im.st.Create(ctx, &sessionpb.CreateRequest{Header: sessionpb.HeaderFromDomain(h), RequestId: createRequestID(h), Validation: im.validation()})
 		if errors.Is(err, sessionstore.ErrAlreadyExists) {
 			// Materialised meanwhile, or registered with another header.
 			if s, err = im.probe(ctx, h.ID); err != nil {
@@ -439,7 +473,7 @@ func (im *importer) write(ctx context.Context, it Item, r *SessionResult) {
 		for k := range batch {
 			batch[k] = string(it.Events[i+k])
 		}
-		resp, err := im.st.Append(ctx, &sessionpb.AppendRequest{SessionId: h.ID, Events: batch, ExpectedRevision: expected})
+		resp, err := im.st.Append(ctx, &sessionpb.AppendRequest{SessionId: h.ID, Events: batch, ExpectedRevision: expected, Validation: im.validation()})
 		switch {
 		case errors.Is(err, sessionstore.ErrSeqMismatch), errors.Is(err, sessionstore.ErrRevisionMismatch):
 			fail(StatusConflict, "the session changed while it was being imported (append at seq %d: %v)", i, err)

@@ -272,7 +272,7 @@ func TestCompose_ClusterSurvivesKillRestartDownUp(t *testing.T) {
 	for i, n := range nodes {
 		id := fmt.Sprintf("via-%s-%s", n.name, run)
 		cwd := testCwd
-		if err := n.c.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: id, CreatedAt: 1755600000000, Cwd: &cwd}}); err != nil {
+		if _, err := n.c.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: id, CreatedAt: 1755600000000, Cwd: &cwd}}); err != nil {
 			t.Fatalf("create through %s: %v", n.name, err)
 		}
 		for k := range int64(3) {
@@ -289,7 +289,7 @@ func TestCompose_ClusterSurvivesKillRestartDownUp(t *testing.T) {
 	for i := range writers {
 		id := fmt.Sprintf("load-%d-%s", i, run)
 		cwd := testCwd
-		if err := nodes[i].c.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: id, CreatedAt: 1755600000000, Cwd: &cwd}}); err != nil {
+		if _, err := nodes[i].c.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: id, CreatedAt: 1755600000000, Cwd: &cwd}}); err != nil {
 			t.Fatalf("create %s: %v", id, err)
 		}
 		writers[i] = &writer{id: id, nodes: nodes, cur: i}

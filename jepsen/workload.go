@@ -138,7 +138,7 @@ func (w *appendWorkload) setup(ctx context.Context, r *run) error {
 	c := r.conns.patient(r.b.Nodes()[0])
 	for i := 0; i < w.pool.live; i++ {
 		id := w.pool.newID()
-		if err := c.Create(ctx, &sessionpb.CreateRequest{Header: header(id), RequestId: "setup-" + id}); err != nil {
+		if _, err := c.Create(ctx, &sessionpb.CreateRequest{Header: header(id), RequestId: "setup-" + id}); err != nil {
 			return err
 		}
 		w.pool.active = append(w.pool.active, &poolSession{id: id})
@@ -154,7 +154,8 @@ func (w *appendWorkload) step(ctx context.Context, r *run, p *proc) {
 		// create is retried by later appends' NOT_FOUND until one lands.
 		r.op(ctx, p, history.Op{F: history.FCreate, Session: s.id, Owner: "pool"}, true,
 			func(ctx context.Context, c *client.Client) (history.Op, error) {
-				return history.Op{}, c.Create(ctx, &sessionpb.CreateRequest{Header: header(s.id), RequestId: "create-" + s.id})
+				_, err := c.Create(ctx, &sessionpb.CreateRequest{Header: header(s.id), RequestId: "create-" + s.id})
+				return history.Op{}, err
 			})
 		return
 	}
@@ -188,7 +189,8 @@ func (w *appendWorkload) step(ctx context.Context, r *run, p *proc) {
 		// The rotation's create has not landed: register it again (idempotent).
 		r.op(ctx, p, history.Op{F: history.FCreate, Session: s.id, Owner: "pool"}, true,
 			func(ctx context.Context, c *client.Client) (history.Op, error) {
-				return history.Op{}, c.Create(ctx, &sessionpb.CreateRequest{Header: header(s.id), RequestId: "create-" + s.id})
+				_, err := c.Create(ctx, &sessionpb.CreateRequest{Header: header(s.id), RequestId: "create-" + s.id})
+				return history.Op{}, err
 			})
 	}
 }

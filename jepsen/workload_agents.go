@@ -26,7 +26,8 @@ func seedSession(ctx context.Context, r *run, id string) (next int64, err error)
 		p.node = r.leader(ctx)
 		done := r.op(ctx, p, history.Op{F: history.FCreate, Session: id, Owner: "setup"}, true,
 			func(ctx context.Context, c *client.Client) (history.Op, error) {
-				return history.Op{}, c.Create(ctx, &sessionpb.CreateRequest{Header: header(id), RequestId: "setup-" + id})
+				_, err := c.Create(ctx, &sessionpb.CreateRequest{Header: header(id), RequestId: "setup-" + id})
+				return history.Op{}, err
 			})
 		if done.Type != history.OK {
 			time.Sleep(200 * time.Millisecond)
@@ -197,7 +198,8 @@ func (w *creatorsPlanMode) createStep(ctx context.Context, r *run, p *proc) {
 	h := &sessionpb.SessionHeader{Id: id, CreatedAt: 1, Cwd: &cwd}
 	r.op(ctx, p, history.Op{F: history.FCreate, Session: id, Owner: owner}, true,
 		func(ctx context.Context, c *client.Client) (history.Op, error) {
-			return history.Op{Owner: owner}, c.Create(ctx, &sessionpb.CreateRequest{Header: h, RequestId: "create-" + id + "-" + owner})
+			_, err := c.Create(ctx, &sessionpb.CreateRequest{Header: h, RequestId: "create-" + id + "-" + owner})
+			return history.Op{Owner: owner}, err
 		})
 	m := r.marker(p.id)
 	appendOp(ctx, r, p, id, 0, 0, []string{history.WorkloadEvent(m, 0, time.Now().UnixMilli())}, []string{m})

@@ -2,6 +2,7 @@ package sessionlog
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/sessionstore/sessionstore"
@@ -119,5 +120,52 @@ func TestReadCheck_Header(t *testing.T) {
 	rc = NewReadCheck("s", sessionstore.Header{ID: "s", Cwd: ptr("rel")}, "")
 	if err := rc.Err(); !errors.Is(err, sessionstore.ErrInvalidStored) {
 		t.Fatalf("a relative cwd: %v, want INVALID_STORED_EVENT", err)
+	}
+}
+
+// TestReadCheck_WriteRefusalIsTheReadRule: over every log the read-side
+// tests refuse, a strict write is refused exactly where a read of the log
+// would fail, with a write reason, and never where it reads.
+func TestReadCheck_WriteRefusalIsTheReadRule(t *testing.T) {
+	h := sessionstore.Header{CreatedAt: 1, Cwd: ptr("/w")}
+	writeReasons := map[sessionstore.Reason]bool{sessionstore.ReasonInvalidEvent: true, sessionstore.ReasonFormatUnsupported: true}
+	refusals := 0
+	for ci, c := range readCheckCorpus(t) {
+		h.ID = c.id
+		rc := NewReadCheck(c.id, h, "")
+		for i := range c.log {
+			rc.Add(c.log[i : i+1])
+			read := readWhole(c.id, h, c.log[:i+1])
+			refusal := rc.WriteRefusal()
+			if (read == nil) != (refusal == nil) {
+				t.Fatalf("log %d, event %d: a read says %v, a strict write %v", ci, i, read, refusal)
+			}
+			if refusal != nil {
+				refusals++
+				if !writeReasons[refusal.Reason] || !strings.HasSuffix(refusal.Message, "write it with validation REFERENCE to store it anyway") {
+					t.Fatalf("log %d, event %d: refusal %s %q", ci, i, refusal.Reason, refusal.Message)
+				}
+			}
+		}
+	}
+	if refusals == 0 {
+		t.Fatal("the corpus refused nothing")
+	}
+	for _, c := range []struct {
+		h      sessionstore.Header
+		reason sessionstore.Reason
+		msg    string
+	}{
+		{sessionstore.Header{ID: "s", Version: 1}, sessionstore.ReasonFormatUnsupported,
+			`session "s" header has log format v1; this store reads format v0 only, so no read would open the log; write it with validation REFERENCE to store it anyway`},
+		{sessionstore.Header{ID: "s", Cwd: ptr("rel/dir")}, sessionstore.ReasonInvalidHeader,
+			`session header cwd must be an absolute path, got "rel/dir": a read would refuse the log; write it with validation REFERENCE to store it anyway`},
+		{sessionstore.Header{ID: "s", Origin: ptr("user")}, sessionstore.ReasonInvalidHeader,
+			`session header origin must be "subagent": a read would refuse the log; write it with validation REFERENCE to store it anyway`},
+	} {
+		got := NewReadCheck("s", c.h, "").WriteRefusal()
+		if got == nil || got.Reason != c.reason || got.Message != c.msg {
+			t.Errorf("header %+v: %v, want %s %q", c.h, got, c.reason, c.msg)
+		}
 	}
 }

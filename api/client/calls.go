@@ -25,12 +25,16 @@ func (c *Client) Locate(ctx context.Context, req *sessionpb.LocateRequest) (*ses
 
 // Create registers a session (listed after its first non-empty append). With
 // an empty req.RequestId the call uses a fresh id (req is not modified).
-func (c *Client) Create(ctx context.Context, req *sessionpb.CreateRequest) error {
+// Validation is strict unless req asks for VALIDATION_REFERENCE; the answer's
+// Readable is false when a reference-mode header is one a read refuses.
+func (c *Client) Create(ctx context.Context, req *sessionpb.CreateRequest) (*sessionpb.CreateResponse, error) {
 	req = withRequestID(req)
-	return c.do(ctx, mutating, func(ctx context.Context) error {
-		_, err := c.rpc.Create(ctx, req)
+	var resp *sessionpb.CreateResponse
+	err := c.do(ctx, mutating, func(ctx context.Context) (err error) {
+		resp, err = c.rpc.Create(ctx, req)
 		return err
 	})
+	return resp, err
 }
 
 // Append durably appends a batch of events (each one single-line JSON object).

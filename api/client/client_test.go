@@ -342,7 +342,7 @@ func TestCreateRetriesWithSameRequestID(t *testing.T) {
 		infoErr(t, codes.Unavailable, sessionstore.ReasonOutcomeUnknown, "outcome unknown"),
 	)
 	req := &sessionpb.CreateRequest{Header: &sessionpb.SessionHeader{Version: 0, Id: "s1", CreatedAt: 7}}
-	if err := h.c.Create(ctxT(t), req); err != nil {
+	if _, err := h.c.Create(ctxT(t), req); err != nil {
 		t.Fatalf("Create: %v", err)
 	}
 	if req.RequestId != "" {
@@ -366,10 +366,10 @@ func TestCreateRetriesWithSameRequestID(t *testing.T) {
 	}
 
 	// A caller-chosen id is sent as is; separate calls mint separate ids.
-	if err := h.c.Create(ctxT(t), &sessionpb.CreateRequest{Header: req.Header, RequestId: "mine"}); err != nil {
+	if _, err := h.c.Create(ctxT(t), &sessionpb.CreateRequest{Header: req.Header, RequestId: "mine"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.c.Create(ctxT(t), req); err != nil {
+	if _, err := h.c.Create(ctxT(t), req); err != nil {
 		t.Fatal(err)
 	}
 	reqs = h.fake.requests("Create")

@@ -183,7 +183,7 @@ func TestAuth_EveryRPCRefusesStrangers(t *testing.T) {
 	ctx := n.ctx()
 	admin := auAs(t, n, auAdmin)
 	const id = "alice/s1"
-	if err := admin.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta(id, "/w")}); err != nil {
+	if _, err := admin.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta(id, "/w")}); err != nil {
 		t.Fatal(err)
 	}
 	open := ctOneTurnLog()[:2] // an open turn: a committed Load would append closers
@@ -290,7 +290,7 @@ func TestAuth_PermissionsAndPrefixes(t *testing.T) {
 	ctx := n.ctx()
 	alice, reader := auAs(t, n, auAlice), auAs(t, n, auReader)
 	const id = "alice/open"
-	if err := alice.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta(id, "/w")}); err != nil {
+	if _, err := alice.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta(id, "/w")}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := alice.Append(ctx, &sessionpb.AppendRequest{SessionId: id, Events: ctOneTurnLog()[:2]}); err != nil {
@@ -318,7 +318,7 @@ func TestAuth_PermissionsAndPrefixes(t *testing.T) {
 	if _, err := alice.Load(ctx, &sessionpb.LoadRequest{SessionId: id}); err != nil || rev() == r0 {
 		t.Fatalf("alice's load: %v (revision %s)", err, rev())
 	}
-	if err := alice.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta("bob/x", "/w")}); auReason(err) != sessionstore.ReasonPermissionDenied {
+	if _, err := alice.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta("bob/x", "/w")}); auReason(err) != sessionstore.ReasonPermissionDenied {
 		t.Fatalf("alice creating bob/x: %v", err)
 	}
 	if _, err := sessionpb.NewClusterClient(alice.Conn()).Status(ctx, &sessionpb.StatusRequest{}); status.Code(err) != codes.PermissionDenied {
@@ -361,7 +361,7 @@ func TestAuth_QuotasAndRate(t *testing.T) {
 	ctx := n.ctx()
 	alice := auAs(t, n, auAlice)
 	for i, id := range []string{"alice/1", "alice/2", "alice/3", "alice/4"} {
-		err := alice.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta(id, "/w")})
+		_, err := alice.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta(id, "/w")})
 		if i < 3 && err != nil {
 			t.Fatalf("create %s: %v", id, err)
 		}
@@ -434,7 +434,7 @@ func TestAuthCluster_ForwardedCallsKeepTheCaller(t *testing.T) {
 	alice := auAs(t, follower.testNode, auAlice).WithOptions(client.Options{MaxAttempts: 8})
 	for i := range 4 {
 		id := "alice/f" + string(rune('0'+i))
-		err := alice.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta(id, "/w")})
+		_, err := alice.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta(id, "/w")})
 		if i < 3 && err != nil {
 			t.Fatalf("create %s through a follower: %v", id, err)
 		}
@@ -499,13 +499,13 @@ func TestAuthTLS_ClientCertificatePrincipal(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	alice := as(cert("alice"))
-	if err := alice.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta("alice/c1", "/w")}); err != nil {
+	if _, err := alice.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta("alice/c1", "/w")}); err != nil {
 		t.Fatalf("alice's create through a follower: %v", err)
 	}
 	if _, err := alice.Append(ctx, &sessionpb.AppendRequest{SessionId: "alice/c1", Events: ctOneTurnLog()}); err != nil {
 		t.Fatalf("alice's append through a follower: %v", err)
 	}
-	if err := alice.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta("bob/c1", "/w")}); auReason(err) != sessionstore.ReasonPermissionDenied {
+	if _, err := alice.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta("bob/c1", "/w")}); auReason(err) != sessionstore.ReasonPermissionDenied {
 		t.Fatalf("alice outside her prefix: %v", err)
 	}
 	once := client.Options{MaxAttempts: 1}

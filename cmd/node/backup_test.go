@@ -32,7 +32,7 @@ type bkSession struct {
 // plain ones, unicode and odd ids, one with an open turn, one owned by a
 // lease, one larger than 1 MiB.
 func bkLoad(t *testing.T, ctx context.Context, c interface {
-	Create(context.Context, *pb.CreateRequest) error
+	Create(context.Context, *pb.CreateRequest) (*pb.CreateResponse, error)
 	Append(context.Context, *pb.AppendRequest) (*pb.AppendResponse, error)
 	Prepare(context.Context, *pb.PrepareRequest) (*pb.SessionView, *pb.Lease, error)
 }) []bkSession {
@@ -44,7 +44,7 @@ func bkLoad(t *testing.T, ctx context.Context, c interface {
 		if cwd != "" {
 			h.Cwd = &cwd
 		}
-		if err := c.Create(ctx, &pb.CreateRequest{Header: h}); err != nil {
+		if _, err := c.Create(ctx, &pb.CreateRequest{Header: h}); err != nil {
 			t.Fatalf("create %q: %v", id, err)
 		}
 	}
@@ -229,7 +229,7 @@ func TestBackup_RestoreSeedsANewCluster(t *testing.T) {
 	writerDone := make(chan error, 1)
 	go func() {
 		cwd := "/w/during"
-		if err := lead.Client.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: "during", CreatedAt: 1, Cwd: &cwd}}); err != nil {
+		if _, err := lead.Client.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: "during", CreatedAt: 1, Cwd: &cwd}}); err != nil {
 			writerDone <- err
 			return
 		}
@@ -394,7 +394,7 @@ func bkBackupFile(t *testing.T) string {
 	n := startTestNode(t, "")
 	ctx := n.ctx()
 	cwd := "/w/x"
-	if err := n.Client.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: "s", CreatedAt: 1, Cwd: &cwd}}); err != nil {
+	if _, err := n.Client.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: "s", CreatedAt: 1, Cwd: &cwd}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := n.Client.Append(ctx, &pb.AppendRequest{SessionId: "s", Events: []string{clEvent(0, "a")}}); err != nil {

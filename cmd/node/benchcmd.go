@@ -322,8 +322,9 @@ func (b *bencher) create(ctx context.Context, c *client.Client, id string) error
 	ctx, cancel := context.WithTimeout(ctx, benchCallTimeout)
 	defer cancel()
 	cwd := "/bench"
-	return c.Create(ctx, &sessionpb.CreateRequest{Header: &sessionpb.SessionHeader{
+	_, err := c.Create(ctx, &sessionpb.CreateRequest{Header: &sessionpb.SessionHeader{
 		Version: 0, Id: id, CreatedAt: time.Now().UnixMilli(), Cwd: &cwd}})
+	return err
 }
 
 // append sends the event with seq and returns the call's latency (event

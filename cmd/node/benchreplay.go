@@ -342,7 +342,7 @@ func (b *bencher) replayOnce(ctx context.Context, c *client.Client, s *replaySes
 	h.ID = id
 	b.track(id)
 	cctx, cancel := context.WithTimeout(ctx, benchCallTimeout)
-	err := c.Create(cctx, &sessionpb.CreateRequest{Header: sessionpb.HeaderFromDomain(h)})
+	_, err := c.Create(cctx, &sessionpb.CreateRequest{Header: sessionpb.HeaderFromDomain(h)})
 	cancel()
 	if err != nil {
 		r.fail(ctx, "Create ", err)

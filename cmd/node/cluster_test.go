@@ -189,7 +189,7 @@ func TestCluster_ThreeNodesFormForwardAndSurviveLeaderLoss(t *testing.T) {
 	for i, nd := range nodes {
 		id := fmt.Sprintf("s%d", i)
 		cwd := "/w/cluster"
-		if err := nd.Client.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: id, CreatedAt: 1, Cwd: &cwd}}); err != nil {
+		if _, err := nd.Client.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: id, CreatedAt: 1, Cwd: &cwd}}); err != nil {
 			t.Fatalf("create through %s: %v", nd.id, err)
 		}
 		for k := int64(0); k < 3; k++ {
@@ -321,7 +321,7 @@ func TestCluster_NewNodeCatchesUpBySnapshot(t *testing.T) {
 	for s := 0; s < sessions; s++ {
 		id := fmt.Sprintf("snap-%d", s)
 		cwd := "/w/cluster"
-		if err := c.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: id, CreatedAt: 1, Cwd: &cwd}}); err != nil {
+		if _, err := c.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: id, CreatedAt: 1, Cwd: &cwd}}); err != nil {
 			t.Fatal(err)
 		}
 		for k := int64(0); k < perSession; k++ {
@@ -381,7 +381,7 @@ func TestCluster_RestartTimeWithLongLog(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	cwd := "/w/cluster"
-	if err := n.Client.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: "long", CreatedAt: 1, Cwd: &cwd}}); err != nil {
+	if _, err := n.Client.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: "long", CreatedAt: 1, Cwd: &cwd}}); err != nil {
 		t.Fatal(err)
 	}
 	seq := int64(0)
@@ -423,7 +423,7 @@ func TestCluster_LeasesAndWatchAcrossLeaderChange(t *testing.T) {
 	defer cancel()
 	c := nodes[0].Client
 	cwd := "/w/cluster"
-	if err := c.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: "lease", CreatedAt: 1, Cwd: &cwd}}); err != nil {
+	if _, err := c.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: "lease", CreatedAt: 1, Cwd: &cwd}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Append(ctx, &pb.AppendRequest{SessionId: "lease", Events: []string{clEvent(0, "first")}}); err != nil {
@@ -570,7 +570,7 @@ func TestCluster_LeaveRemovesTheNode(t *testing.T) {
 		t.Fatalf("the node that left was added back: %v", got)
 	}
 	cwd := "/w/cluster"
-	if err := leader.Client.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: "after-leave", CreatedAt: 1, Cwd: &cwd}}); err != nil {
+	if _, err := leader.Client.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: "after-leave", CreatedAt: 1, Cwd: &cwd}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := leader.Client.Append(ctx, &pb.AppendRequest{SessionId: "after-leave", Events: []string{clEvent(0, "x")}}); err != nil {
@@ -600,7 +600,7 @@ func TestCluster_LaggingFollowerCatchesUpBySnapshot(t *testing.T) {
 	down.Close()
 
 	cwd := "/w/cluster"
-	if err := leader.Client.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: "lag", CreatedAt: 1, Cwd: &cwd}}); err != nil {
+	if _, err := leader.Client.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: "lag", CreatedAt: 1, Cwd: &cwd}}); err != nil {
 		t.Fatal(err)
 	}
 	const n = 400

@@ -19,7 +19,7 @@ func TestCompactCmd_OfflineOnly(t *testing.T) {
 	want := map[string][]string{}
 	for i := 0; i < 5; i++ {
 		id := fmt.Sprintf("cp-%d", i)
-		if err := n.Client.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: id, CreatedAt: 1}}); err != nil {
+		if _, err := n.Client.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: id, CreatedAt: 1}}); err != nil {
 			t.Fatal(err)
 		}
 		for k := int64(0); k < 20; k++ {
@@ -71,7 +71,7 @@ func TestCompactCmd_ShrinksAfterDeletes(t *testing.T) {
 	big := strings.Repeat("y", 64<<10)
 	for i := 0; i < 40; i++ {
 		id := fmt.Sprintf("del-%02d", i)
-		if err := n.Client.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: id, CreatedAt: 1}}); err != nil {
+		if _, err := n.Client.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: id, CreatedAt: 1}}); err != nil {
 			t.Fatal(err)
 		}
 		var evs []string

@@ -165,8 +165,40 @@ func ctTurnEndCloser(seq, time, turn int64) string {
 // ctCreate registers a session and fails the test on error.
 func ctCreate(t *testing.T, n *testNode, h *sessionpb.SessionHeader) {
 	t.Helper()
-	if err := n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: h}); err != nil {
+	if _, err := n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: h}); err != nil {
 		t.Fatalf("Create(%q): %v", h.GetId(), err)
+	}
+}
+
+// ctCreateRef registers a session under the reference's write rules
+// (VALIDATION_REFERENCE), which accept headers a read refuses, and fails the
+// test on error.
+func ctCreateRef(t *testing.T, n *testNode, h *sessionpb.SessionHeader) *sessionpb.CreateResponse {
+	t.Helper()
+	resp, err := n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: h, Validation: sessionpb.Validation_VALIDATION_REFERENCE})
+	if err != nil {
+		t.Fatalf("Create(%q, reference): %v", h.GetId(), err)
+	}
+	return resp
+}
+
+// ctAppendRef appends one batch under the reference's write rules and fails
+// the test on error.
+func ctAppendRef(t *testing.T, n *testNode, id string, events ...string) *sessionpb.AppendResponse {
+	t.Helper()
+	resp, err := n.Client.Append(n.ctx(), &sessionpb.AppendRequest{SessionId: id, Events: events, Validation: sessionpb.Validation_VALIDATION_REFERENCE})
+	if err != nil {
+		t.Fatalf("Append(%q, %d events, reference): %v", id, len(events), err)
+	}
+	return resp
+}
+
+// ctWantUnreadable checks an answer's readability: readable false, with the
+// reason and message a read of the log fails with.
+func ctWantUnreadable(t *testing.T, what string, readable bool, reason, message string, wantReason sessionstore.Reason, wantMessage string) {
+	t.Helper()
+	if readable || reason != string(wantReason) || message != wantMessage {
+		t.Errorf("%s: readable=%v %s %q, want readable=false %s %q", what, readable, reason, message, wantReason, wantMessage)
 	}
 }
 

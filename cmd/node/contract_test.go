@@ -46,6 +46,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"github.com/sessionstore/sessionstore/internal/refdata"
 	"io/fs"
 	"os"
@@ -96,7 +97,7 @@ func TestContract_C2_RejectsBadCreatedAtWithoutReservingTheID(t *testing.T) {
 	for _, bad := range []int64{-1, 1 << 53} {
 		h := ctMeta(id, "")
 		h.CreatedAt = bad
-		err := n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: h})
+		_, err := n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: h})
 		ctWantErrContains(t, "Create with createdAt "+strconv.FormatInt(bad, 10), err,
 			sessionstore.ReasonInvalidHeader, "session metadata createdAt must be a non-negative safe integer")
 	}
@@ -252,7 +253,8 @@ func TestContract_C7_PreCancelledCallsFailAndWriteNothing(t *testing.T) {
 			return err
 		},
 		"Create": func() error {
-			return n.Client.Create(cctx, &sessionpb.CreateRequest{Header: ctMeta("cancelled-create", "/a")})
+			_, err := n.Client.Create(cctx, &sessionpb.CreateRequest{Header: ctMeta("cancelled-create", "/a")})
+			return err
 		},
 		"Append": func() error {
 			_, err := n.Client.Append(cctx, &sessionpb.AppendRequest{SessionId: "cancelled-append", Events: ctOneTurnLog()})
@@ -660,10 +662,18 @@ func TestContract_K11_RejectsMalformedPersistedMessageEvents(t *testing.T) {
 	n := ctSharedNode(t)
 	wrapped := func(id string) string { return `stored session "` + id + `" failed validation: Error: ` }
 
+	// The reference stores these (its write rules); this store does so only
+	// under VALIDATION_REFERENCE, and says the log no longer reads.
 	const roleID = "invalid-message-read"
 	ctCreate(t, n, ctMeta(roleID, "/w"))
-	ctAppend(t, n, roleID, `{"type":"user/message","seq":0,"time":1,"surfaceOp":"append","data":{"id":"wrong-role","role":"assistant","content":[{"type":"text","text":"wrong"}],"source":{"kind":"user"}}}`)
-	_, err := n.Client.Inspect(n.ctx(), &sessionpb.InspectRequest{SessionId: roleID})
+	wrongRole := `{"type":"user/message","seq":0,"time":1,"surfaceOp":"append","data":{"id":"wrong-role","role":"assistant","content":[{"type":"text","text":"wrong"}],"source":{"kind":"user"}}}`
+	_, err := ctTryAppend(t, n, roleID, wrongRole)
+	ctWantErr(t, "strict Append of a user/message with role assistant", err, sessionstore.ReasonInvalidEvent,
+		`session "`+roleID+`" would not read after this write: session event at seq 0 message must have role "user"; write it with validation REFERENCE to store it anyway`)
+	r := ctAppendRef(t, n, roleID, wrongRole)
+	ctWantUnreadable(t, "reference Append of a user/message with role assistant", r.GetReadable(), r.GetUnreadableReason(), r.GetUnreadableMessage(),
+		sessionstore.ReasonInvalidStored, wrapped(roleID)+`session event at seq 0 message must have role "user"`)
+	_, err = n.Client.Inspect(n.ctx(), &sessionpb.InspectRequest{SessionId: roleID})
 	ctWantErr(t, "Inspect of a user/message with role assistant", err, sessionstore.ReasonInvalidStored,
 		wrapped(roleID)+`session event at seq 0 message must have role "user"`)
 	_, err = n.Client.Load(n.ctx(), &sessionpb.LoadRequest{SessionId: roleID})
@@ -687,9 +697,13 @@ func TestContract_K11_RejectsMalformedPersistedMessageEvents(t *testing.T) {
 	for _, m := range malformed {
 		t.Run(m.id, func(t *testing.T) {
 			ctCreate(t, n, ctMeta(m.id, "/w"))
-			ctAppend(t, n, m.id, m.event)
 			text := `session "` + m.id + `" contains malformed pre-react-loop ` + m.what + ` at seq 0`
-			_, err := n.Client.Inspect(n.ctx(), &sessionpb.InspectRequest{SessionId: m.id})
+			_, err := ctTryAppend(t, n, m.id, m.event)
+			ctWantErr(t, "strict Append", err, sessionstore.ReasonInvalidEvent,
+				`session "`+m.id+`" would not read after this write: `+text+`; write it with validation REFERENCE to store it anyway`)
+			r := ctAppendRef(t, n, m.id, m.event)
+			ctWantUnreadable(t, "reference Append", r.GetReadable(), r.GetUnreadableReason(), r.GetUnreadableMessage(), sessionstore.ReasonInvalidStored, wrapped(m.id)+text)
+			_, err = n.Client.Inspect(n.ctx(), &sessionpb.InspectRequest{SessionId: m.id})
 			ctWantErr(t, "Inspect", err, sessionstore.ReasonInvalidStored, wrapped(m.id)+text)
 			_, err = n.Client.ReadFrom(n.ctx(), &sessionpb.ReadFromRequest{SessionId: m.id})
 			ctWantErr(t, "ReadFrom(0) (readFrom does not wrap)", err, sessionstore.ReasonInvalidStored, text)
@@ -698,7 +712,10 @@ func TestContract_K11_RejectsMalformedPersistedMessageEvents(t *testing.T) {
 
 	const nullID = "invalid-tool/result"
 	ctCreate(t, n, ctMeta(nullID, "/w"))
-	ctAppend(t, n, nullID, ctSurf("tool/result", 0, 1, `{"message":null}`))
+	if _, err := ctTryAppend(t, n, nullID, ctSurf("tool/result", 0, 1, `{"message":null}`)); !errors.Is(err, sessionstore.ErrInvalidEvent) {
+		t.Errorf("strict Append of a tool/result with a null message: %v, want INVALID_EVENT", err)
+	}
+	ctAppendRef(t, n, nullID, ctSurf("tool/result", 0, 1, `{"message":null}`))
 	_, err = n.Client.Inspect(n.ctx(), &sessionpb.InspectRequest{SessionId: nullID})
 	se := ctWantErrContains(t, "Inspect of a tool/result with a null message", err, sessionstore.ReasonInvalidStored, "lacks an identified message")
 	if se != nil && !strings.HasPrefix(se.Message, wrapped(nullID)) {
@@ -715,7 +732,10 @@ func TestContract_K11_RejectsMalformedPersistedMessageEvents(t *testing.T) {
 	for _, typ := range []string{"user/message", "assistant/message"} {
 		id := "invalid-" + typ + "-without-content"
 		ctCreate(t, n, ctMeta(id, "/w"))
-		ctAppend(t, n, id, ctSurf(typ, 0, 1, `{}`))
+		if _, err := ctTryAppend(t, n, id, ctSurf(typ, 0, 1, `{}`)); !errors.Is(err, sessionstore.ErrInvalidEvent) {
+			t.Errorf("strict Append of %s with empty data: %v, want INVALID_EVENT", typ, err)
+		}
+		ctAppendRef(t, n, id, ctSurf(typ, 0, 1, `{}`))
 		_, err := n.Client.ReadFrom(n.ctx(), &sessionpb.ReadFromRequest{SessionId: id})
 		ctWantErrContains(t, "ReadFrom of "+typ+" with empty data", err, sessionstore.ReasonInvalidStored, "lacks an identified message")
 	}
@@ -783,27 +803,27 @@ func TestContract_K34_CreateRejectsADuplicateID(t *testing.T) {
 	const id = "dup"
 	const inBackend = `session "dup" already exists in this backend`
 	const onDisk = `session "dup" already has a persisted log on disk; load/resume it instead of creating`
-	if err := n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: ctMeta(id, "/w"), RequestId: "k34-first"}); err != nil {
+	if _, err := n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: ctMeta(id, "/w"), RequestId: "k34-first"}); err != nil {
 		t.Fatalf("Create: %v", err)
 	}
 	ctCreate(t, n, ctMeta(id, "/w")) // equal header, not materialised: accepted
 	other := ctMeta(id, "/w")
 	other.CreatedAt = 2000
-	err := n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: other})
+	_, err := n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: other})
 	ctWantErr(t, "Create with another header", err, sessionstore.ReasonAlreadyExists, inBackend)
-	err = n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: ctMeta(id, "/other")})
+	_, err = n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: ctMeta(id, "/other")})
 	ctWantErr(t, "Create at another cwd", err, sessionstore.ReasonAlreadyExists, inBackend)
 
 	ctAppend(t, n, id, ctOneTurnLog()...)
-	err = n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: ctMeta(id, "/w")})
+	_, err = n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: ctMeta(id, "/w")})
 	ctWantErr(t, "Create after materialisation", err, sessionstore.ReasonAlreadyExists, onDisk)
 	// A repeated request id returns the first response.
-	if err := n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: ctMeta(id, "/w"), RequestId: "k34-first"}); err != nil {
+	if _, err := n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: ctMeta(id, "/w"), RequestId: "k34-first"}); err != nil {
 		t.Errorf("repeat of the first Create's request id: got %v, want its first (successful) response", err)
 	}
 
 	n = n.Restart()
-	err = n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: ctMeta(id, "/w")})
+	_, err = n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: ctMeta(id, "/w")})
 	ctWantErr(t, "Create on a restarted node", err, sessionstore.ReasonAlreadyExists, onDisk)
 	_, err = ctRaw(n).Create(n.ctx(), &sessionpb.CreateRequest{Header: ctMeta(id, "/w"), RequestId: "k34-raw"})
 	if code := status.Code(err); code != codes.AlreadyExists {
@@ -845,8 +865,15 @@ func ctFormatRefusal(t *testing.T, n *testNode, id, msg string) {
 func TestContract_K35_RejectsANewerFormatVersion(t *testing.T) {
 	n := ctSharedNode(t)
 	h := &sessionpb.SessionHeader{Version: 99, Id: "v99", CreatedAt: 1, Cwd: ctStr("/w")}
-	ctCreate(t, n, h)
-	ctAppend(t, n, "v99", ctOneTurnLog()...)
+	// Strict (the default) refuses the header; the reference's rules store it.
+	_, err := n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: h})
+	ctWantErr(t, "strict Create of a v99 header", err, sessionstore.ReasonFormatUnsupported,
+		`session "v99" header has log format v99; this store reads format v0 only, so no read would open the log; write it with validation REFERENCE to store it anyway`)
+	refusal := `session "v99" uses log format v99, but this harness reads only v0: the log was written by a newer harness ` + "\u2014" + ` upgrade the harness to open it`
+	c := ctCreateRef(t, n, h)
+	ctWantUnreadable(t, "reference Create of a v99 header", c.GetReadable(), c.GetUnreadableReason(), c.GetUnreadableMessage(), sessionstore.ReasonFormatUnsupported, refusal)
+	a := ctAppendRef(t, n, "v99", ctOneTurnLog()...)
+	ctWantUnreadable(t, "reference Append to a v99 session", a.GetReadable(), a.GetUnreadableReason(), a.GetUnreadableMessage(), sessionstore.ReasonFormatUnsupported, refusal)
 	if listed, _ := ctListed(t, n, "v99"); !listed {
 		t.Errorf("a v99 session: got absent from List, want listed (listing never checks the version)")
 	}
@@ -859,8 +886,11 @@ func TestContract_K35_RejectsANewerFormatVersion(t *testing.T) {
 func TestContract_K36_RejectsAnOlderFormatVersion(t *testing.T) {
 	n := ctSharedNode(t)
 	h := &sessionpb.SessionHeader{Version: -1, Id: "v-1", CreatedAt: 1, Cwd: ctStr("/w")}
-	ctCreate(t, n, h)
-	ctAppend(t, n, "v-1", ctOneTurnLog()...)
+	if _, err := n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: h}); !errors.Is(err, sessionstore.ErrFormatUnsupported) {
+		t.Errorf("strict Create of a v-1 header: %v, want FORMAT_UNSUPPORTED", err)
+	}
+	ctCreateRef(t, n, h)
+	ctAppendRef(t, n, "v-1", ctOneTurnLog()...)
 	path := ctLocatePath(t, n, h)
 	ctFormatRefusal(t, n, "v-1", `session "v-1" uses log format v-1, older than the supported v0, and this build ships no upgrade path for it (raw log: `+path+`)`)
 }
@@ -871,7 +901,16 @@ func TestContract_K37_RejectsUnknownEventTypeUnlessIgnorable(t *testing.T) {
 	n := ctSharedNode(t)
 	h := ctMeta("future", "/w")
 	ctCreate(t, n, h)
-	ctAppend(t, n, "future", append(ctOneTurnLog(), ctEv("future/event", 6, 99, `{"payload":1}`))...)
+	unknown := append(ctOneTurnLog(), ctEv("future/event", 6, 99, `{"payload":1}`))
+	_, err := ctTryAppend(t, n, "future", unknown...)
+	ctWantErr(t, "strict Append of an unknown type", err, sessionstore.ReasonFormatUnsupported,
+		`session "future": event type "future/event" (seq 6) is not one this store knows (it reads log format v0) and is not marked "ignorable": true, so a read would refuse the log; write it with validation REFERENCE to store it anyway`)
+	a := ctAppendRef(t, n, "future", unknown...)
+	if a.GetDuplicate() || a.GetNextSeq() != 7 {
+		t.Errorf("reference Append after the refused one: duplicate=%v next_seq=%d, want a first write to 7 (the refusal wrote nothing)", a.GetDuplicate(), a.GetNextSeq())
+	}
+	ctWantUnreadable(t, "reference Append of an unknown type", a.GetReadable(), a.GetUnreadableReason(), a.GetUnreadableMessage(), sessionstore.ReasonFormatUnsupported,
+		`session "future" contains event type "future/event" (seq 6) unknown to this harness and not marked ignorable; refusing to interpret the log `+"\u2014"+` it was likely written by a newer harness`)
 	path := ctLocatePath(t, n, h)
 	ctFormatRefusal(t, n, "future", `session "future" contains event type "future/event" (seq 6) unknown to this harness and not marked ignorable; `+
 		`refusing to interpret the log `+"\u2014"+` it was likely written by a newer harness (raw log: `+path+`)`)

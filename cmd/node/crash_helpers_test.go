@@ -456,7 +456,7 @@ func crCreateAll(t *testing.T, c *client.Client, ss []*crSession) {
 	for _, s := range ss {
 		cwd := s.Cwd
 		h := &sessionpb.SessionHeader{Version: 0, Id: s.ID, CreatedAt: crTime0 - 1, Cwd: &cwd}
-		if err := c.Create(crCtx(t, 30*time.Second), &sessionpb.CreateRequest{Header: h}); err != nil {
+		if _, err := c.Create(crCtx(t, 30*time.Second), &sessionpb.CreateRequest{Header: h}); err != nil {
 			t.Fatalf("create %q: %v", s.ID, err)
 		}
 	}

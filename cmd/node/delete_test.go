@@ -56,7 +56,7 @@ func TestDeleteCluster_GoneEverywhere(t *testing.T) {
 	defer cancel()
 	doomed, kept := ctMeta("doomed/ü\u20281", "/w/del"), ctMeta("kept", "/w/del")
 	for _, h := range []*sessionpb.SessionHeader{doomed, kept} {
-		if err := c.Create(ctx, &sessionpb.CreateRequest{Header: h}); err != nil {
+		if _, err := c.Create(ctx, &sessionpb.CreateRequest{Header: h}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := c.Append(ctx, &sessionpb.AppendRequest{SessionId: h.Id, Events: ctOneTurnLog()}); err != nil {
@@ -128,7 +128,7 @@ func TestDeleteCluster_GoneEverywhere(t *testing.T) {
 	}
 
 	// A new incarnation: its own revisions, its own artifact.
-	if err := c.Create(ctx, &sessionpb.CreateRequest{Header: doomed}); err != nil {
+	if _, err := c.Create(ctx, &sessionpb.CreateRequest{Header: doomed}); err != nil {
 		t.Fatalf("create again: %v", err)
 	}
 	ar, err := c.Append(ctx, &sessionpb.AppendRequest{SessionId: doomed.Id, Events: ctOneTurnLog()[:2]})
@@ -167,7 +167,7 @@ func TestDelete_RegistrationsExpire(t *testing.T) {
 	n.waitReady(true)
 	ctx := n.ctx()
 	for _, id := range []string{"idle", "busy"} {
-		if err := n.Client.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta(id, "/w")}); err != nil {
+		if _, err := n.Client.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta(id, "/w")}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -178,7 +178,8 @@ func TestDelete_RegistrationsExpire(t *testing.T) {
 	// registration expired it is a new session.
 	other := ctMeta("idle", "/elsewhere")
 	dlEventually(t, "the idle registration expires", func() bool {
-		return n.Client.Create(ctx, &sessionpb.CreateRequest{Header: other}) == nil
+		_, err := n.Client.Create(ctx, &sessionpb.CreateRequest{Header: other})
+		return err == nil
 	})
 	if _, err := n.Client.Inspect(ctx, &sessionpb.InspectRequest{SessionId: "busy"}); err != nil {
 		t.Fatalf("the materialised session: %v", err)
@@ -200,7 +201,7 @@ func TestRetention_DryRunThenApply(t *testing.T) {
 		if h.Id == "no-cwd" {
 			h.Cwd = nil
 		}
-		if err := n.Client.Create(ctx, &sessionpb.CreateRequest{Header: h}); err != nil {
+		if _, err := n.Client.Create(ctx, &sessionpb.CreateRequest{Header: h}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := n.Client.Append(ctx, &sessionpb.AppendRequest{SessionId: h.Id, Events: ctOneTurnLog()}); err != nil {

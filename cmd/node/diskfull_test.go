@@ -252,7 +252,7 @@ func TestDiskFull_RefusesWritesKeepsReads(t *testing.T) {
 	}
 
 	// Every other growing write is refused too; KeepAlive is allowed.
-	err = n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: ctMeta("df-new", "/df")})
+	_, err = n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: ctMeta("df-new", "/df")})
 	ctWantErrContains(t, "Create while the disk is nearly full", err, sessionstore.ReasonQuotaExceeded, "disk nearly full")
 	_, _, err = n.Client.Prepare(n.ctx(), &sessionpb.PrepareRequest{SessionId: id, Owner: "df-other", TtlMs: 60_000})
 	ctWantErrContains(t, "Prepare while the disk is nearly full", err, sessionstore.ReasonQuotaExceeded, "disk nearly full")
@@ -324,7 +324,7 @@ func TestDiskFull_RealFillWithoutThreshold(t *testing.T) {
 	c := crDial(t, nd.GRPCAddr)
 	nd.WaitReady(c)
 	const id = "df-real"
-	if err := c.Create(crCtx(t, 10*time.Second), &sessionpb.CreateRequest{Header: ctMeta(id, "/df")}); err != nil {
+	if _, err := c.Create(crCtx(t, 10*time.Second), &sessionpb.CreateRequest{Header: ctMeta(id, "/df")}); err != nil {
 		t.Fatal(err)
 	}
 	filler := filepath.Join(mnt, "filler")
@@ -401,7 +401,7 @@ func TestDiskFullCluster_LowVoterStopsWrites(t *testing.T) {
 	c := via.Client.WithOptions(client.Options{MaxAttempts: 1})
 	var err error
 	dlEventually(t, "the leader refuses writes while n3 is low", func() bool {
-		err = c.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta("dl-x", "/w")})
+		_, err = c.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta("dl-x", "/w")})
 		return auReason(err) == sessionstore.ReasonQuotaExceeded
 	})
 	if !strings.Contains(err.Error(), "disk nearly full on voter n3") {
@@ -413,6 +413,7 @@ func TestDiskFullCluster_LowVoterStopsWrites(t *testing.T) {
 	n3.tune = normal
 	n3.testNode = n3.Restart()
 	dlEventually(t, "writes accepted once n3 has space", func() bool {
-		return c.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta("dl-y", "/w")}) == nil
+		_, err := c.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta("dl-y", "/w")})
+		return err == nil
 	})
 }

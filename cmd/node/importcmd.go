@@ -41,7 +41,8 @@ func parseImportFlags(args []string, stderr io.Writer) (importConfig, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:7400", "gRPC address of a node of the cluster to import into; a host without a port means port 7400")
 	fs.StringVar(&cfg.opts.OnConflict, "on-conflict", archive.OnConflictSkip, "a session that exists with different content: skip (report it and go on) or fail (stop, exit status 1)")
-	fs.BoolVar(&cfg.opts.DryRun, "dry-run", false, "read and validate every session; write nothing (the node is not contacted)")
+	fs.BoolVar(&cfg.opts.DryRun, "dry-run", false, "read and validate every session, as a read of it would, and report what would be refused; write nothing (the node is not contacted)")
+	fs.BoolVar(&cfg.opts.KeepUnreadable, "keep-unreadable", false, "also import sessions a read would refuse (unknown event types, other format versions, malformed messages), with the reference's write rules; they stay readable raw only (default: refuse them, status refused)")
 	fs.IntVar(&cfg.opts.Parallel, "parallel", 4, "sessions imported at once")
 	fs.IntVar(&cfg.opts.BatchEvents, "batch-events", archive.DefaultBatchEvents, "most events per Append (the node's --max-batch-events)")
 	fs.IntVar(&cfg.opts.BatchBytes, "batch-bytes", archive.DefaultBatchBytes, "most event bytes per Append (the node's --max-batch-bytes)")
@@ -59,7 +60,10 @@ checked against every session).
 
 Each session is validated completely (header and every event) before anything
 is written for it; one that cannot be read or is invalid is reported and
-nothing is written for it. A new session is created and its events appended
+nothing is written for it. So is one that this store's reads would refuse
+(an unknown event type, another format version, a malformed message): status
+refused, unless --keep-unreadable stores it with the reference's write rules
+(it then reads raw only). --dry-run reports the same verdicts. A new session is created and its events appended
 verbatim in batches. A session already in the store must hold the same header
 and a prefix of the same events: the missing events are appended (an
 interrupted import is completed by running it again; nothing is duplicated).
@@ -69,7 +73,7 @@ else during the import) it is a conflict: left untouched and reported; with
 nothing pending): exports do not carry leases or plan-mode selections.
 
 Progress goes to stderr; a summary table goes to stdout. The exit status is 1
-when a session was unreadable, invalid or failed, or a conflict stopped the
+when a session was unreadable, invalid, refused or failed, or a conflict stopped the
 import (--on-conflict fail); skipped conflicts alone leave it 0. Every flag can
 also be set as SESSIONSTORE_<FLAG> (e.g. SESSIONSTORE_ADDR); flags win.
 
@@ -190,7 +194,7 @@ func runImport(ctx context.Context, cfg importConfig, stdout, stderr io.Writer) 
 		return sum, err
 	}
 	if n := sum.Failures(); n > 0 {
-		return sum, fmt.Errorf("%d sessions were not imported (unreadable, invalid or failed; see above)", n)
+		return sum, fmt.Errorf("%d sessions were not imported (unreadable, invalid, refused or failed; see above)", n)
 	}
 	return sum, nil
 }

@@ -48,7 +48,7 @@ func TestMetrics_WorkloadMovesOperatorMetrics(t *testing.T) {
 
 	// Through the leader: a session with a lease cycle and one fenced append.
 	const id = "metrics-session"
-	if err := leader.Client.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: id, CreatedAt: 1}, RequestId: "mt-create"}); err != nil {
+	if _, err := leader.Client.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: id, CreatedAt: 1}, RequestId: "mt-create"}); err != nil {
 		t.Fatalf("create: %v", err)
 	}
 	for k := int64(0); k < 3; k++ {
@@ -78,7 +78,7 @@ func TestMetrics_WorkloadMovesOperatorMetrics(t *testing.T) {
 	}
 	// Through a follower: forwarded to the leader.
 	const fid = "metrics-forwarded"
-	if err := follower.Client.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: fid, CreatedAt: 1}, RequestId: "mt-fcreate"}); err != nil {
+	if _, err := follower.Client.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: fid, CreatedAt: 1}, RequestId: "mt-fcreate"}); err != nil {
 		t.Fatalf("create through the follower: %v", err)
 	}
 	if _, err := follower.Client.Append(ctx, &pb.AppendRequest{SessionId: fid, Events: []string{clEvent(0, "f0")}}); err != nil {

@@ -91,7 +91,7 @@ func owConcat(lists ...[]string) []string {
 // owCreate registers meta(id) and fails the test on error.
 func owCreate(t *testing.T, n *testNode, h *sessionpb.SessionHeader) {
 	t.Helper()
-	if err := n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: h}); err != nil {
+	if _, err := n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: h}); err != nil {
 		t.Fatalf("Create(%q): %v", h.GetId(), err)
 	}
 }

@@ -537,24 +537,24 @@ func TestOwRetry(t *testing.T) {
 	t.Run("a repeated Create returns the first response", func(t *testing.T) {
 		id := "retry-create"
 		req := &sessionpb.CreateRequest{Header: owMeta(id), RequestId: "create-1"}
-		if err := n.Client.Create(n.ctx(), req); err != nil {
+		if _, err := n.Client.Create(n.ctx(), req); err != nil {
 			t.Fatalf("Create: %v", err)
 		}
 		// The same header while unmaterialised succeeds, whatever the id.
-		if err := n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: owMeta(id), RequestId: "create-2"}); err != nil {
+		if _, err := n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: owMeta(id), RequestId: "create-2"}); err != nil {
 			t.Errorf("Create of an equal unmaterialised registration: got %v, want success", err)
 		}
 		other := owMeta(id)
 		other.CreatedAt = 2000
-		err := n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: other, RequestId: "create-3"})
+		_, err := n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: other, RequestId: "create-3"})
 		owWantErr(t, "Create with a different header", err, sessionstore.ReasonAlreadyExists,
 			`session "retry-create" already exists in this backend`)
 
 		owAppend(t, n, id, 0, owOneTurnLog()...)
-		if err := n.Client.Create(n.ctx(), req); err != nil {
+		if _, err := n.Client.Create(n.ctx(), req); err != nil {
 			t.Errorf("repeated Create (request id create-1) after materialisation: got %v, want the first response (success)", err)
 		}
-		err = n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: owMeta(id), RequestId: "create-4"})
+		_, err = n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: owMeta(id), RequestId: "create-4"})
 		owWantErr(t, "new Create after materialisation", err, sessionstore.ReasonAlreadyExists,
 			`session "retry-create" already has a persisted log on disk; load/resume it instead of creating`)
 		owSameEvents(t, "ReadFrom", owStored(t, n, id), owOneTurnLog())
@@ -889,7 +889,7 @@ func TestOwBadInputSessionIDs(t *testing.T) {
 		{"200 accented letters (1000 bytes encoded)", strings.Repeat("é", 200)},
 	} {
 		t.Run("invalid/"+c.name, func(t *testing.T) {
-			err := n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: owMeta(c.id)})
+			_, err := n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: owMeta(c.id)})
 			owWantErr(t, "Create", err, sessionstore.ReasonInvalidSessionID, "")
 			_, err = n.Client.Append(n.ctx(), &sessionpb.AppendRequest{SessionId: c.id, Events: owOneTurnLog()})
 			owWantErr(t, "Append", err, sessionstore.ReasonInvalidSessionID, "")

@@ -104,7 +104,7 @@ func TestCluster_IsolatedLeaderAcknowledgesNothing(t *testing.T) {
 	defer cancel()
 
 	cwd := "/w/cluster"
-	if err := nodes[0].Client.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: "iso", CreatedAt: 1, Cwd: &cwd}}); err != nil {
+	if _, err := nodes[0].Client.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: "iso", CreatedAt: 1, Cwd: &cwd}}); err != nil {
 		t.Fatal(err)
 	}
 	next := int64(0)

@@ -46,7 +46,7 @@ func peCreate(t *testing.T, nd *pcNode, id string) {
 	t.Helper()
 	cwd := "/w/peers"
 	h := &sessionpb.SessionHeader{Id: id, CreatedAt: crTime0, Cwd: &cwd}
-	if err := nd.C.Create(crCtx(t, 30*time.Second), &sessionpb.CreateRequest{Header: h}); err != nil {
+	if _, err := nd.C.Create(crCtx(t, 30*time.Second), &sessionpb.CreateRequest{Header: h}); err != nil {
 		t.Fatalf("create %q through %s: %v", id, nd.ID, err)
 	}
 	if _, err := nd.C.Append(crCtx(t, 30*time.Second), &sessionpb.AppendRequest{SessionId: id, Events: []string{pcEvent(0, 0)}}); err != nil {

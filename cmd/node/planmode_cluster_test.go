@@ -584,7 +584,7 @@ func pmcVerifyLog(t *testing.T, log []string, a *pmcAgent, other []pmcClaim) []s
 func pmcSetup(t *testing.T, ctx context.Context, c *client.Client, id string) *pmcAgent {
 	t.Helper()
 	cwd := pmcCwd
-	if err := c.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: id, CreatedAt: 1, Cwd: &cwd}}); err != nil {
+	if _, err := c.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: id, CreatedAt: 1, Cwd: &cwd}}); err != nil {
 		t.Fatalf("create: %v", err)
 	}
 	// A session is materialised (and can be prepared) by its first append.

@@ -191,7 +191,7 @@ type pmAgent struct {
 func pmSession(t *testing.T, n *testNode, id string) *pmAgent {
 	t.Helper()
 	h := &sessionpb.SessionHeader{Version: 0, Id: id, CreatedAt: 1000}
-	if err := n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: h}); err != nil {
+	if _, err := n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: h}); err != nil {
 		t.Fatalf("Create(%q): %v", id, err)
 	}
 	return &pmAgent{t: t, n: n, id: id, tm: 1000, seqs: map[int64]int64{}}
@@ -2365,7 +2365,7 @@ func TestPlanMode_RecordedSessionReadsActive(t *testing.T) {
 			t.Fatalf("event %d has seq %d", i, seq)
 		}
 	}
-	if err := n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: h}); err != nil {
+	if _, err := n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: h}); err != nil {
 		t.Fatalf("Create(%q): %v", h.GetId(), err)
 	}
 	a := &pmAgent{t: t, n: n, id: h.GetId(), seqs: map[int64]int64{}}

@@ -491,7 +491,7 @@ func TestProcCluster_KillLeaderUnderLoad(t *testing.T) {
 		nd := nodes[i%len(nodes)]
 		cwd := s.Cwd
 		h := &sessionpb.SessionHeader{Version: 0, Id: s.ID, CreatedAt: crTime0 - 1, Cwd: &cwd}
-		if err := nd.C.Create(crCtx(t, 30*time.Second), &sessionpb.CreateRequest{Header: h}); err != nil {
+		if _, err := nd.C.Create(crCtx(t, 30*time.Second), &sessionpb.CreateRequest{Header: h}); err != nil {
 			t.Fatalf("create %q through %s: %v", s.ID, nd.ID, err)
 		}
 	}

@@ -63,7 +63,7 @@ func TestProcReaders_StalledStreamsKeepMemoryBounded(t *testing.T) {
 	defer cancel()
 
 	const id = "big"
-	if err := c.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta(id, "")}); err != nil {
+	if _, err := c.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta(id, "")}); err != nil {
 		t.Fatal(err)
 	}
 	const size, count = 2<<20 - 1000, 50 // 100 MiB

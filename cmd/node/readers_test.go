@@ -134,7 +134,8 @@ func BenchmarkAppend_IdleWatchers(b *testing.B) {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem }()
-			errc <- n.Client.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta(fmt.Sprintf("idle-%04d", i), "")})
+			_, err := n.Client.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta(fmt.Sprintf("idle-%04d", i), "")})
+			errc <- err
 		}()
 	}
 	for range watchers {
@@ -147,7 +148,7 @@ func BenchmarkAppend_IdleWatchers(b *testing.B) {
 			_ = n.srv.node.Watch(ctx, fmt.Sprintf("idle-%04d", i), 0, time.Hour, func(sessionstore.WatchEvent) error { return nil })
 		}()
 	}
-	if err := n.Client.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta("writer", "")}); err != nil {
+	if _, err := n.Client.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta("writer", "")}); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()

@@ -84,7 +84,7 @@ func rcQuorumLoss(t *testing.T, perSession int64, tune func(*serveConfig)) {
 	for i := 0; i < 4; i++ {
 		id := fmt.Sprintf("rc-%d", i)
 		cwd := "/w/recover"
-		if err := leader.Client.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: id, CreatedAt: 1, Cwd: &cwd}}); err != nil {
+		if _, err := leader.Client.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: id, CreatedAt: 1, Cwd: &cwd}}); err != nil {
 			t.Fatal(err)
 		}
 		for k := int64(0); k < perSession; k++ {
@@ -186,7 +186,7 @@ func rcQuorumLoss(t *testing.T, perSession int64, tune func(*serveConfig)) {
 func TestRecover_RefusesADataDirInUseAndUnconfirmed(t *testing.T) {
 	n := startTestNode(t, "")
 	ctx := n.ctx()
-	if err := n.Client.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: "rc-busy", CreatedAt: 1}}); err != nil {
+	if _, err := n.Client.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: "rc-busy", CreatedAt: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	code, _, stderr := rcRun(t, "recover", "--data-dir", n.dir, "--peers", "test-node=127.0.0.1:1", "--yes")

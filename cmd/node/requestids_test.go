@@ -16,7 +16,7 @@ import (
 // (and so stores its answer under its request id).
 func riOpenSession(t *testing.T, ctx context.Context, c *client.Client, id string) {
 	t.Helper()
-	if err := c.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta(id, "/w/ri")}); err != nil {
+	if _, err := c.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta(id, "/w/ri")}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Append(ctx, &sessionpb.AppendRequest{SessionId: id, Events: ctOneTurnLog()[:3]}); err != nil {

@@ -187,7 +187,7 @@ func tlsConfigServers(t *testing.T, nodes []*tlsNode) []string {
 func tlsWriteAndReadEverywhere(t *testing.T, ctx context.Context, via *client.Client, clients []*client.Client, id string) {
 	t.Helper()
 	cwd := "/w/tls"
-	if err := via.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: id, CreatedAt: 1, Cwd: &cwd}}); err != nil {
+	if _, err := via.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: id, CreatedAt: 1, Cwd: &cwd}}); err != nil {
 		t.Fatalf("create %s: %v", id, err)
 	}
 	for k := int64(0); k < 3; k++ {

@@ -29,7 +29,7 @@ func TestUpgrade_NewCommandsWaitForEveryVoter(t *testing.T) {
 	defer cancel()
 	c := nodes[0].Client
 	for _, id := range []string{"up/a", "up/b"} {
-		if err := c.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta(id, "/w/up")}); err != nil {
+		if _, err := c.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta(id, "/w/up")}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := c.Append(ctx, &sessionpb.AppendRequest{SessionId: id, Events: ctOneTurnLog()}); err != nil {

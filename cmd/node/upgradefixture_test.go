@@ -209,7 +209,7 @@ func ufCheckWrites(t *testing.T, c *client.Client, e ufExpect) {
 	}
 	cwd := "/tmp/after-upgrade"
 	id := "after-upgrade-new"
-	if err := c.Create(crCtx(t, 30*time.Second), &sessionpb.CreateRequest{Header: &sessionpb.SessionHeader{Id: id, CreatedAt: crTime0, Cwd: &cwd}}); err != nil {
+	if _, err := c.Create(crCtx(t, 30*time.Second), &sessionpb.CreateRequest{Header: &sessionpb.SessionHeader{Id: id, CreatedAt: crTime0, Cwd: &cwd}}); err != nil {
 		t.Fatalf("Create after the upgrade: %v", err)
 	}
 }

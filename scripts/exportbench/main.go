@@ -139,7 +139,7 @@ func fill(ctx context.Context, c *client.Client, from, to, events, eventBytes, w
 				}
 				id := fmt.Sprintf("bench-%06d", i)
 				cwd := fmt.Sprintf("/work/project-%d", i%20)
-				err := c.Create(ctx, &sessionpb.CreateRequest{Header: &sessionpb.SessionHeader{Id: id, CreatedAt: 1, Cwd: &cwd}})
+				_, err := c.Create(ctx, &sessionpb.CreateRequest{Header: &sessionpb.SessionHeader{Id: id, CreatedAt: 1, Cwd: &cwd}})
 				if err == nil {
 					evs := make([]string, events)
 					for k := range evs {

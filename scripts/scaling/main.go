@@ -394,7 +394,8 @@ func create(ctx context.Context, n *node, id string, i int) error {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	cwd := fmt.Sprintf("/home/dev/project-%02d", i%50)
-	return n.c.Create(ctx, &sessionpb.CreateRequest{Header: &sessionpb.SessionHeader{Id: id, CreatedAt: time.Now().UnixMilli(), Cwd: &cwd}})
+	_, err := n.c.Create(ctx, &sessionpb.CreateRequest{Header: &sessionpb.SessionHeader{Id: id, CreatedAt: time.Now().UnixMilli(), Cwd: &cwd}})
+	return err
 }
 
 // fill creates count sessions of one turn each with cfg.writers concurrent

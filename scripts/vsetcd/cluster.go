@@ -140,7 +140,8 @@ func (s *ours) create(ctx context.Context, c *client.Client, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	cwd := "/vs-etcd"
-	return c.Create(ctx, &sessionpb.CreateRequest{Header: &sessionpb.SessionHeader{Id: id, CreatedAt: time.Now().UnixMilli(), Cwd: &cwd}})
+	_, err := c.Create(ctx, &sessionpb.CreateRequest{Header: &sessionpb.SessionHeader{Id: id, CreatedAt: time.Now().UnixMilli(), Cwd: &cwd}})
+	return err
 }
 
 // writer appends one event per call to writer i's own session. After a
