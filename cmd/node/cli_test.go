@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -188,7 +189,14 @@ func TestReload(t *testing.T) {
 	}
 	child := exec.Command(sleep, "60")
 	child.ExtraFiles = []*os.File{p.f}
-	if err := child.Start(); err != nil {
+	// A process started under nohup ignores SIGHUP, and a child inherits an
+	// ignored signal; one this process handles is reset to the default in
+	// the child. So handle it while the child starts.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	err = child.Start()
+	signal.Stop(hup)
+	if err != nil {
 		p.release()
 		t.Fatal(err)
 	}
