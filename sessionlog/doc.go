@@ -11,10 +11,12 @@
 // the read side, and a serialiser that writes exactly what JavaScript's
 // JSON.stringify writes.
 //
-// The write side is deliberately narrow (docs/design.md "Validation"): append refuses only
-// what the reference refuses on append. Message shapes, surface rules,
-// unknown types and format versions are judged on read by Normalize,
-// CheckStoredHeader and ValidateSession, whose texts are the reference's.
+// CheckEvent is the reference's own append check (docs/design.md
+// "Validation"). Message shapes, surface rules, unknown types and format
+// versions are judged on read by Normalize, CheckStoredHeader and
+// ValidateSession, whose texts are the reference's; ReadCheck puts them
+// together, and a strict write (the default) refuses what it refuses, so
+// the write rule is the read rule.
 //
 // The package imports only the standard library and the root package; it
 // does no I/O and keeps no state.

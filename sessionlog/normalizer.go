@@ -21,7 +21,7 @@ type Normalizer struct {
 	unknownErr error
 	// unknownTyp and unknownSeq name the event unknownErr refuses.
 	unknownTyp, unknownSeq string
-	checkIDs   map[float64]string
+	checkIDs               map[float64]string
 
 	// Next's state.
 	ids map[float64]string

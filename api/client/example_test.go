@@ -52,9 +52,11 @@ func Example() {
 	}
 	defer c.Close()
 
-	// Register the session; it is listed once it has an event.
+	// Register the session; it is listed once it has an event. Writes are
+	// checked strictly by default: a header or batch a read would refuse is
+	// refused (INVALID_HEADER, INVALID_EVENT, FORMAT_UNSUPPORTED).
 	cwd, depth := "/home/dev/project", int32(0)
-	err = c.Create(ctx, &sessionpb.CreateRequest{Header: &sessionpb.SessionHeader{
+	_, err = c.Create(ctx, &sessionpb.CreateRequest{Header: &sessionpb.SessionHeader{
 		Version: 0, Id: "example-1", CreatedAt: 1767225600000, Cwd: &cwd, DelegationDepth: &depth,
 	}})
 	if err != nil {
@@ -101,6 +103,11 @@ func TestExampleTurnIsValid(t *testing.T) {
 		if _, err := sessionlog.CheckEvent(id, events[i]); err != nil {
 			t.Fatalf("event %d refused on append: %v", i, err)
 		}
+	}
+	check := sessionlog.NewReadCheck(id, sessionstore.Header{ID: id, CreatedAt: 1767225600000}, "")
+	check.Add(events)
+	if refusal := check.WriteRefusal(); refusal != nil {
+		t.Fatalf("a strict append refuses the turn: %v", refusal)
 	}
 	norm, err := sessionlog.Normalize(id, events, "")
 	if err != nil {

@@ -69,3 +69,63 @@ func TestUpgrade_NewCommandsWaitForEveryVoter(t *testing.T) {
 		})
 	}
 }
+
+// Strict appends (command version 7) on a cluster with a voter of version 6:
+// the leader checks them against its own log before proposing and proposes
+// version-6 appends, so the old voter applies everything; once it runs this
+// version, the same refusals come from Apply.
+func TestUpgrade_StrictAppendsOnAMixedCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3-node cluster")
+	}
+	nodes := startClusterWith(t, 3, func(c *serveConfig) {
+		if c.Cluster.NodeID == "n3" {
+			c.Cluster.CommandVersion = 6
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	c := nodes[0].Client
+	unknown := ctEv("future/event", 6, 99, `{"payload":1}`)
+	check := func(phase, id string) {
+		t.Helper()
+		if _, err := c.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta(id, "/w/up")}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Append(ctx, &sessionpb.AppendRequest{SessionId: id, Events: ctOneTurnLog()}); err != nil {
+			t.Fatalf("%s: strict append of a readable turn: %v", phase, err)
+		}
+		_, err := c.WithOptions(client.Options{MaxAttempts: 1}).Append(ctx, &sessionpb.AppendRequest{SessionId: id, Events: []string{unknown}})
+		if auReason(err) != sessionstore.ReasonFormatUnsupported {
+			t.Fatalf("%s: strict append of an unknown type: %v, want FORMAT_UNSUPPORTED", phase, err)
+		}
+		r, err := c.Append(ctx, &sessionpb.AppendRequest{SessionId: id, Events: []string{unknown}, Validation: sessionpb.Validation_VALIDATION_REFERENCE})
+		if err != nil || r.GetReadable() || r.GetUnreadableReason() != string(sessionstore.ReasonFormatUnsupported) || r.GetNextSeq() != 7 {
+			t.Fatalf("%s: reference append of an unknown type: %v %v", phase, r, err)
+		}
+		// Every node applied all of it (the old one panics on an entry it
+		// cannot apply) and stands at the same revision.
+		for _, nd := range nodes {
+			nc := nd.Client
+			dlEventually(t, phase+": "+nd.id+" holds "+id+" at revision "+r.GetRevision(), func() bool {
+				l, err := nc.ListSnapshots(ctx, &sessionpb.ListSnapshotsRequest{Consistency: sessionpb.Consistency_STALE, CwdPrefix: "/w/up"})
+				if err != nil {
+					return false
+				}
+				for _, s := range l.GetSnapshots() {
+					if s.GetHeader().GetId() == id {
+						return s.GetRevision() == r.GetRevision()
+					}
+				}
+				return false
+			})
+		}
+	}
+	check("mixed", "strict/a")
+
+	n3 := nodes[2]
+	old := n3.tune
+	n3.tune = func(c *serveConfig) { old(c); c.Cluster.CommandVersion = 0 }
+	n3.testNode = n3.Restart()
+	check("upgraded", "strict/b")
+}
