@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -98,5 +99,53 @@ func TestEncodeStampsStrictVersion(t *testing.T) {
 	data, _ = Encode(&fsmpb.Entry{Commands: []*fsmpb.Command{appendCmd("s", 0, openTurn...)}})
 	if e, _ := Decode(data); e.Version >= StrictVersion {
 		t.Fatalf("a reference append is stamped %d", e.Version)
+	}
+}
+
+// BenchmarkStrictAppend: one strict append of a one-event batch to a session
+// already holding n events (a turn each of 10 events), with its check kept:
+// the cost must not grow with n.
+func BenchmarkStrictAppend(b *testing.B) {
+	for _, n := range []int{100, 10_000, 100_000} {
+		b.Run(fmt.Sprintf("events=%d", n), func(b *testing.B) {
+			f, _ := newTestFSMLayout(b, 2)
+			index := uint64(1)
+			apply := func(cmds ...*fsmpb.Command) []*fsmpb.Result {
+				index++
+				out := f.ApplyBatch([]*raft.Log{entry(b, index, 100, cmds...)})
+				return out[0].(*GroupResult).Results
+			}
+			apply(createCmd("s"))
+			seq := int64(0)
+			turn := func(k int) []string {
+				var evs []string
+				for i := 0; i < k; i++ {
+					switch {
+					case i == 0:
+						evs = append(evs, fmt.Sprintf(`{"type":"turn/start","seq":%d,"time":1,"data":{"turn":1}}`, seq))
+					case i == k-1:
+						evs = append(evs, fmt.Sprintf(`{"type":"turn/end","seq":%d,"time":1,"data":{"turn":1,"reason":{"kind":"completed"}}}`, seq))
+					default:
+						evs = append(evs, fmt.Sprintf(`{"type":"x-bench/note","seq":%d,"time":1,"data":{"i":%d},"ignorable":true}`, seq, i))
+					}
+					seq++
+				}
+				return evs
+			}
+			for seq < int64(n) {
+				first := seq
+				if r := apply(strictAppendCmd("s", first, turn(10)...)); r[0].Reason != "" {
+					b.Fatal(r[0])
+				}
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				ev := fmt.Sprintf(`{"type":"x-bench/note","seq":%d,"time":1,"data":{"i":%d},"ignorable":true}`, seq, i)
+				if r := apply(strictAppendCmd("s", seq, ev)); r[0].Reason != "" {
+					b.Fatal(r[0])
+				}
+				seq++
+			}
+		})
 	}
 }
