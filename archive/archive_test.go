@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/api/sessionpb"
@@ -106,11 +107,11 @@ func (f *fakeStore) Create(_ context.Context, req *sessionpb.CreateRequest) (*se
 		if len(s.events) > 0 || !bytes.Equal(sessionlog.HeaderLine(s.header), sessionlog.HeaderLine(h)) {
 			return nil, sessionstore.Errorf(sessionstore.ReasonAlreadyExists, "exists")
 		}
-		return &sessionpb.CreateResponse{Readable: true}, nil
+		return &sessionpb.CreateResponse{Readable: proto.Bool(true)}, nil
 	}
 	f.index++
 	f.sessions[h.ID] = &fakeSession{header: h, incarnation: f.index, last: f.index}
-	return &sessionpb.CreateResponse{Readable: true}, nil
+	return &sessionpb.CreateResponse{Readable: proto.Bool(true)}, nil
 }
 
 func (f *fakeStore) Append(_ context.Context, req *sessionpb.AppendRequest) (*sessionpb.AppendResponse, error) {

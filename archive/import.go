@@ -305,10 +305,7 @@ func (im *importer) one(ctx context.Context, it Item) SessionResult {
 	// What a read of the session would say, as the store's strict writes
 	// decide it: refused whole here rather than half-written by the store.
 	check := sessionlog.NewReadCheck(it.Header.ID, it.Header, "")
-	if _, err := check.Add(it.Events); err != nil {
-		r.Status, r.Reason = StatusInvalid, err.Error()
-		return r
-	}
+	check.Add(it.Events)
 	if err := check.Err(); err != nil {
 		if !im.opts.KeepUnreadable {
 			r.Status, r.Reason = StatusRefused, "a read would refuse it: "+err.Error()+" (--keep-unreadable stores it anyway)"

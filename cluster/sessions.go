@@ -275,13 +275,9 @@ func (n *Node) precheckStrict(ctx context.Context, id string, first int64, event
 			return err
 		}
 		seq += int64(len(evs))
-		if _, err := check.Add(evs); err != nil {
-			return err
-		}
+		check.Add(evs)
 	}
-	if _, err := check.Add(events); err != nil {
-		return err
-	}
+	check.Add(events)
 	if refusal := check.WriteRefusal(); refusal != nil {
 		return refusal
 	}
@@ -322,10 +318,7 @@ func (n *Node) checkedView(ctx context.Context, id string, c sessionstore.Consis
 			return s, nil, err
 		}
 		seq += int64(len(evs))
-		out, err := check.Add(evs)
-		if err != nil {
-			return s, nil, err
-		}
+		out := check.Add(evs)
 		count, size = count+int64(len(out)), size+totalBytes(out)
 	}
 	closers, err := check.Finish()

@@ -334,9 +334,7 @@ func (a *applier) append(c *fsmpb.Append, lim *fsmpb.Limits) (*fsmpb.Result, str
 		return nil, "", err
 	}
 	if check != nil {
-		if _, err := check.Add(c.Events); err != nil {
-			return nil, "", err
-		}
+		check.Add(c.Events)
 		if refusal := check.WriteRefusal(); refusal != nil && c.Strict {
 			a.checks.drop(id) // it holds the refused batch
 			return errResult(refusal), "", nil

@@ -86,9 +86,7 @@ func (r *readChecks) advance(id string, incarnation uint64, next int64, events [
 	switch {
 	case e.incarnation == incarnation && e.check.Len() == next+int64(len(events)):
 	case e.incarnation == incarnation && e.check.Len() == next:
-		if _, err := e.check.Add(events); err != nil {
-			r.drop(id)
-		}
+		e.check.Add(events)
 	default:
 		r.drop(id)
 	}
@@ -111,9 +109,7 @@ func (a *applier) readCheck(id string, rec *fsmpb.SessionRecord) (*sessionlog.Re
 		if err != nil {
 			return nil, err
 		}
-		if _, err := c.Add(evs); err != nil {
-			return nil, err
-		}
+		c.Add(evs)
 	}
 	a.checks.put(id, rec.Incarnation, c)
 	return c, nil

@@ -35,47 +35,56 @@ func NewNormalizer(sessionID, rawLogPath string) *Normalizer {
 
 // Check runs the first pass over the next chunk.
 func (n *Normalizer) Check(events [][]byte) {
-	id := sessionstore.Quote(n.sessionID)
 	for _, raw := range events {
 		if n.stop {
 			return
 		}
-		i := n.checked
-		n.checked++
-		e, err := parseStored(raw)
-		if err != nil {
-			n.parseErr = sessionstore.Errorf(sessionstore.ReasonInvalidStored,
-				"stored event at index %d is not a single-line JSON object: %s", i, err.Error())
-			n.stop = true // the first unparsable event outranks everything
-			return
-		}
-		typ := e.get("type")
-		switch {
-		case n.refused[0] == nil && typ.strEq("request/header-delta"):
-			n.refused[0] = storedErr("session %s contains unsupported legacy request/header-delta event at seq %s", id, seqText(e))
-		case n.refused[1] == nil && typ.strEq("mode/set"):
-			n.refused[1] = storedErr("session %s contains unsupported legacy mode/set event at seq %s", id, seqText(e))
-		case n.refused[2] == nil && typ.strEq("request/header"):
-			if reason, err := jsGet(e.get("data"), "reason"); err != nil {
-				n.refused[2] = err
-			} else if reason.strEq("fallback") {
-				n.refused[2] = storedErr(`session %s contains unsupported legacy request/header reason "fallback" at seq %s`, id, seqText(e))
-			}
-		}
-		if n.migrateErr != nil {
-			continue // later migrations cannot change the answer
-		}
-		_, t, err := normalizeEvent(n.sessionID, e, n.checkIDs)
-		if err != nil {
-			n.migrateErr = err
-			continue
-		}
-		if n.unknownErr == nil {
-			if n.unknownErr = unknownType(n.sessionID, e, t, n.rawLogPath); n.unknownErr != nil {
-				n.unknownTyp, n.unknownSeq = jsString(t), seqText(e)
-			}
+		n.checkOne(raw)
+	}
+}
+
+// checkOne runs the first pass over one event. While no migration has
+// failed it also returns the event parsed and normalised (the input slice
+// when unchanged): a caller that takes events in one pass (ReadCheck) needs
+// no second parse.
+func (n *Normalizer) checkOne(raw []byte) (*storedEvent, []byte) {
+	i := n.checked
+	n.checked++
+	e, err := parseStored(raw)
+	if err != nil {
+		n.parseErr = sessionstore.Errorf(sessionstore.ReasonInvalidStored,
+			"stored event at index %d is not a single-line JSON object: %s", i, err.Error())
+		n.stop = true // the first unparsable event outranks everything
+		return nil, nil
+	}
+	id := sessionstore.Quote(n.sessionID)
+	typ := e.get("type")
+	switch {
+	case n.refused[0] == nil && typ.strEq("request/header-delta"):
+		n.refused[0] = storedErr("session %s contains unsupported legacy request/header-delta event at seq %s", id, seqText(e))
+	case n.refused[1] == nil && typ.strEq("mode/set"):
+		n.refused[1] = storedErr("session %s contains unsupported legacy mode/set event at seq %s", id, seqText(e))
+	case n.refused[2] == nil && typ.strEq("request/header"):
+		if reason, err := jsGet(e.get("data"), "reason"); err != nil {
+			n.refused[2] = err
+		} else if reason.strEq("fallback") {
+			n.refused[2] = storedErr(`session %s contains unsupported legacy request/header reason "fallback" at seq %s`, id, seqText(e))
 		}
 	}
+	if n.migrateErr != nil {
+		return nil, nil // later migrations cannot change the answer
+	}
+	out, t, err := normalizeEvent(n.sessionID, e, n.checkIDs)
+	if err != nil {
+		n.migrateErr = err
+		return nil, nil
+	}
+	if n.unknownErr == nil {
+		if n.unknownErr = unknownType(n.sessionID, e, t, n.rawLogPath); n.unknownErr != nil {
+			n.unknownTyp, n.unknownSeq = jsString(t), seqText(e)
+		}
+	}
+	return e, out
 }
 
 // Err is Normalize's error for the whole log Check has seen.

@@ -41,19 +41,35 @@ func NewReadCheck(id string, h sessionstore.Header, rawLogPath string) *ReadChec
 
 // Add checks the next events of the log and returns them normalised (nil
 // once the log cannot be normalised: a read refuses it whatever follows).
-// Its error is not the log's (see Err) but a failure to normalise events
-// the check had accepted, which means they changed in between: corruption.
-func (r *ReadCheck) Add(events [][]byte) ([][]byte, error) {
+func (r *ReadCheck) Add(events [][]byte) [][]byte {
 	r.n += int64(len(events))
-	if r.norm.Check(events); r.norm.Err() != nil {
-		return nil, nil
+	// One pass, each event parsed once: the Normalizer's two passes exist so
+	// that Normalize can decide its error before it returns any event, but
+	// once that error is known the validation behind it no longer matters
+	// (Err reports the Normalizer's first), so events go on to the Validator
+	// only while there is none.
+	var out [][]byte
+	for _, raw := range events {
+		if r.norm.stop {
+			break
+		}
+		e, norm := r.norm.checkOne(raw)
+		if r.norm.Err() != nil {
+			out = nil
+			continue
+		}
+		if len(norm) == 0 || &norm[0] != &raw[0] { // rewritten: the Validator parses the new text
+			e = nil
+		}
+		if r.val.parseErr == nil {
+			r.val.addOne(norm, e)
+		}
+		out = append(out, norm)
 	}
-	out, err := r.norm.Next(events)
-	if err != nil {
-		return nil, WrapCorruption(r.val.sessionID, err)
+	if r.norm.Err() != nil {
+		return nil
 	}
-	r.val.Add(out)
-	return out, nil
+	return out
 }
 
 // Len is the number of events added.

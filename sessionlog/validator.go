@@ -37,20 +37,27 @@ func (v *Validator) Add(normalized [][]byte) {
 		if v.parseErr != nil {
 			return
 		}
-		i := v.n
-		v.n++
-		e, err := parseStored(raw)
-		if err != nil {
+		v.addOne(raw, nil)
+	}
+}
+
+// addOne checks one normalised event; e is raw parsed, or nil to parse it.
+func (v *Validator) addOne(raw []byte, e *storedEvent) {
+	i := v.n
+	v.n++
+	if e == nil {
+		var err error
+		if e, err = parseStored(raw); err != nil {
 			v.parseErr = parseLogErr(i, err)
 			return
 		}
-		v.last = e
-		if v.scanErr == nil {
-			v.scanErr = v.scan.add(e)
-		}
-		if v.invalid == nil {
-			v.invalid = v.sf.check(v.sessionID, e, i)
-		}
+	}
+	v.last = e
+	if v.scanErr == nil {
+		v.scanErr = v.scan.add(e)
+	}
+	if v.invalid == nil {
+		v.invalid = v.sf.check(v.sessionID, e, i)
 	}
 }
 

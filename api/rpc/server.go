@@ -83,7 +83,7 @@ func (p *Persistence) Create(ctx context.Context, r *pb.CreateRequest) (*pb.Crea
 		}
 		return nil, toStatus(err)
 	}
-	out := &pb.CreateResponse{Readable: res.Unreadable == nil}
+	out := &pb.CreateResponse{Readable: proto.Bool(res.Unreadable == nil)}
 	if u := res.Unreadable; u != nil {
 		out.UnreadableReason, out.UnreadableMessage = string(u.Reason), u.Message
 	}
@@ -99,7 +99,7 @@ func (p *Persistence) Append(ctx context.Context, r *pb.AppendRequest) (*pb.Appe
 		}
 		return nil, toStatus(err)
 	}
-	out := &pb.AppendResponse{Revision: res.Revision, NextSeq: res.NextSeq, Duplicate: res.Duplicate, Readable: res.Unreadable == nil}
+	out := &pb.AppendResponse{Revision: res.Revision, NextSeq: res.NextSeq, Duplicate: res.Duplicate, Readable: proto.Bool(res.Unreadable == nil)}
 	if u := res.Unreadable; u != nil {
 		out.UnreadableReason, out.UnreadableMessage = string(u.Reason), u.Message
 	}

@@ -617,8 +617,9 @@ type CreateResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// False when a read of the session will refuse it (only after a
 	// VALIDATION_REFERENCE write); unreadable_reason and unreadable_message are
-	// then the error such a read fails with.
-	Readable          bool   `protobuf:"varint,1,opt,name=readable,proto3" json:"readable,omitempty"`
+	// then the error such a read fails with. Absent in answers from servers
+	// older than validation (they never say).
+	Readable          *bool  `protobuf:"varint,1,opt,name=readable,proto3,oneof" json:"readable,omitempty"`
 	UnreadableReason  string `protobuf:"bytes,2,opt,name=unreadable_reason,json=unreadableReason,proto3" json:"unreadable_reason,omitempty"`
 	UnreadableMessage string `protobuf:"bytes,3,opt,name=unreadable_message,json=unreadableMessage,proto3" json:"unreadable_message,omitempty"`
 	unknownFields     protoimpl.UnknownFields
@@ -656,8 +657,8 @@ func (*CreateResponse) Descriptor() ([]byte, []int) {
 }
 
 func (x *CreateResponse) GetReadable() bool {
-	if x != nil {
-		return x.Readable
+	if x != nil && x.Readable != nil {
+		return *x.Readable
 	}
 	return false
 }
@@ -761,7 +762,7 @@ type AppendResponse struct {
 	// The batch was already stored byte for byte.
 	Duplicate bool `protobuf:"varint,3,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
 	// As in CreateResponse, for the log as it stands after this call.
-	Readable          bool   `protobuf:"varint,4,opt,name=readable,proto3" json:"readable,omitempty"`
+	Readable          *bool  `protobuf:"varint,4,opt,name=readable,proto3,oneof" json:"readable,omitempty"`
 	UnreadableReason  string `protobuf:"bytes,5,opt,name=unreadable_reason,json=unreadableReason,proto3" json:"unreadable_reason,omitempty"`
 	UnreadableMessage string `protobuf:"bytes,6,opt,name=unreadable_message,json=unreadableMessage,proto3" json:"unreadable_message,omitempty"`
 	unknownFields     protoimpl.UnknownFields
@@ -820,8 +821,8 @@ func (x *AppendResponse) GetDuplicate() bool {
 }
 
 func (x *AppendResponse) GetReadable() bool {
-	if x != nil {
-		return x.Readable
+	if x != nil && x.Readable != nil {
+		return *x.Readable
 	}
 	return false
 }
@@ -3980,11 +3981,12 @@ const file_api_sessionpb_session_proto_rawDesc = "" +
 	"request_id\x18\x02 \x01(\tR\trequestId\x12;\n" +
 	"\n" +
 	"validation\x18\x03 \x01(\x0e2\x1b.sessionstore.v1.ValidationR\n" +
-	"validation\"\x88\x01\n" +
-	"\x0eCreateResponse\x12\x1a\n" +
-	"\breadable\x18\x01 \x01(\bR\breadable\x12+\n" +
+	"validation\"\x9a\x01\n" +
+	"\x0eCreateResponse\x12\x1f\n" +
+	"\breadable\x18\x01 \x01(\bH\x00R\breadable\x88\x01\x01\x12+\n" +
 	"\x11unreadable_reason\x18\x02 \x01(\tR\x10unreadableReason\x12-\n" +
-	"\x12unreadable_message\x18\x03 \x01(\tR\x11unreadableMessage\"\xd1\x01\n" +
+	"\x12unreadable_message\x18\x03 \x01(\tR\x11unreadableMessageB\v\n" +
+	"\t_readable\"\xd1\x01\n" +
 	"\rAppendRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
@@ -3994,14 +3996,15 @@ const file_api_sessionpb_session_proto_rawDesc = "" +
 	"\x11expected_revision\x18\x04 \x01(\tR\x10expectedRevision\x12;\n" +
 	"\n" +
 	"validation\x18\x05 \x01(\x0e2\x1b.sessionstore.v1.ValidationR\n" +
-	"validation\"\xdd\x01\n" +
+	"validation\"\xef\x01\n" +
 	"\x0eAppendResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\tR\brevision\x12\x19\n" +
 	"\bnext_seq\x18\x02 \x01(\x03R\anextSeq\x12\x1c\n" +
-	"\tduplicate\x18\x03 \x01(\bR\tduplicate\x12\x1a\n" +
-	"\breadable\x18\x04 \x01(\bR\breadable\x12+\n" +
+	"\tduplicate\x18\x03 \x01(\bR\tduplicate\x12\x1f\n" +
+	"\breadable\x18\x04 \x01(\bH\x00R\breadable\x88\x01\x01\x12+\n" +
 	"\x11unreadable_reason\x18\x05 \x01(\tR\x10unreadableReason\x12-\n" +
-	"\x12unreadable_message\x18\x06 \x01(\tR\x11unreadableMessage\"K\n" +
+	"\x12unreadable_message\x18\x06 \x01(\tR\x11unreadableMessageB\v\n" +
+	"\t_readable\"K\n" +
 	"\vLoadRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
@@ -4471,6 +4474,8 @@ func file_api_sessionpb_session_proto_init() {
 		return
 	}
 	file_api_sessionpb_session_proto_msgTypes[0].OneofWrappers = []any{}
+	file_api_sessionpb_session_proto_msgTypes[6].OneofWrappers = []any{}
+	file_api_sessionpb_session_proto_msgTypes[8].OneofWrappers = []any{}
 	file_api_sessionpb_session_proto_msgTypes[32].OneofWrappers = []any{}
 	file_api_sessionpb_session_proto_msgTypes[38].OneofWrappers = []any{}
 	file_api_sessionpb_session_proto_msgTypes[39].OneofWrappers = []any{}

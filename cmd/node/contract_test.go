@@ -917,7 +917,9 @@ func TestContract_K37_RejectsUnknownEventTypeUnlessIgnorable(t *testing.T) {
 
 	ignorable := `{"type":"future/event","seq":6,"time":99,"data":{"payload":1},"ignorable":true}`
 	ctCreate(t, n, ctMeta("future-ignorable", "/w"))
-	ctAppend(t, n, "future-ignorable", append(ctOneTurnLog(), ignorable)...)
+	if r := ctAppend(t, n, "future-ignorable", append(ctOneTurnLog(), ignorable)...); r.Readable == nil || !*r.Readable || r.GetUnreadableReason() != "" {
+		t.Errorf("strict append of a readable log: readable %v %q, want true", r.Readable, r.GetUnreadableReason())
+	}
 	ctEqualEvents(t, "Load with an ignorable unknown event", ctLoad(t, n, "future-ignorable").GetEvents(), append(ctOneTurnLog(), ignorable))
 }
 
