@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"container/list"
+	"errors"
 
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/fsm/fsmpb"
@@ -121,8 +122,8 @@ func unreadable(res *fsmpb.Result, c *sessionlog.ReadCheck) {
 		return
 	}
 	if err := c.Err(); err != nil {
-		se, ok := err.(*sessionstore.Error)
-		if !ok {
+		var se *sessionstore.Error
+		if !errors.As(err, &se) {
 			se = sessionstore.Errorf(sessionstore.ReasonInvalidStored, "%s", err.Error())
 		}
 		res.UnreadableReason, res.UnreadableMessage = string(se.Reason), se.Message
