@@ -146,6 +146,18 @@ func (sc *sessionsConn) dial(ctx context.Context) (*client.Client, error) {
 	return client.Dial(ctx, sc.addr, opts...)
 }
 
+// connect dials --addr for one command bounded by --timeout; done closes
+// the connection and releases the deadline.
+func (sc *sessionsConn) connect(ctx context.Context) (context.Context, *client.Client, func(), error) {
+	ctx, cancel := context.WithTimeout(ctx, sc.timeout)
+	c, err := sc.dial(ctx)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
+	return ctx, c, func() { c.Close(); cancel() }, nil
+}
+
 // sessionErr words the error of a call about session id: "no session ID" for
 // NOT_FOUND, otherwise the client's error with the address asked.
 func (sc *sessionsConn) sessionErr(id string, err error) error {
@@ -193,13 +205,11 @@ object per line (times in Unix milliseconds).
 		fmt.Fprintln(sio.err, "sessionstore sessions ls: --limit must be ≥ 0 and --page-size ≥ 1")
 		return errUsage
 	}
-	ctx, cancel := context.WithTimeout(ctx, sc.timeout)
-	defer cancel()
-	c, err := sc.dial(ctx)
+	ctx, c, done, err := sc.connect(ctx)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer done()
 
 	var rows []lsRow
 	token, more := "", false
@@ -363,13 +373,11 @@ shapes normalised, closers included; 'sessions cat' prints the stored text).
 		return err
 	}
 	id := pos[0]
-	ctx, cancel := context.WithTimeout(ctx, sc.timeout)
-	defer cancel()
-	c, err := sc.dial(ctx)
+	ctx, c, done, err := sc.connect(ctx)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer done()
 	v, err := c.Inspect(ctx, &sessionpb.InspectRequest{SessionId: id})
 	if err != nil {
 		return sc.sessionErr(id, err)
@@ -642,13 +650,11 @@ read refuses.
 		return err
 	}
 	id := pos[0]
-	ctx, cancel := context.WithTimeout(ctx, sc.timeout)
-	defer cancel()
-	c, err := sc.dial(ctx)
+	ctx, c, done, err := sc.connect(ctx)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer done()
 	r, err := c.ReadRaw(ctx, &sessionpb.ReadRawRequest{SessionId: id})
 	if err != nil {
 		return sc.sessionErr(id, err)
@@ -807,13 +813,11 @@ if any was not deleted.
 			return nil
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, sc.timeout)
-	defer cancel()
-	c, err := sc.dial(ctx)
+	ctx, c, done, err := sc.connect(ctx)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer done()
 	var errs []error
 	for _, id := range ids {
 		rev, err := c.Delete(ctx, &sessionpb.DeleteRequest{SessionId: id})
