@@ -219,17 +219,20 @@ func TestCompose_ClusterSurvivesKillRestartDownUp(t *testing.T) {
 
 	// 2. The cluster, on free host ports so that it never meets a cluster the
 	// developer runs with the default ports.
-	ports := freePorts(t, 6)
 	nodes := make([]*node, 3)
-	env := os.Environ()
-	for i := range nodes {
-		nodes[i] = &node{name: fmt.Sprintf("node%d", i+1), grpcPort: ports[2*i], httpPort: ports[2*i+1]}
-		env = append(env,
-			fmt.Sprintf("SESSIONSTORE_NODE%d_GRPC_PORT=%d", i+1, nodes[i].grpcPort),
-			fmt.Sprintf("SESSIONSTORE_NODE%d_HTTP_PORT=%d", i+1, nodes[i].httpPort))
-	}
 	dc := &compose{t: t, cmd: composeCmd, project: fmt.Sprintf("sessionstore-test-%d", os.Getpid()),
-		file: filepath.Join(root, "docker-compose.yml"), env: env}
+		file: filepath.Join(root, "docker-compose.yml")}
+	pickPorts := func() {
+		ports := freePorts(t, 6)
+		dc.env = os.Environ()
+		for i := range nodes {
+			nodes[i] = &node{name: fmt.Sprintf("node%d", i+1), grpcPort: ports[2*i], httpPort: ports[2*i+1]}
+			dc.env = append(dc.env,
+				fmt.Sprintf("SESSIONSTORE_NODE%d_GRPC_PORT=%d", i+1, nodes[i].grpcPort),
+				fmt.Sprintf("SESSIONSTORE_NODE%d_HTTP_PORT=%d", i+1, nodes[i].httpPort))
+		}
+	}
+	pickPorts()
 	t.Logf("project %s; if this test is killed, clean up with: %s -p %s -f %s down -v",
 		dc.project, strings.Join(composeCmd, " "), dc.project, dc.file)
 	t.Cleanup(func() {
@@ -248,7 +251,23 @@ func TestCompose_ClusterSurvivesKillRestartDownUp(t *testing.T) {
 			t.Errorf("tear down: %v\n%s", err, out)
 		}
 	})
-	dc.must(3*time.Minute, "up", "-d")
+	// The ports were free when picked; other suites starting servers at the
+	// same time can take one before Docker binds it: then start again on
+	// new ones.
+	for attempt := 1; ; attempt++ {
+		out, err := dc.run(3*time.Minute, "up", "-d")
+		if err == nil {
+			break
+		}
+		if attempt == 4 || !strings.Contains(out, "port is already allocated") && !strings.Contains(out, "address already in use") {
+			t.Fatal(err)
+		}
+		t.Logf("up lost a host port to another program, starting on new ones: %v", err)
+		if out, err := dc.run(2*time.Minute, "down", "-v", "--remove-orphans"); err != nil {
+			t.Fatalf("tear down: %v\n%s", err, out)
+		}
+		pickPorts()
+	}
 	for _, n := range nodes {
 		n.dial(t)
 	}

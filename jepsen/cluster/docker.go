@@ -91,7 +91,17 @@ func NewDocker(cfg DockerConfig) (*Docker, error) {
 		return nil, err
 	}
 	cfg.DataDir = abs
-	d := &Docker{cfg: cfg, ports: map[Node][2]int{}, ruled: map[Node]bool{}}
+	ports, err := hostPorts()
+	if err != nil {
+		return nil, err
+	}
+	return &Docker{cfg: cfg, ports: ports, ruled: map[Node]bool{}}, nil
+}
+
+// hostPorts picks a free gRPC and HTTP port on the host's loopback for each
+// node. They are free when picked, not reserved: see composeUp.
+func hostPorts() (map[Node][2]int, error) {
+	ports := map[Node][2]int{}
 	for _, n := range dockerNodes {
 		g, err := freePort()
 		if err != nil {
@@ -101,9 +111,9 @@ func NewDocker(cfg DockerConfig) (*Docker, error) {
 		if err != nil {
 			return nil, err
 		}
-		d.ports[n] = [2]int{g, h}
+		ports[n] = [2]int{g, h}
 	}
-	return d, nil
+	return ports, nil
 }
 
 func freePort() (int, error) {
@@ -170,6 +180,36 @@ func run(ctx context.Context, env []string, stdin []byte, name string, args ...s
 	return string(out), nil
 }
 
+// composeUp starts a deployment on the given host ports. A port picked free
+// can be taken by another program before Docker binds it (other suites start
+// containers and servers at the same time); such an `up` fails with "port is
+// already allocated" and leaves the containers it created, so it is taken
+// down and retried on new ports, a few times. It returns the ports in use.
+// extra is appended to the deployment's environment.
+func (d *Docker) composeUp(ctx context.Context, project, data, net string, ports map[Node][2]int, extra []string) (map[Node][2]int, error) {
+	const attempts = 4
+	for i := 1; ; i++ {
+		env := append(d.deployment(project, data, net, ports), extra...)
+		_, err := d.composeAs(ctx, project, env, "up", "-d", "--force-recreate")
+		if err == nil {
+			return ports, nil
+		}
+		_, _ = d.composeAs(ctx, project, env, "down", "-v", "--remove-orphans", "-t", "1")
+		if i == attempts || !portTaken(err) || ctx.Err() != nil {
+			return nil, err
+		}
+		if ports, err = hostPorts(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// portTaken reports a compose error caused by a host port in use.
+func portTaken(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "port is already allocated") || strings.Contains(s, "address already in use")
+}
+
 func (d *Docker) compose(ctx context.Context, args ...string) (string, error) {
 	return d.composeAs(ctx, d.cfg.Project, d.env(), args...)
 }
@@ -204,9 +244,11 @@ func (d *Docker) Up(ctx context.Context) error {
 	if err := makeDataDirs(d.cfg.DataDir); err != nil {
 		return err
 	}
-	if _, err := d.compose(ctx, "up", "-d", "--force-recreate"); err != nil {
+	ports, err := d.composeUp(ctx, d.cfg.Project, d.cfg.DataDir, d.cfg.Net, d.ports, nil)
+	if err != nil {
 		return err
 	}
+	d.ports = ports // before any client reads them: Up is the first call
 	// Offline commands and the foreign deployment run the very image the
 	// nodes run, even if the tag moves meanwhile.
 	out, err := run(ctx, nil, nil, "docker", "inspect", "-f", "{{.Image}}", d.container(dockerNodes[0]))

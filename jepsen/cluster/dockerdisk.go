@@ -57,19 +57,12 @@ func (d *Docker) Offline(ctx context.Context, n Node, args ...string) (string, e
 // looks like. It returns the foreign cluster id.
 func (d *Docker) ForeignDeployment(ctx context.Context, root string) (string, error) {
 	project := d.cfg.Project + "-foreign"
-	ports := map[Node][2]int{}
-	for _, n := range dockerNodes {
-		g, err := freePort()
-		if err != nil {
-			return "", err
-		}
-		h, err := freePort()
-		if err != nil {
-			return "", err
-		}
-		ports[n] = [2]int{g, h}
+	ports, err := hostPorts()
+	if err != nil {
+		return "", err
 	}
-	env := append(d.deployment(project, root, d.cfg.ForeignNet, ports), "JEPSEN_IMAGE="+d.image())
+	image := []string{"JEPSEN_IMAGE=" + d.image()}
+	env := append(d.deployment(project, root, d.cfg.ForeignNet, ports), image...)
 	_, _ = d.composeAs(ctx, project, env, "down", "-v", "--remove-orphans", "-t", "1")
 	if err := makeDataDirs(root); err != nil {
 		return "", err
@@ -79,9 +72,10 @@ func (d *Docker) ForeignDeployment(ctx context.Context, root string) (string, er
 		defer cancel()
 		_, _ = d.composeAs(dctx, project, env, "down", "-v", "--remove-orphans", "-t", "5")
 	}()
-	if _, err := d.composeAs(ctx, project, env, "up", "-d", "--force-recreate"); err != nil {
+	if ports, err = d.composeUp(ctx, project, root, d.cfg.ForeignNet, ports, image); err != nil {
 		return "", err
 	}
+	env = append(d.deployment(project, root, d.cfg.ForeignNet, ports), image...)
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		ids := map[string]bool{}
