@@ -3,16 +3,20 @@ package jepsen
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sessionstore/sessionstore/jepsen/checker"
 	"github.com/sessionstore/sessionstore/jepsen/cluster"
+	"github.com/sessionstore/sessionstore/jepsen/history"
 )
 
 // Scenario tests: the real cluster from docker-compose.yml under faults.
@@ -121,9 +125,55 @@ func requireValid(t *testing.T, res *Result, out string) {
 				}
 			}
 		}
+		logSessions(t, res, out)
 		t.Fatalf("verdict %s; history, report and node data kept in %s", res.Report.Valid, out)
 	}
 	_ = os.RemoveAll(out)
+}
+
+// logSessions writes to the test log the history records of the first
+// sessions a failed checker names, with the nemesis records, so that a
+// failure in CI (whose run directory is gone with its machine) can be
+// analysed from the log alone.
+func logSessions(t *testing.T, res *Result, out string) {
+	t.Helper()
+	const maxSessions, maxLines = 2, 1500
+	var sessions []string
+	for _, r := range res.Report.Results {
+		for _, w := range r.Witnesses {
+			if r.Valid != checker.True && w.Session != "" && !slices.Contains(sessions, w.Session) && len(sessions) < maxSessions {
+				sessions = append(sessions, w.Session)
+			}
+		}
+	}
+	if len(sessions) == 0 {
+		return
+	}
+	b, err := os.ReadFile(filepath.Join(out, "history.jsonl"))
+	if err != nil {
+		t.Logf("history: %v", err)
+		return
+	}
+	var lines []string
+	for _, line := range strings.Split(string(b), "\n") {
+		var o history.Op
+		if json.Unmarshal([]byte(line), &o) != nil {
+			continue
+		}
+		if o.F == history.FNemesis || slices.Contains(sessions, o.Session) {
+			lines = append(lines, line)
+		}
+	}
+	if len(lines) > maxLines {
+		lines = append(lines[:maxLines/2], lines[len(lines)-maxLines/2:]...)
+	}
+	t.Logf("history of %v (nemesis records included; %d lines):\n%s", sessions, len(lines), strings.Join(lines, "\n"))
+	var final history.Final
+	if b, err := os.ReadFile(filepath.Join(out, "final.json")); err == nil && json.Unmarshal(b, &final) == nil {
+		for _, s := range sessions {
+			t.Logf("final log of %s (%d events): %s", s, len(final.Logs[s]), strings.Join(final.Logs[s], " "))
+		}
+	}
 }
 
 func TestScenario_Faults(t *testing.T) {
