@@ -415,8 +415,8 @@ func (c *Client) Endpoints() (eps []EndpointInfo, leader string) {
 	p := c.pool
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, e := range p.eps {
-		eps = append(eps, EndpointInfo{Addr: e.addr, NodeID: e.nodeID, Configured: e.configured})
+	for i, e := range p.eps {
+		eps = append(eps, EndpointInfo{Addr: e.addr, NodeID: e.nodeID, Configured: e.configured, Current: i == p.cur})
 	}
 	return eps, p.leader
 }
@@ -426,4 +426,6 @@ type EndpointInfo struct {
 	Addr       string
 	NodeID     string
 	Configured bool
+	// Current: reads, and writes while the leader is unknown, go here.
+	Current bool
 }
