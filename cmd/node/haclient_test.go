@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -184,63 +185,68 @@ func haWaitProgress(t *testing.T, w *haWriter, wt *haWatcher, after int, what st
 	}
 }
 
-// TestProcCluster_ClientSurvivesNodeLoss: see the top of the file.
-func TestProcCluster_ClientSurvivesNodeLoss(t *testing.T) {
-	if testing.Short() {
-		t.Skip("cluster test: builds and runs three node processes and kills them in turn")
+// haCluster is what the scenario needs of a running cluster.
+type haCluster struct {
+	// addrs are the nodes' gRPC addresses as the test reaches them, ids
+	// their node ids.
+	addrs, ids []string
+	// admin is a client of one node (by node id) with admin permission.
+	admin map[string]*client.Client
+	// kill SIGKILLs a node; restart starts it again and waits until it is
+	// ready and a voter, and the cluster has a leader.
+	kill, restart func(id string)
+	// leaderHint is the leader hint every node is expected to send.
+	leaderHint func(leaderID string) string
+}
+
+// haLeader asks node id who leads (waiting for a leader).
+func haLeader(t *testing.T, hc haCluster, id string) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		st, err := hc.admin[id].Status(ctx)
+		cancel()
+		if err == nil && st.GetLeaderId() != "" {
+			return st.GetLeaderId()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %s knows no leader: %v, %v", id, st, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// haRun is the scenario of the top of the file on a formed cluster.
+func haRun(t *testing.T, hc haCluster) {
 	start := time.Now()
-	bin := crBinary(t)
-	dir := t.TempDir()
-	var out strings.Builder
-	if err := certsCmd(context.Background(), []string{"--out", dir, "--keys-only"}, &out, &out); err != nil {
-		t.Fatalf("sessionstore certs --keys-only: %v\n%s", err, out.String())
+	var anyID string
+	for id := range hc.admin {
+		anyID = id
 	}
-	tokens := filepath.Join(dir, "tokens")
-	if err := os.WriteFile(tokens, []byte(haTokens), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	nodes := pcNewCluster(t, bin, 3)
-	byID := map[string]*pcNode{}
-	var addrs []string
-	for _, nd := range nodes {
-		// Clients are told the nodes are at localhost:port, an address the
-		// test never configures: the configured 127.0.0.1 ones must win.
-		_, port, _ := strings.Cut(nd.GRPCAddr, ":")
-		nd.Extra = []string{"--auth-token-file", tokens, "--cluster-key-file", filepath.Join(dir, "cluster.key"),
-			"--gossip-key-file", filepath.Join(dir, "gossip.key"), "--advertise-client-addr", "localhost:" + port}
-		nd.C = crDial(t, nd.GRPCAddr, grpc.WithPerRPCCredentials(client.BearerToken(haAdminToken)))
-		byID[nd.ID] = nd
-		addrs = append(addrs, nd.GRPCAddr)
-		nd.Start()
-	}
-	for _, nd := range nodes {
-		nd.WaitReady(nil)
-	}
-	all := []int{0, 1, 2}
-	li := pcWaitLeader(t, nodes, all, "formation")
-	for _, nd := range nodes {
-		nd.WaitReady(nd.C)
-	}
-	t.Logf("cluster formed in %v: leader %s", time.Since(start).Round(time.Millisecond), nodes[li].ID)
+	leader := haLeader(t, hc, anyID)
 
 	// Every answer carries the hints, whatever the caller may call.
 	var hdr metadata.MD
-	sessionpb.NewSessionPersistenceClient(nodes[(li+1)%3].C.Conn()).List(crCtx(t, 5*time.Second), &sessionpb.ListRequest{}, grpc.Header(&hdr))
-	if got, want := hdr.Get(sessionstore.HintLeaderKey), nodes[li].ID+"=localhost:"+strings.Split(nodes[li].GRPCAddr, ":")[1]; len(got) != 1 || got[0] != want {
+	_, _ = sessionpb.NewSessionPersistenceClient(hc.admin[anyID].Conn()).List(crCtx(t, 5*time.Second), &sessionpb.ListRequest{}, grpc.Header(&hdr))
+	if got, want := hdr.Get(sessionstore.HintLeaderKey), hc.leaderHint(leader); len(got) != 1 || got[0] != want {
 		t.Fatalf("leader hint %q, want %q (all hints: %v)", got, want, hdr)
 	}
 
 	// The writer: write permission on ha/ only. The watcher: read on ha/,
-	// its endpoints listed from a follower on, so that it reads from a node
-	// other than the writer's.
-	ctx := crCtx(t, 2*time.Minute)
-	wc, err := client.Open(ctx, client.Config{Endpoints: addrs, DialOptions: haDialOptions(haWriterToken)})
+	// its endpoints listed from the leader's successor on, so that it reads
+	// from a node other than the writer's.
+	ctx := crCtx(t, 3*time.Minute)
+	wc, err := client.Open(ctx, client.Config{Endpoints: hc.addrs, DialOptions: haDialOptions(haWriterToken)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer wc.Close()
-	order := []string{addrs[(li+1)%3], addrs[(li+2)%3], addrs[li]}
+	li := slices.Index(hc.ids, leader)
+	if li < 0 {
+		t.Fatalf("leader %s is none of %v", leader, hc.addrs)
+	}
+	order := []string{hc.addrs[(li+1)%3], hc.addrs[(li+2)%3], hc.addrs[li]}
 	rc, err := client.Open(ctx, client.Config{Endpoints: order, DialOptions: haDialOptions(haWatcherToken)})
 	if err != nil {
 		t.Fatal(err)
@@ -284,37 +290,25 @@ func TestProcCluster_ClientSurvivesNodeLoss(t *testing.T) {
 	// and waits until it is a ready voter again.
 	kill := func(victim, why string) {
 		t.Helper()
-		nd := byID[victim]
-		if nd == nil {
-			t.Fatalf("%s: no node %q", why, victim)
-		}
 		before := w.ackedCount()
 		killedAt := time.Now()
-		nd.Kill()
+		hc.kill(victim)
 		haWaitProgress(t, w, wt, before, "after killing "+victim)
 		t.Logf("killed %s (%s): the writer went on after %v (%d events acknowledged then)", victim, why,
 			time.Since(killedAt).Round(time.Millisecond), w.ackedCount())
-		nd.Start()
-		nd.WaitReady(nd.C)
-		pcWaitLeader(t, nodes, all, "after restarting "+victim)
+		hc.restart(victim)
 	}
 	watcherNode := haNodeOf(t, rc, false)
 	writerNode := haNodeOf(t, wc, true)
-	if writerNode != nodes[li].ID {
-		t.Fatalf("the writer's client names leader %q, the cluster %q", writerNode, nodes[li].ID)
+	if writerNode != leader {
+		t.Fatalf("the writer's client names leader %q, the cluster %q", writerNode, leader)
 	}
-	if watcherNode == writerNode {
-		t.Fatalf("the watcher reads from the leader %s, though it lists it last", watcherNode)
+	if watcherNode == writerNode || watcherNode == "" {
+		t.Fatalf("the watcher reads from %q, the writer writes to %q", watcherNode, writerNode)
 	}
 	kill(watcherNode, "the watcher's node")
 	kill(haNodeOf(t, wc, true), "the writer's node, the leader")
-	ctxS, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	st, err := byID[watcherNode].C.Status(ctxS)
-	cancel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kill(st.GetLeaderId(), "the new leader")
+	kill(haLeader(t, hc, watcherNode), "the new leader")
 	haWaitProgress(t, w, wt, w.ackedCount(), "after the restarts")
 	stopWriter()
 	haWaitProgress(t, w, wt, -1, "after the writer stopped")
@@ -332,22 +326,75 @@ func TestProcCluster_ClientSurvivesNodeLoss(t *testing.T) {
 	if err := k.Release(crCtx(t, haCallBudget)); err != nil {
 		t.Fatalf("release: %v", err)
 	}
-	// The watcher: every acknowledged event once, in order (it may have
-	// seen the last batch's events only if acknowledged).
+	// The watcher: every acknowledged event once, in order.
 	if i := crFirstDiff(wt.seen, acked); i >= 0 || len(wt.seen) != len(acked) {
 		t.Fatalf("the watcher saw %d events, %d acknowledged; first difference at %d", len(wt.seen), len(acked), i)
 	}
 	// Every node stores exactly the acknowledged events.
-	for _, nd := range nodes {
-		pcCheckStale(t, nd, []*crSession{{ID: id, Cwd: cwd, W: 1, acked: acked}})
+	for nodeID, c := range hc.admin {
+		pcCheckStale(t, &pcNode{ID: nodeID, C: c}, []*crSession{{ID: id, Cwd: cwd, W: 1, acked: acked}})
 	}
+	// Every node is configured: no client dialled a hinted address.
 	for _, c := range []*client.Client{wc, rc} {
 		eps, _ := c.Endpoints()
 		for _, e := range eps {
-			if !e.Configured || strings.HasPrefix(e.Addr, "localhost") {
+			if !e.Configured {
 				t.Fatalf("a client dialled a hinted address although every node is configured: %+v", eps)
 			}
 		}
 	}
-	t.Logf("%d calls, %d events acknowledged and watched once in order; done in %v", calls, len(acked), time.Since(start).Round(time.Millisecond))
+	t.Logf("%d calls, %d events acknowledged and watched once in order; scenario done in %v", calls, len(acked), time.Since(start).Round(time.Millisecond))
+}
+
+// TestProcCluster_ClientSurvivesNodeLoss: see the top of the file.
+func TestProcCluster_ClientSurvivesNodeLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test: builds and runs three node processes and kills them in turn")
+	}
+	start := time.Now()
+	bin := crBinary(t)
+	dir := t.TempDir()
+	var out strings.Builder
+	if err := certsCmd(context.Background(), []string{"--out", dir, "--keys-only"}, &out, &out); err != nil {
+		t.Fatalf("sessionstore certs --keys-only: %v\n%s", err, out.String())
+	}
+	tokens := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(tokens, []byte(haTokens), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	nodes := pcNewCluster(t, bin, 3)
+	hc := haCluster{admin: map[string]*client.Client{}}
+	byID := map[string]*pcNode{}
+	for _, nd := range nodes {
+		// Clients are told the nodes are at localhost:port, an address the
+		// test never configures: the configured 127.0.0.1 ones must win.
+		_, port, _ := strings.Cut(nd.GRPCAddr, ":")
+		nd.Extra = []string{"--auth-token-file", tokens, "--cluster-key-file", filepath.Join(dir, "cluster.key"),
+			"--gossip-key-file", filepath.Join(dir, "gossip.key"), "--advertise-client-addr", "localhost:" + port}
+		nd.C = crDial(t, nd.GRPCAddr, grpc.WithPerRPCCredentials(client.BearerToken(haAdminToken)))
+		byID[nd.ID] = nd
+		hc.addrs, hc.ids = append(hc.addrs, nd.GRPCAddr), append(hc.ids, nd.ID)
+		hc.admin[nd.ID] = nd.C
+		nd.Start()
+	}
+	for _, nd := range nodes {
+		nd.WaitReady(nil)
+	}
+	all := []int{0, 1, 2}
+	li := pcWaitLeader(t, nodes, all, "formation")
+	for _, nd := range nodes {
+		nd.WaitReady(nd.C)
+	}
+	t.Logf("cluster formed in %v: leader %s", time.Since(start).Round(time.Millisecond), nodes[li].ID)
+	hc.kill = func(id string) { byID[id].Kill() }
+	hc.restart = func(id string) {
+		byID[id].Start()
+		byID[id].WaitReady(byID[id].C)
+		pcWaitLeader(t, nodes, all, "after restarting "+id)
+	}
+	hc.leaderHint = func(id string) string {
+		_, port, _ := strings.Cut(byID[id].GRPCAddr, ":")
+		return id + "=localhost:" + port
+	}
+	haRun(t, hc)
 }
