@@ -120,6 +120,30 @@ type NodeStatus struct {
 	ClusterID     string
 }
 
+// ClientHints tell a client where the leader and the other voters are
+// (docs/api.md "Failover"): every answer carries them as response header
+// metadata, so a client learns them without the Cluster service's admin
+// permission. Addresses are the nodes' client addresses
+// (--advertise-client-addr), each as "id=host:port".
+type ClientHints struct {
+	// NodeID is the serving node's id.
+	NodeID string
+	// Leader is the leader as "id=addr" ("" while none is known; "id=" when
+	// its address is not known yet).
+	Leader string
+	// Endpoints lists the voters as "id=addr", comma-separated, in id order
+	// (a voter whose address gossip has not told yet is left out).
+	Endpoints string
+}
+
+// The response header metadata keys of the client hints, set on every
+// answer (errors included) of the gRPC API.
+const (
+	HintNodeKey      = "sessionstore-node"
+	HintLeaderKey    = "sessionstore-leader"
+	HintEndpointsKey = "sessionstore-endpoints"
+)
+
 // Member is one server of the Raft configuration joined with gossip health.
 type Member struct {
 	NodeID      string

@@ -21,6 +21,10 @@ type Config struct {
 	// APIAdvertise is the gRPC address other nodes and clients reach this
 	// node at (published in gossip; followers forward to the leader's).
 	APIAdvertise string
+	// ClientAdvertise is the gRPC address clients reach this node at,
+	// published in gossip and handed to clients in every answer's hints
+	// (ClientHints); empty: APIAdvertise.
+	ClientAdvertise string
 	// GossipAddr is the memberlist bind address; GossipAdvertise the address
 	// peers reach it at (defaults to GossipAddr).
 	GossipAddr      string

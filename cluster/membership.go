@@ -19,9 +19,12 @@ import (
 // memberMeta is what each node publishes in gossip. Gossip is advisory: only
 // Raft decides membership; the leader folds gossip into the configuration.
 type memberMeta struct {
-	ID        string `json:"id"`
-	Raft      string `json:"raft"`
-	API       string `json:"api"`
+	ID   string `json:"id"`
+	Raft string `json:"raft"`
+	API  string `json:"api"`
+	// Client is the gRPC address clients reach the node at
+	// (--advertise-client-addr); absent on builds before it: API.
+	Client    string `json:"client,omitempty"`
 	ClusterID string `json:"cluster,omitempty"`
 	// HasState is set once the node has Raft state: it belongs (or belonged)
 	// to a cluster and must never take part in a bootstrap.

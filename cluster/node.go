@@ -67,6 +67,7 @@ type Node struct {
 	startClusterID string
 	hsGossip       atomic.Pointer[gossip]    // the handshake's view of gossip, set once it runs
 	voterCache     atomic.Pointer[voterView] // voters.go: the last view, reused while current
+	hintCache      atomic.Pointer[hints]     // hints.go: the last hints, reused while current
 
 	mu          sync.Mutex
 	clusterID   string
@@ -195,6 +196,7 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 		version = cfg.CommandVersion
 	}
 	self := memberMeta{ID: cfg.NodeID, Commands: version, AuthHash: cfg.AuthHash, Raft: string(n.transport.LocalAddr()), API: cfg.APIAdvertise,
+		Client:   cfg.ClientAdvertise,
 		HasState: hasState, ClusterID: n.ClusterID(), Applied: n.fsm.AppliedIndex(), DiskLow: n.disk.isLow(), Handshake: hsVersion}
 	if n.gossip, err = newGossip(cfg, self, logger); err != nil {
 		_ = n.raft.Shutdown().Error()

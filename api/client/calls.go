@@ -16,8 +16,8 @@ import (
 // JSONL artifact: kind "jsonl", its path on that node and its download URL.
 func (c *Client) Locate(ctx context.Context, req *sessionpb.LocateRequest) (*sessionpb.LocateResponse, error) {
 	var resp *sessionpb.LocateResponse
-	err := c.do(ctx, read, func(ctx context.Context) (err error) {
-		resp, err = c.rpc.Locate(ctx, req)
+	err := c.do(ctx, read, func(ctx context.Context, e *endpoint) (err error) {
+		resp, err = e.rpc.Locate(ctx, req)
 		return err
 	})
 	return resp, err
@@ -30,8 +30,8 @@ func (c *Client) Locate(ctx context.Context, req *sessionpb.LocateRequest) (*ses
 func (c *Client) Create(ctx context.Context, req *sessionpb.CreateRequest) (*sessionpb.CreateResponse, error) {
 	req = withRequestID(req)
 	var resp *sessionpb.CreateResponse
-	err := c.do(ctx, mutating, func(ctx context.Context) (err error) {
-		resp, err = c.rpc.Create(ctx, req)
+	err := c.do(ctx, mutating, func(ctx context.Context, e *endpoint) (err error) {
+		resp, err = e.rpc.Create(ctx, req)
 		return err
 	})
 	return resp, err
@@ -42,8 +42,8 @@ func (c *Client) Create(ctx context.Context, req *sessionpb.CreateRequest) (*ses
 // Duplicate = true if an earlier attempt was applied.
 func (c *Client) Append(ctx context.Context, req *sessionpb.AppendRequest) (*sessionpb.AppendResponse, error) {
 	var resp *sessionpb.AppendResponse
-	err := c.do(ctx, mutating, func(ctx context.Context) (err error) {
-		resp, err = c.rpc.Append(ctx, req)
+	err := c.do(ctx, mutating, func(ctx context.Context, e *endpoint) (err error) {
+		resp, err = e.rpc.Append(ctx, req)
 		return err
 	})
 	return resp, err
@@ -56,8 +56,8 @@ func (c *Client) Append(ctx context.Context, req *sessionpb.AppendRequest) (*ses
 func (c *Client) Load(ctx context.Context, req *sessionpb.LoadRequest) (*sessionpb.SessionView, error) {
 	req = withRequestID(req)
 	var resp *sessionpb.SessionView
-	err := c.do(ctx, mutating, func(ctx context.Context) (err error) {
-		resp, err = c.rpc.Load(ctx, req)
+	err := c.do(ctx, mutating, func(ctx context.Context, e *endpoint) (err error) {
+		resp, err = e.rpc.Load(ctx, req)
 		return err
 	})
 	if viewTooLarge(err) {
@@ -70,8 +70,8 @@ func (c *Client) Load(ctx context.Context, req *sessionpb.LoadRequest) (*session
 // for one message is read with InspectStream.
 func (c *Client) Inspect(ctx context.Context, req *sessionpb.InspectRequest) (*sessionpb.SessionView, error) {
 	var resp *sessionpb.SessionView
-	err := c.do(ctx, read, func(ctx context.Context) (err error) {
-		resp, err = c.rpc.Inspect(ctx, req)
+	err := c.do(ctx, read, func(ctx context.Context, e *endpoint) (err error) {
+		resp, err = e.rpc.Inspect(ctx, req)
 		return err
 	})
 	if viewTooLarge(err) {
@@ -87,8 +87,8 @@ func (c *Client) Inspect(ctx context.Context, req *sessionpb.InspectRequest) (*s
 func (c *Client) Prepare(ctx context.Context, req *sessionpb.PrepareRequest) (*sessionpb.SessionView, *sessionpb.Lease, error) {
 	req = withRequestID(req)
 	var resp *sessionpb.PrepareResponse
-	err := c.do(ctx, mutating, func(ctx context.Context) (err error) {
-		resp, err = c.rpc.Prepare(ctx, req)
+	err := c.do(ctx, mutating, func(ctx context.Context, e *endpoint) (err error) {
+		resp, err = e.rpc.Prepare(ctx, req)
 		return err
 	})
 	if viewTooLarge(err) {
@@ -105,8 +105,8 @@ func (c *Client) Prepare(ctx context.Context, req *sessionpb.PrepareRequest) (*s
 func (c *Client) KeepAlive(ctx context.Context, req *sessionpb.KeepAliveRequest) (*sessionpb.Lease, error) {
 	req = withRequestID(req)
 	var resp *sessionpb.KeepAliveResponse
-	err := c.do(ctx, mutating, func(ctx context.Context) (err error) {
-		resp, err = c.rpc.KeepAlive(ctx, req)
+	err := c.do(ctx, mutating, func(ctx context.Context, e *endpoint) (err error) {
+		resp, err = e.rpc.KeepAlive(ctx, req)
 		return err
 	})
 	return resp.GetLease(), err
@@ -120,8 +120,8 @@ func (c *Client) KeepAlive(ctx context.Context, req *sessionpb.KeepAliveRequest)
 func (c *Client) Delete(ctx context.Context, req *sessionpb.DeleteRequest) (string, error) {
 	req = withRequestID(req)
 	var rev string
-	err := c.do(ctx, mutating, func(ctx context.Context) error {
-		resp, err := c.rpc.Delete(ctx, req)
+	err := c.do(ctx, mutating, func(ctx context.Context, e *endpoint) error {
+		resp, err := e.rpc.Delete(ctx, req)
 		rev = resp.GetRevision()
 		return err
 	})
@@ -130,8 +130,8 @@ func (c *Client) Delete(ctx context.Context, req *sessionpb.DeleteRequest) (stri
 
 func (c *Client) Release(ctx context.Context, req *sessionpb.ReleaseRequest) error {
 	req = withRequestID(req)
-	return c.do(ctx, mutating, func(ctx context.Context) error {
-		_, err := c.rpc.Release(ctx, req)
+	return c.do(ctx, mutating, func(ctx context.Context, e *endpoint) error {
+		_, err := e.rpc.Release(ctx, req)
 		return err
 	})
 }
@@ -139,8 +139,8 @@ func (c *Client) Release(ctx context.Context, req *sessionpb.ReleaseRequest) err
 // List returns one page of materialised sessions' headers.
 func (c *Client) List(ctx context.Context, req *sessionpb.ListRequest) (*sessionpb.ListResponse, error) {
 	var resp *sessionpb.ListResponse
-	err := c.do(ctx, read, func(ctx context.Context) (err error) {
-		resp, err = c.rpc.List(ctx, req)
+	err := c.do(ctx, read, func(ctx context.Context, e *endpoint) (err error) {
+		resp, err = e.rpc.List(ctx, req)
 		return err
 	})
 	return resp, err
@@ -150,8 +150,8 @@ func (c *Client) List(ctx context.Context, req *sessionpb.ListRequest) (*session
 // revisions.
 func (c *Client) ListSnapshots(ctx context.Context, req *sessionpb.ListSnapshotsRequest) (*sessionpb.ListSnapshotsResponse, error) {
 	var resp *sessionpb.ListSnapshotsResponse
-	err := c.do(ctx, read, func(ctx context.Context) (err error) {
-		resp, err = c.rpc.ListSnapshots(ctx, req)
+	err := c.do(ctx, read, func(ctx context.Context, e *endpoint) (err error) {
+		resp, err = e.rpc.ListSnapshots(ctx, req)
 		return err
 	})
 	return resp, err
@@ -162,8 +162,8 @@ func (c *Client) ListSnapshots(ctx context.Context, req *sessionpb.ListSnapshots
 // With an empty req.RequestId the call uses a fresh id (req is not modified).
 func (c *Client) LoadStream(ctx context.Context, req *sessionpb.LoadRequest) (*sessionpb.SessionView, error) {
 	req = withRequestID(req)
-	view, _, err := c.viewStream(ctx, mutating, "LoadStream", func(ctx context.Context) (grpc.ServerStreamingClient[sessionpb.SessionViewPart], error) {
-		return c.rpc.LoadStream(ctx, req)
+	view, _, err := c.viewStream(ctx, mutating, "LoadStream", func(ctx context.Context, e *endpoint) (grpc.ServerStreamingClient[sessionpb.SessionViewPart], error) {
+		return e.rpc.LoadStream(ctx, req)
 	})
 	return view, err
 }
@@ -171,8 +171,8 @@ func (c *Client) LoadStream(ctx context.Context, req *sessionpb.LoadRequest) (*s
 // InspectStream is Inspect for a view of any size, assembled from the stream's
 // parts.
 func (c *Client) InspectStream(ctx context.Context, req *sessionpb.InspectRequest) (*sessionpb.SessionView, error) {
-	view, _, err := c.viewStream(ctx, read, "InspectStream", func(ctx context.Context) (grpc.ServerStreamingClient[sessionpb.SessionViewPart], error) {
-		return c.rpc.InspectStream(ctx, req)
+	view, _, err := c.viewStream(ctx, read, "InspectStream", func(ctx context.Context, e *endpoint) (grpc.ServerStreamingClient[sessionpb.SessionViewPart], error) {
+		return e.rpc.InspectStream(ctx, req)
 	})
 	return view, err
 }
@@ -182,8 +182,8 @@ func (c *Client) InspectStream(ctx context.Context, req *sessionpb.InspectReques
 // With an empty req.RequestId the call uses a fresh id (req is not modified).
 func (c *Client) PrepareStream(ctx context.Context, req *sessionpb.PrepareRequest) (*sessionpb.SessionView, *sessionpb.Lease, error) {
 	req = withRequestID(req)
-	return c.viewStream(ctx, mutating, "PrepareStream", func(ctx context.Context) (grpc.ServerStreamingClient[sessionpb.SessionViewPart], error) {
-		return c.rpc.PrepareStream(ctx, req)
+	return c.viewStream(ctx, mutating, "PrepareStream", func(ctx context.Context, e *endpoint) (grpc.ServerStreamingClient[sessionpb.SessionViewPart], error) {
+		return e.rpc.PrepareStream(ctx, req)
 	})
 }
 
@@ -191,10 +191,10 @@ func (c *Client) PrepareStream(ctx context.Context, req *sessionpb.PrepareReques
 // the revision and next seq of the log read.
 func (c *Client) ReadFrom(ctx context.Context, req *sessionpb.ReadFromRequest) (*sessionpb.ReadFromResponse, error) {
 	var out *sessionpb.ReadFromResponse
-	err := c.do(ctx, read, func(ctx context.Context) error {
+	err := c.do(ctx, read, func(ctx context.Context, e *endpoint) error {
 		out = &sessionpb.ReadFromResponse{}
 		return recvAll(ctx, func(ctx context.Context) (grpc.ServerStreamingClient[sessionpb.ReadFromResponse], error) {
-			return c.rpc.ReadFrom(ctx, req)
+			return e.rpc.ReadFrom(ctx, req)
 		}, func(m *sessionpb.ReadFromResponse) {
 			if out.Header == nil {
 				out.Header, out.Revision, out.NextSeq = m.GetHeader(), m.GetRevision(), m.GetNextSeq()
@@ -212,10 +212,10 @@ func (c *Client) ReadFrom(ctx context.Context, req *sessionpb.ReadFromRequest) (
 // content of every chunk concatenated.
 func (c *Client) ReadRaw(ctx context.Context, req *sessionpb.ReadRawRequest) (*sessionpb.ReadRawResponse, error) {
 	var out *sessionpb.ReadRawResponse
-	err := c.do(ctx, read, func(ctx context.Context) error {
+	err := c.do(ctx, read, func(ctx context.Context, e *endpoint) error {
 		out = &sessionpb.ReadRawResponse{}
 		return recvAll(ctx, func(ctx context.Context) (grpc.ServerStreamingClient[sessionpb.ReadRawResponse], error) {
-			return c.rpc.ReadRaw(ctx, req)
+			return e.rpc.ReadRaw(ctx, req)
 		}, func(m *sessionpb.ReadRawResponse) {
 			if out.Header == nil {
 				out.Header = m.GetHeader()
@@ -239,7 +239,7 @@ func (c *Client) ReadRaw(ctx context.Context, req *sessionpb.ReadRawRequest) (*s
 // from the last seen seq + 1). Watch is never retried. Cancel ctx to stop
 // watching and release the stream.
 func (c *Client) Watch(ctx context.Context, req *sessionpb.WatchRequest) (recv func() (*sessionpb.WatchResponse, error), err error) {
-	s, err := c.rpc.Watch(ctx, req)
+	s, err := c.pool.current().rpc.Watch(ctx, req)
 	if err != nil {
 		return nil, FromStatus(err)
 	}
@@ -259,15 +259,17 @@ func (c *Client) Watch(ctx context.Context, req *sessionpb.WatchRequest) (recv f
 // header, revision, repaired, next_seq (and the lease) from the first message,
 // the events of every message concatenated.
 func (c *Client) viewStream(ctx context.Context, p policy, rpc string,
-	open func(context.Context) (grpc.ServerStreamingClient[sessionpb.SessionViewPart], error),
+	open func(context.Context, *endpoint) (grpc.ServerStreamingClient[sessionpb.SessionViewPart], error),
 ) (*sessionpb.SessionView, *sessionpb.Lease, error) {
 	var (
 		view  *sessionpb.SessionView
 		lease *sessionpb.Lease
 	)
-	err := c.do(ctx, p, func(ctx context.Context) error {
+	err := c.do(ctx, p, func(ctx context.Context, e *endpoint) error {
 		view, lease = nil, nil
-		err := recvAll(ctx, open, func(m *sessionpb.SessionViewPart) {
+		err := recvAll(ctx, func(ctx context.Context) (grpc.ServerStreamingClient[sessionpb.SessionViewPart], error) {
+			return open(ctx, e)
+		}, func(m *sessionpb.SessionViewPart) {
 			part := m.GetViewPart()
 			if view == nil {
 				view = &sessionpb.SessionView{

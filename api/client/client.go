@@ -7,8 +7,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-
-	"github.com/sessionstore/sessionstore/api/sessionpb"
 )
 
 // MaxMessageSize is the default gRPC message limit in both directions (docs/api.md:
@@ -62,13 +60,12 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Client talks to one node (any node: writes are forwarded to the leader).
-// It is safe for concurrent use.
+// Client talks to the store: to one node (New, Dial; any node serves any
+// call, a follower forwards writes to the leader) or to several (Open),
+// moving between them as they fail. It is safe for concurrent use.
 type Client struct {
-	conn  grpc.ClientConnInterface
-	owned *grpc.ClientConn // closed by Close; nil when the caller owns the connection
-	rpc   sessionpb.SessionPersistenceClient
-	opts  Options
+	pool *pool
+	opts Options
 }
 
 // Dial creates a client for addr ("host:port", or any gRPC target). By default
@@ -76,7 +73,8 @@ type Client struct {
 // opts are applied after these defaults, so they override them. The connection
 // is established lazily (grpc.NewClient): an unreachable node shows up as
 // retried UNAVAILABLE errors of the first calls, not as an error of Dial. ctx
-// only guards Dial itself.
+// only guards Dial itself. The client talks to addr only, whatever it is
+// told of the other nodes; Open makes a client that moves between nodes.
 func Dial(ctx context.Context, addr string, opts ...grpc.DialOption) (*Client, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -92,31 +90,26 @@ func Dial(ctx context.Context, addr string, opts ...grpc.DialOption) (*Client, e
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
-	c := New(conn, DefaultOptions())
-	c.owned = conn
-	return c, nil
+	return &Client{pool: single(conn, conn), opts: DefaultOptions().withDefaults()}, nil
 }
 
 // New wraps an existing connection; Close will not close it.
 func New(conn grpc.ClientConnInterface, opts Options) *Client {
-	return &Client{conn: conn, rpc: sessionpb.NewSessionPersistenceClient(conn), opts: opts.withDefaults()}
+	return &Client{pool: single(conn, nil), opts: opts.withDefaults()}
 }
 
-// WithOptions returns a client sharing c's connection with other retry
-// options. Closing either closes the shared connection if Dial made it.
+// WithOptions returns a client sharing c's connections with other retry
+// options. Closing either closes the shared connections if Dial or Open made
+// them.
 func (c *Client) WithOptions(opts Options) *Client {
 	cp := *c
 	cp.opts = opts.withDefaults()
 	return &cp
 }
 
-// Conn is the underlying connection, for the other services of the node.
-func (c *Client) Conn() grpc.ClientConnInterface { return c.conn }
+// Conn is the connection of the current node, for the other services of the
+// node.
+func (c *Client) Conn() grpc.ClientConnInterface { return c.pool.current().conn }
 
-// Close closes the connection made by Dial (a no-op for New).
-func (c *Client) Close() error {
-	if c.owned == nil {
-		return nil
-	}
-	return c.owned.Close()
-}
+// Close closes the connections made by Dial or Open (a no-op for New).
+func (c *Client) Close() error { return c.pool.close() }

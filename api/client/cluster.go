@@ -16,15 +16,13 @@ import (
 // deciding to call again. Errors with an ErrorInfo come back as
 // *sessionstore.Error (FromStatus).
 
-func (c *Client) cluster() sessionpb.ClusterClient { return sessionpb.NewClusterClient(c.conn) }
-
 // Status returns the serving node's view of the cluster: its id and Raft
 // state, the leader it knows, the term, the commit and applied indexes and the
 // cluster id.
 func (c *Client) Status(ctx context.Context) (*sessionpb.StatusResponse, error) {
 	var resp *sessionpb.StatusResponse
-	err := c.do(ctx, read, func(ctx context.Context) (err error) {
-		resp, err = c.cluster().Status(ctx, &sessionpb.StatusRequest{})
+	err := c.do(ctx, read, func(ctx context.Context, e *endpoint) (err error) {
+		resp, err = e.cluster.Status(ctx, &sessionpb.StatusRequest{})
 		return err
 	})
 	return resp, err
@@ -34,8 +32,8 @@ func (c *Client) Status(ctx context.Context) (*sessionpb.StatusResponse, error) 
 // serving node sees it.
 func (c *Client) Members(ctx context.Context) ([]*sessionpb.Member, error) {
 	var resp *sessionpb.MembersResponse
-	err := c.do(ctx, read, func(ctx context.Context) (err error) {
-		resp, err = c.cluster().Members(ctx, &sessionpb.MembersRequest{})
+	err := c.do(ctx, read, func(ctx context.Context, e *endpoint) (err error) {
+		resp, err = e.cluster.Members(ctx, &sessionpb.MembersRequest{})
 		return err
 	})
 	return resp.GetMembers(), err
@@ -44,21 +42,21 @@ func (c *Client) Members(ctx context.Context) ([]*sessionpb.Member, error) {
 // TransferLeadership hands leadership over to the node with id to (empty: any
 // suitable node). Never retried automatically.
 func (c *Client) TransferLeadership(ctx context.Context, to string) error {
-	_, err := c.cluster().TransferLeadership(ctx, &sessionpb.TransferLeadershipRequest{ToNodeId: to})
+	_, err := c.pool.current().cluster.TransferLeadership(ctx, &sessionpb.TransferLeadershipRequest{ToNodeId: to})
 	return FromStatus(err)
 }
 
 // RemoveMember removes the server with id from the Raft configuration. Never
 // retried automatically.
 func (c *Client) RemoveMember(ctx context.Context, id string) error {
-	_, err := c.cluster().RemoveMember(ctx, &sessionpb.RemoveMemberRequest{NodeId: id})
+	_, err := c.pool.current().cluster.RemoveMember(ctx, &sessionpb.RemoveMemberRequest{NodeId: id})
 	return FromStatus(err)
 }
 
 // Leave makes the serving node leave the cluster. Never retried
 // automatically.
 func (c *Client) Leave(ctx context.Context) error {
-	_, err := c.cluster().Leave(ctx, &sessionpb.LeaveRequest{})
+	_, err := c.pool.current().cluster.Leave(ctx, &sessionpb.LeaveRequest{})
 	return FromStatus(err)
 }
 
@@ -66,6 +64,6 @@ func (c *Client) Leave(ctx context.Context) error {
 // they would delete) and returns the session ids. Sent once: a sweep whose
 // outcome is unknown is simply run again (it deletes only what has expired).
 func (c *Client) Retention(ctx context.Context, dryRun bool) ([]string, error) {
-	resp, err := c.cluster().Retention(ctx, &sessionpb.RetentionRequest{DryRun: dryRun})
+	resp, err := c.pool.current().cluster.Retention(ctx, &sessionpb.RetentionRequest{DryRun: dryRun})
 	return resp.GetSessionIds(), FromStatus(err)
 }

@@ -2,6 +2,24 @@
 // service (docs/api.md). It is used by agent hosts, the node's own subcommands,
 // tests and the Jepsen helpers.
 //
+// # Nodes
+//
+// Dial and New make a client of one node (any node serves any call; a
+// follower forwards writes to the leader). Open makes a client of several:
+//
+//	c, err := client.Open(ctx, client.Config{
+//		Endpoints:   []string{"127.0.0.1:7410", "127.0.0.1:7420", "127.0.0.1:7430"},
+//		DialOptions: []grpc.DialOption{grpc.WithPerRPCCredentials(client.BearerToken(token))},
+//	})
+//
+// It learns the leader and the voters from the hints every answer carries
+// (docs/api.md "Failover"), sends writes to the leader, and moves to another
+// node on UNAVAILABLE, NO_LEADER, SHUTTING_DOWN or a lost connection, under
+// the retry rules below. Configured endpoints win over the addresses the
+// nodes hand out (see Open). KeepLease holds a lease (Prepare, then KeepAlive
+// in a loop; its loss closes a channel and fences appends), and Follow is a
+// Watch that resumes on another node from the next seq.
+//
 // # Requests
 //
 // Every method takes the rpc's request message from package sessionpb and
@@ -40,7 +58,7 @@
 // Reads (Locate, Inspect, InspectStream, ReadFrom, ReadRaw, List,
 // ListSnapshots) are retried only on NO_LEADER, SHUTTING_DOWN and UNAVAILABLE
 // without an ErrorInfo. A definite error is never retried. Watch is never
-// retried: resume from the last seen seq + 1.
+// retried: resume from the last seen seq + 1, or use Follow, which does.
 //
 // Backoff is exponential from Options.InitialBackoff to Options.MaxBackoff with
 // jitter, bounded by the context and Options.MaxAttempts. When the attempts or

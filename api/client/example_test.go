@@ -46,7 +46,14 @@ func outcomeUnknown(err error) bool {
 func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := client.Dial(ctx, "127.0.0.1:7400")
+	// The nodes of "A three-node cluster" (a lone node: list just it). The
+	// client sends writes to the leader, moves to another node when one
+	// fails, and learns the leader from every answer; these addresses win
+	// over the ones the nodes hand out. With authentication add
+	// DialOptions: grpc.WithPerRPCCredentials(client.BearerToken(token)).
+	c, err := client.Open(ctx, client.Config{
+		Endpoints: []string{"127.0.0.1:7400", "127.0.0.1:7410", "127.0.0.1:7420"},
+	})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -64,9 +71,10 @@ func Example() {
 	}
 
 	// Append the turn. The client already retries NO_LEADER, OUTCOME_UNKNOWN
-	// and lost connections with the same bytes; if the outcome is still
-	// unknown when it gives up, resending the identical batch is safe: a
-	// batch already stored is answered with Duplicate = true, not stored twice.
+	// and lost connections with the same bytes, on another node if need be;
+	// if the outcome is still unknown when it gives up, resending the
+	// identical batch is safe: a batch already stored is answered with
+	// Duplicate = true, not stored twice.
 	batch := &sessionpb.AppendRequest{SessionId: "example-1", Events: exampleTurn}
 	resp, err := c.Append(ctx, batch)
 	for tries := 0; err != nil && outcomeUnknown(err) && ctx.Err() == nil && tries < 3; tries++ {

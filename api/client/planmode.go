@@ -14,13 +14,11 @@ import (
 // so a retried PreStep never applies a selection twice. ExitPlan without an
 // answer only validates and is retried as a read.
 
-func (c *Client) plan() sessionpb.PlanModeClient { return sessionpb.NewPlanModeClient(c.conn) }
-
 // PlanGet returns the logged plan state and the pending selection, if any.
 func (c *Client) PlanGet(ctx context.Context, req *sessionpb.PlanGetRequest) (*sessionpb.PlanGetResponse, error) {
 	var resp *sessionpb.PlanGetResponse
-	err := c.do(ctx, read, func(ctx context.Context) (err error) {
-		resp, err = c.plan().Get(ctx, req)
+	err := c.do(ctx, read, func(ctx context.Context, e *endpoint) (err error) {
+		resp, err = e.plan.Get(ctx, req)
 		return err
 	})
 	return resp, err
@@ -30,8 +28,8 @@ func (c *Client) PlanGet(ctx context.Context, req *sessionpb.PlanGetRequest) (*s
 func (c *Client) PlanSet(ctx context.Context, req *sessionpb.PlanSetRequest) (*sessionpb.PlanSetResponse, error) {
 	req = withRequestID(req)
 	var resp *sessionpb.PlanSetResponse
-	err := c.do(ctx, mutating, func(ctx context.Context) (err error) {
-		resp, err = c.plan().Set(ctx, req)
+	err := c.do(ctx, mutating, func(ctx context.Context, e *endpoint) (err error) {
+		resp, err = e.plan.Set(ctx, req)
 		return err
 	})
 	return resp, err
@@ -42,8 +40,8 @@ func (c *Client) PlanSet(ctx context.Context, req *sessionpb.PlanSetRequest) (*s
 func (c *Client) PlanPreStep(ctx context.Context, req *sessionpb.PlanPreStepRequest) (*sessionpb.PlanPreStepResponse, error) {
 	req = withRequestID(req)
 	var resp *sessionpb.PlanPreStepResponse
-	err := c.do(ctx, mutating, func(ctx context.Context) (err error) {
-		resp, err = c.plan().PreStep(ctx, req)
+	err := c.do(ctx, mutating, func(ctx context.Context, e *endpoint) (err error) {
+		resp, err = e.plan.PreStep(ctx, req)
 		return err
 	})
 	return resp, err
@@ -53,8 +51,8 @@ func (c *Client) PlanPreStep(ctx context.Context, req *sessionpb.PlanPreStepRequ
 func (c *Client) PlanCommand(ctx context.Context, req *sessionpb.PlanCommandRequest) (*sessionpb.PlanCommandResponse, error) {
 	req = withRequestID(req)
 	var resp *sessionpb.PlanCommandResponse
-	err := c.do(ctx, mutating, func(ctx context.Context) (err error) {
-		resp, err = c.plan().Command(ctx, req)
+	err := c.do(ctx, mutating, func(ctx context.Context, e *endpoint) (err error) {
+		resp, err = e.plan.Command(ctx, req)
 		return err
 	})
 	return resp, err
@@ -69,8 +67,8 @@ func (c *Client) ExitPlan(ctx context.Context, req *sessionpb.PlanExitRequest) (
 		kind = mutating
 	}
 	var resp *sessionpb.PlanExitResponse
-	err := c.do(ctx, kind, func(ctx context.Context) (err error) {
-		resp, err = c.plan().ExitPlan(ctx, req)
+	err := c.do(ctx, kind, func(ctx context.Context, e *endpoint) (err error) {
+		resp, err = e.plan.ExitPlan(ctx, req)
 		return err
 	})
 	return resp, err
@@ -79,8 +77,8 @@ func (c *Client) ExitPlan(ctx context.Context, req *sessionpb.PlanExitRequest) (
 // PlanProjection returns the plan projection unit's view {active, pending}.
 func (c *Client) PlanProjection(ctx context.Context, req *sessionpb.PlanProjectionRequest) (*sessionpb.PlanProjectionResponse, error) {
 	var resp *sessionpb.PlanProjectionResponse
-	err := c.do(ctx, read, func(ctx context.Context) (err error) {
-		resp, err = c.plan().Projection(ctx, req)
+	err := c.do(ctx, read, func(ctx context.Context, e *endpoint) (err error) {
+		resp, err = e.plan.Projection(ctx, req)
 		return err
 	})
 	return resp, err

@@ -108,14 +108,19 @@ func viewTooLarge(err error) bool {
 }
 
 // do runs call until it succeeds, fails definitely, or the attempts or ctx
-// run out; it returns the last attempt's error converted by FromStatus.
-func (c *Client) do(ctx context.Context, p policy, call func(ctx context.Context) error) error {
+// run out; it returns the last attempt's error converted by FromStatus. Each
+// attempt goes to the endpoint the pool picks: writes (p == mutating) to the
+// leader when it is known; a node that failed the attempt is passed over by
+// the next.
+func (c *Client) do(ctx context.Context, p policy, call func(ctx context.Context, e *endpoint) error) error {
 	var err error
 	for attempt := 0; ; attempt++ {
-		err = call(ctx)
+		e := c.pool.pick(p == mutating)
+		err = call(ctx, e)
 		if err == nil {
 			return nil
 		}
+		c.pool.failed(e, err)
 		if attempt+1 >= c.opts.MaxAttempts || !retryable(ctx, p, err) {
 			return FromStatus(err)
 		}

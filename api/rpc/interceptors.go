@@ -146,6 +146,45 @@ func (c *methodCache) count(mm *methodMetrics, method string, code codes.Code) {
 type Interceptors struct {
 	unary  grpc.UnaryServerInterceptor
 	stream []grpc.StreamServerInterceptor
+	hints  HintSource
+	hintMD atomic.Pointer[hintMD]
+}
+
+// HintSource gives the client hints of this node (cluster.Node). It returns
+// the same pointer while they are unchanged, so their metadata is built once.
+type HintSource interface {
+	ClientHints() *sessionstore.ClientHints
+}
+
+// SetHints makes every answer carry src's hints as response header metadata
+// (sessionstore.HintNodeKey and the others). Call it before serving.
+func (i *Interceptors) SetHints(src HintSource) { i.hints = src }
+
+// hintMD is the metadata of one set of hints.
+type hintMD struct {
+	src *sessionstore.ClientHints
+	md  metadata.MD
+}
+
+// hintHeader is the metadata of the current hints (nil without a source),
+// built only when they changed. It is never modified: SetHeader copies it.
+func (i *Interceptors) hintHeader() metadata.MD {
+	if i.hints == nil {
+		return nil
+	}
+	h := i.hints.ClientHints()
+	if c := i.hintMD.Load(); c != nil && c.src == h {
+		return c.md
+	}
+	md := metadata.MD{sessionstore.HintNodeKey: {h.NodeID}}
+	if h.Leader != "" {
+		md[sessionstore.HintLeaderKey] = []string{h.Leader}
+	}
+	if h.Endpoints != "" {
+		md[sessionstore.HintEndpointsKey] = []string{h.Endpoints}
+	}
+	i.hintMD.Store(&hintMD{src: h, md: md})
+	return md
 }
 
 // ServerOptions installs the interceptors on a gRPC server.
@@ -173,6 +212,7 @@ func chainUnary(us []grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
 func NewInterceptors(logger *slog.Logger, m *Metrics, extra ...*Guard) *Interceptors {
 	logger = logger.With("component", "rpc")
 	cache := &methodCache{m: m}
+	ic := &Interceptors{}
 	done := func(ctx context.Context, method, reqID string, start time.Time, err error) {
 		code := status.Code(err)
 		mm := cache.get(method)
@@ -204,6 +244,9 @@ func NewInterceptors(logger *slog.Logger, m *Metrics, extra ...*Guard) *Intercep
 		start := time.Now()
 		ctx, reqID := withRequestID(ctx)
 		_ = grpc.SetHeader(ctx, metadata.Pairs(RequestIDKey, reqID))
+		if md := ic.hintHeader(); md != nil {
+			_ = grpc.SetHeader(ctx, md)
+		}
 		defer func() {
 			if r := recover(); r != nil {
 				err = recovered(info.FullMethod, reqID, r)
@@ -221,6 +264,9 @@ func NewInterceptors(logger *slog.Logger, m *Metrics, extra ...*Guard) *Intercep
 		start := time.Now()
 		ctx, reqID := withRequestID(ss.Context())
 		_ = ss.SetHeader(metadata.Pairs(RequestIDKey, reqID))
+		if md := ic.hintHeader(); md != nil {
+			_ = ss.SetHeader(md)
+		}
 		defer func() {
 			if r := recover(); r != nil {
 				err = recovered(info.FullMethod, reqID, r)
@@ -235,7 +281,8 @@ func NewInterceptors(logger *slog.Logger, m *Metrics, extra ...*Guard) *Intercep
 		us = append(us, g.unary)
 		ss = append(ss, g.stream)
 	}
-	return &Interceptors{unary: chainUnary(us), stream: ss}
+	ic.unary, ic.stream = chainUnary(us), ss
+	return ic
 }
 
 // ctxStream is a server stream with a derived context.

@@ -40,11 +40,14 @@ type serveConfig struct {
 	// AdvertiseHost is the host other nodes reach this node at; its Raft,
 	// gossip and gRPC ports are those of the listen addresses.
 	AdvertiseHost string
-	Join          string
-	Auth          authConfig
-	TLS           transportConfig
-	HTTP          httpConfig
-	Streams       streamConfig
+	// AdvertiseClient is the gRPC address clients reach this node at, handed
+	// to them in every answer's hints (default: the advertised gRPC address).
+	AdvertiseClient string
+	Join            string
+	Auth            authConfig
+	TLS             transportConfig
+	HTTP            httpConfig
+	Streams         streamConfig
 }
 
 func defaultServeConfig() serveConfig {
@@ -69,6 +72,7 @@ func serveFlags(cfg *serveConfig, fs *flag.FlagSet) {
 	fs.StringVar(&c.RaftAddr, "raft-addr", c.RaftAddr, "Raft transport listen address")
 	fs.StringVar(&c.GossipAddr, "gossip-addr", c.GossipAddr, "gossip (memberlist) listen address, TCP and UDP")
 	fs.StringVar(&cfg.AdvertiseHost, "advertise-addr", "", "host other nodes reach this node at (default: the host of the listen addresses; required when they bind all interfaces)")
+	fs.StringVar(&cfg.AdvertiseClient, "advertise-client-addr", "", "host:port clients reach this node's gRPC API at, handed to them with the leader's and the other voters' in every answer (default: --advertise-addr's host with the --grpc-addr port)")
 	fs.StringVar(&cfg.Join, "join", "", "comma-separated gossip seeds (host:port) of other nodes")
 	fs.DurationVar(&c.ReapDeadAfter, "reap-dead-after", 0, "remove a server gossip has reported dead for this long (0: never); never below --bootstrap-expect voters, never a node that left gracefully")
 	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", 0, "servers that must see each other before one cluster is bootstrapped (default: 1 for a lone node without --join; with --join give the cluster size, e.g. 3, or the node only joins)")
@@ -244,6 +248,7 @@ func startServer(cfg serveConfig, logger *slog.Logger, raftLog io.Writer) (*serv
 	streams := rpc.NewStreams(cfg.Streams.Read, cfg.Streams.Watch, reg)
 	guard := rpc.NewGuard(authn, rpc.GuardConfig{Rate: cfg.Auth.Rate, Burst: cfg.Auth.Burst, Streams: streams}, rpcMetrics, logger)
 	intercept := rpc.NewInterceptors(logger, rpcMetrics, guard)
+	intercept.SetHints(node)
 	opts := append(intercept.ServerOptions(),
 		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes), grpc.MaxSendMsgSize(cfg.MaxMessageBytes))
 	opts = append(opts, sec.serverOptions()...)
@@ -320,6 +325,17 @@ func advertise(cfg *serveConfig, grpcAddr string) error {
 	var err error
 	if c.APIAdvertise, err = withHost(grpcAddr); err != nil {
 		return err
+	}
+	c.ClientAdvertise = c.APIAdvertise
+	if a := strings.TrimSpace(cfg.AdvertiseClient); a != "" {
+		h, p, err := net.SplitHostPort(a)
+		if err != nil || h == "" || p == "" {
+			return fmt.Errorf("--advertise-client-addr %q: want host:port", a)
+		}
+		if ip := net.ParseIP(h); ip != nil && ip.IsUnspecified() {
+			return fmt.Errorf("--advertise-client-addr %q: a client cannot reach an unspecified address", a)
+		}
+		c.ClientAdvertise = a
 	}
 	if host != "" {
 		if c.RaftAdvertise, err = withHost(c.RaftAddr); err != nil {

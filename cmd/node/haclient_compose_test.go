@@ -1,0 +1,196 @@
+package main
+
+// The scenario of haclient_test.go against the repository's docker-compose.yml
+// from the host: the nodes advertise node1:7400 … to clients, which the host
+// cannot resolve; the clients list the published 127.0.0.1 ports, which win.
+// The compose project and the image have names of their own
+// (sessionstore-haclient-<pid>), so the test never meets another compose run.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/sessionstore/sessionstore/api/client"
+	"github.com/sessionstore/sessionstore/api/sessionpb"
+)
+
+// haRequireDocker returns the compose command (docker-compose, else the
+// `docker compose` plugin); without a usable Docker it skips the test, or
+// fails it under CI=true.
+func haRequireDocker(t *testing.T) []string {
+	t.Helper()
+	unusable := func(format string, args ...any) {
+		t.Helper()
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true and Docker is not usable: "+format, args...)
+		}
+		t.Skipf("Docker is not usable: "+format, args...)
+	}
+	if _, err := exec.LookPath("docker"); err != nil {
+		unusable("%v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
+		unusable("docker info: %v: %s", err, bytes.TrimSpace(out))
+	}
+	if p, err := exec.LookPath("docker-compose"); err == nil {
+		return []string{p}
+	}
+	if err := exec.CommandContext(ctx, "docker", "compose", "version").Run(); err == nil {
+		return []string{"docker", "compose"}
+	}
+	unusable("neither docker-compose nor the docker compose plugin is installed")
+	return nil
+}
+
+// haOverride gives every service the test's image and every node the token
+// file (mounted from dir).
+const haOverride = `services:
+  credentials:
+    image: %[1]s
+  node1: &node
+    image: %[1]s
+    environment:
+      SESSIONSTORE_AUTH_TOKEN_FILE: /tokens/tokens
+    volumes:
+      - %[2]s:/tokens:ro
+  node2: *node
+  node3: *node
+`
+
+func TestCompose_ClientSurvivesNodeLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds an image and runs three containers")
+	}
+	composeCmd := haRequireDocker(t)
+	start := time.Now()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("sessionstore-haclient-%d", os.Getpid())
+	image := "sessionstore:haclient-" + fmt.Sprint(os.Getpid())
+	{
+		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+		cmd := exec.CommandContext(ctx, filepath.Join(root, "scripts", "docker-build.sh"))
+		cmd.Env = append(os.Environ(), "IMAGE="+image)
+		out, err := cmd.CombinedOutput()
+		cancel()
+		if err != nil {
+			t.Fatalf("scripts/docker-build.sh: %v\n%s", err, out)
+		}
+		t.Cleanup(func() { _ = exec.Command("docker", "rmi", "-f", image).Run() })
+	}
+	t.Logf("image %s built in %v", image, time.Since(start).Round(time.Millisecond))
+
+	// The token file, readable by the nodes' uid.
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tokens"), []byte(haTokens), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	override := filepath.Join(dir, "override.yml")
+	if err := os.WriteFile(override, []byte(fmt.Sprintf(haOverride, image, dir)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// Free host ports, so that the cluster never meets one on the defaults.
+	env := os.Environ()
+	hc := haCluster{admin: map[string]*client.Client{}}
+	var nodes []*pcNode
+	ports := haFreePorts(t, 6)
+	for i := 1; i <= 3; i++ {
+		grpcPort, httpPort := ports[2*i-2], ports[2*i-1]
+		env = append(env, fmt.Sprintf("SESSIONSTORE_NODE%d_GRPC_PORT=%d", i, grpcPort),
+			fmt.Sprintf("SESSIONSTORE_NODE%d_HTTP_PORT=%d", i, httpPort))
+		id, addr := fmt.Sprintf("node%d", i), fmt.Sprintf("127.0.0.1:%d", grpcPort)
+		hc.addrs, hc.ids = append(hc.addrs, addr), append(hc.ids, id)
+		hc.admin[id] = crDial(t, addr, grpc.WithPerRPCCredentials(client.BearerToken(haAdminToken)))
+		nodes = append(nodes, &pcNode{ID: id, C: hc.admin[id]})
+	}
+	dc := func(timeout time.Duration, args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		all := append(append([]string{}, composeCmd[1:]...), "-p", name, "-f", filepath.Join(root, "docker-compose.yml"), "-f", override)
+		cmd := exec.CommandContext(ctx, composeCmd[0], append(all, args...)...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", strings.Join(composeCmd, " "), strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	t.Logf("project %s; if this test is killed, clean up with: %s -p %s -f docker-compose.yml down -v", name, strings.Join(composeCmd, " "), name)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("logs:\n%s", dc(time.Minute, "logs", "--no-color", "--tail=200"))
+		}
+		dc(2*time.Minute, "down", "-v", "--remove-orphans")
+	})
+	dc(3*time.Minute, "up", "-d")
+	all := []int{0, 1, 2}
+	haWaitUp := func(what string) {
+		t.Helper()
+		pcWaitLeader(t, nodes, all, what)
+		for _, nd := range nodes {
+			for deadline := time.Now().Add(60 * time.Second); ; {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_, err := nd.C.List(ctx, &sessionpb.ListRequest{PageSize: 1})
+				cancel()
+				if err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: a linearizable List through %s fails: %v", what, nd.ID, err)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	}
+	haWaitUp("formation")
+	t.Logf("cluster up in %v", time.Since(start).Round(time.Millisecond))
+	hc.kill = func(id string) {
+		ctr := strings.TrimSpace(dc(30*time.Second, "ps", "-q", id))
+		if ctr == "" || strings.Contains(ctr, "\n") {
+			t.Fatalf("container of %s: %q", id, ctr)
+		}
+		if out, err := exec.Command("docker", "kill", ctr).CombinedOutput(); err != nil {
+			t.Fatalf("docker kill %s: %v\n%s", id, err, out)
+		}
+	}
+	hc.restart = func(id string) {
+		dc(time.Minute, "start", id)
+		haWaitUp("after restarting " + id)
+	}
+	hc.leaderHint = func(id string) string { return id + "=" + id + ":7400" }
+	haRun(t, hc)
+}
+
+// haFreePorts reserves n distinct free loopback TCP ports.
+func haFreePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports
+}
