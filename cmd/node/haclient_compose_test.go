@@ -108,21 +108,17 @@ func TestCompose_ClientSurvivesNodeLoss(t *testing.T) {
 	}
 
 	// Free host ports, so that the cluster never meets one on the defaults.
-	env := os.Environ()
-	hc := haCluster{admin: map[string]*client.Client{}}
-	var nodes []*pcNode
-	ports := haFreePorts(t, 6)
-	for i := 1; i <= 3; i++ {
-		grpcPort, httpPort := ports[2*i-2], ports[2*i-1]
-		env = append(env, fmt.Sprintf("SESSIONSTORE_NODE%d_GRPC_PORT=%d", i, grpcPort),
-			fmt.Sprintf("SESSIONSTORE_NODE%d_HTTP_PORT=%d", i, httpPort))
-		id, addr := fmt.Sprintf("node%d", i), fmt.Sprintf("127.0.0.1:%d", grpcPort)
-		hc.addrs, hc.ids = append(hc.addrs, addr), append(hc.ids, id)
-		hc.admin[id] = crDial(t, addr, grpc.WithPerRPCCredentials(client.BearerToken(haAdminToken)))
-		nodes = append(nodes, &pcNode{ID: id, C: hc.admin[id]})
+	var env []string
+	var ports []int
+	pickPorts := func() {
+		env, ports = os.Environ(), haFreePorts(t, 6)
+		for i := 1; i <= 3; i++ {
+			env = append(env, fmt.Sprintf("SESSIONSTORE_NODE%d_GRPC_PORT=%d", i, ports[2*i-2]),
+				fmt.Sprintf("SESSIONSTORE_NODE%d_HTTP_PORT=%d", i, ports[2*i-1]))
+		}
 	}
-	dc := func(timeout time.Duration, args ...string) string {
-		t.Helper()
+	pickPorts()
+	dcErr := func(timeout time.Duration, args ...string) (string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		all := append(append([]string{}, composeCmd[1:]...), "-p", name, "-f", filepath.Join(root, "docker-compose.yml"), "-f", override)
@@ -130,9 +126,17 @@ func TestCompose_ClientSurvivesNodeLoss(t *testing.T) {
 		cmd.Env = env
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			t.Fatalf("%s %s: %v\n%s", strings.Join(composeCmd, " "), strings.Join(args, " "), err, out)
+			return string(out), fmt.Errorf("%s %s: %v\n%s", strings.Join(composeCmd, " "), strings.Join(args, " "), err, out)
 		}
-		return string(out)
+		return string(out), nil
+	}
+	dc := func(timeout time.Duration, args ...string) string {
+		t.Helper()
+		out, err := dcErr(timeout, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
 	}
 	t.Logf("project %s; if this test is killed, clean up with: %s -p %s -f docker-compose.yml down -v", name, strings.Join(composeCmd, " "), name)
 	t.Cleanup(func() {
@@ -141,7 +145,28 @@ func TestCompose_ClientSurvivesNodeLoss(t *testing.T) {
 		}
 		dc(2*time.Minute, "down", "-v", "--remove-orphans")
 	})
-	dc(3*time.Minute, "up", "-d")
+	// The ports were free when picked; another program starting at the same
+	// time can take one before Docker binds it: then start again on new ones.
+	for attempt := 1; ; attempt++ {
+		out, err := dcErr(3*time.Minute, "up", "-d")
+		if err == nil {
+			break
+		}
+		if attempt == 4 || !strings.Contains(out, "port is already allocated") && !strings.Contains(out, "address already in use") {
+			t.Fatal(err)
+		}
+		t.Logf("up lost a host port to another program, starting on new ones: %v", err)
+		dc(2*time.Minute, "down", "-v", "--remove-orphans")
+		pickPorts()
+	}
+	hc := haCluster{admin: map[string]*client.Client{}}
+	var nodes []*pcNode
+	for i := 1; i <= 3; i++ {
+		id, addr := fmt.Sprintf("node%d", i), fmt.Sprintf("127.0.0.1:%d", ports[2*i-2])
+		hc.addrs, hc.ids = append(hc.addrs, addr), append(hc.ids, id)
+		hc.admin[id] = crDial(t, addr, grpc.WithPerRPCCredentials(client.BearerToken(haAdminToken)))
+		nodes = append(nodes, &pcNode{ID: id, C: hc.admin[id]})
+	}
 	all := []int{0, 1, 2}
 	haWaitUp := func(what string) {
 		t.Helper()
