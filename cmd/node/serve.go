@@ -48,6 +48,9 @@ type serveConfig struct {
 	TLS             transportConfig
 	HTTP            httpConfig
 	Streams         streamConfig
+	// watchProgress replaces the interval of Watch's progress messages
+	// (0: the default, 5 s); tests only.
+	watchProgress time.Duration
 }
 
 func defaultServeConfig() serveConfig {
@@ -68,7 +71,7 @@ func serveFlags(cfg *serveConfig, fs *flag.FlagSet) {
 	fs.StringVar(&c.NodeID, "node-id", c.NodeID, "this node's id (unique in the cluster)")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for the state, the Raft log, snapshots and artifacts")
 	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", cfg.GRPCAddr, "gRPC listen address (the persistence API)")
-	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "HTTP listen address (/healthz, /readyz, /metrics, artifact download)")
+	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "HTTP listen address (/healthz, /readyz, /metrics, artifact download, the API with the Connect protocol)")
 	fs.StringVar(&c.RaftAddr, "raft-addr", c.RaftAddr, "Raft transport listen address")
 	fs.StringVar(&c.GossipAddr, "gossip-addr", c.GossipAddr, "gossip (memberlist) listen address, TCP and UDP")
 	fs.StringVar(&cfg.AdvertiseHost, "advertise-addr", "", "host other nodes reach this node at (default: the host of the listen addresses; required when they bind all interfaces)")
@@ -266,6 +269,9 @@ func startServer(cfg serveConfig, logger *slog.Logger, raftLog io.Writer) (*serv
 	services := s.fwdIn.Registrar(s.grpc)
 	persistence := rpc.NewPersistence(node, cfg.MaxMessageBytes, s.fwd)
 	persistence.Streams, persistence.StreamWriteTimeout = streams, cfg.Streams.WriteTimeout
+	if cfg.watchProgress > 0 {
+		persistence.WatchProgress = cfg.watchProgress
+	}
 	persistence.Register(services)
 	rpc.NewClusterService(node, s.fwd).Register(services)
 	rpc.NewPlanMode(node, s.fwd).Register(services)
@@ -282,7 +288,14 @@ func startServer(cfg serveConfig, logger *slog.Logger, raftLog io.Writer) (*serv
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
 	registerNodeMetrics(reg, node)
-	s.http = newHTTPServer(cfg.HTTP, newHTTPHandler(node, reg, authn, logger, streams), sec.apiTLS(),
+	rpcs, err := newConnectHandler(s.grpc, cfg.MaxMessageBytes)
+	if err != nil {
+		gl.Close()
+		hl.Close()
+		node.Close()
+		return nil, err
+	}
+	s.http = newHTTPServer(cfg.HTTP, newHTTPHandler(node, reg, authn, logger, streams, rpcs), sec.apiTLS(),
 		slog.NewLogLogger(logger.With("component", "http").Handler(), slog.LevelWarn)) // e.g. TLS handshake errors
 	hl = limitConns(hl, cfg.HTTP.MaxConns)
 
