@@ -11,6 +11,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -633,4 +635,70 @@ func TestConnect_WatchIdlePastNodeFetchLimit(t *testing.T) {
 		}
 	}
 	t.Logf("%d progress messages over %v", progress, time.Since(start).Round(time.Second))
+}
+
+// With TLS on the HTTP port a client certificate listed in the token file
+// is that principal over HTTP/JSON too, and calls travel over HTTP/2.
+func TestConnectTLS_ClientCertificate(t *testing.T) {
+	t.Parallel()
+	dir := tlsCerts(t, []string{"n1"}, []string{"alice", "mallory"})
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte("cert:alice alice read,write alice/\n"+auAdmin+" admin read,write,admin\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ca := filepath.Join(dir, "ca.pem")
+	n := tlsStartNode(t, "n1", func(c *serveConfig) {
+		tlsFiles(c, dir, "n1")
+		c.Auth.TokenFile = tokens
+	}, tlsDial(t, clientFlags{ca: ca, token: auAdmin}))
+	n.waitReady(true)
+	ctx := n.ctx()
+	create := func(name, id string) error {
+		f := clientFlags{ca: ca}
+		if name != "" {
+			f.cert, f.key = filepath.Join(dir, "client-"+name+".pem"), filepath.Join(dir, "client-"+name+"-key.pem")
+		}
+		tlsConf, err := f.httpTLS()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var proto int
+		hc := &http.Client{Transport: cjProtoSeen{&http.Transport{TLSClientConfig: tlsConf, ForceAttemptHTTP2: true}, &proto}}
+		c := connect.NewClient[sessionpb.CreateRequest, sessionpb.CreateResponse](hc,
+			"https://"+n.srv.httpAddr+"/sessionstore.v1.SessionPersistence/Create", connect.WithProtoJSON())
+		_, err = c.CallUnary(ctx, connect.NewRequest(&sessionpb.CreateRequest{Header: ctMeta(id, "/w")}))
+		if proto != 2 {
+			t.Errorf("%s: HTTP/%d, want HTTP/2", name, proto)
+		}
+		return fromConnect(err)
+	}
+	if err := create("alice", "alice/c1"); err != nil {
+		t.Fatalf("alice's create: %v", err)
+	}
+	for _, c := range []struct {
+		name, id string
+		want     error
+	}{
+		{"alice", "bob/c1", sessionstore.ErrPermissionDenied},
+		{"mallory", "alice/c2", sessionstore.ErrUnauthenticated},
+		{"", "alice/c3", sessionstore.ErrUnauthenticated},
+	} {
+		if err := create(c.name, c.id); !errors.Is(err, c.want) {
+			t.Errorf("%q creating %s: %v, want %v", c.name, c.id, err, c.want)
+		}
+	}
+}
+
+// cjProtoSeen records the HTTP major version of each answer.
+type cjProtoSeen struct {
+	http.RoundTripper
+	major *int
+}
+
+func (p cjProtoSeen) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := p.RoundTripper.RoundTrip(r)
+	if err == nil {
+		*p.major = resp.ProtoMajor
+	}
+	return resp, err
 }
