@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/api/client"
 	"github.com/sessionstore/sessionstore/api/rpc"
 	"github.com/sessionstore/sessionstore/api/sessionpb"
 )
@@ -701,4 +702,56 @@ func (p cjProtoSeen) RoundTrip(r *http.Request) (*http.Response, error) {
 		*p.major = resp.ProtoMajor
 	}
 	return resp, err
+}
+
+// A node that stops ends its watches with SHUTTING_DOWN, over HTTP/JSON in
+// the end-of-stream message and over gRPC as the stream's status, so
+// watchers resume elsewhere instead of seeing a broken transport.
+func TestConnect_WatchEndsWithShuttingDown(t *testing.T) {
+	t.Parallel()
+	n := startTestNode(t, "")
+	ctx := n.ctx()
+	ctCreate(t, n, ctMeta("stop", "/w"))
+	ctAppend(t, n, "stop", ctOneTurnLog()[:1]...)
+	s := cjOpen(ctx, t, http.DefaultClient, n, "", "/sessionstore.v1.SessionPersistence/Watch", &sessionpb.WatchRequest{SessionId: "stop"})
+	var first sessionpb.WatchResponse
+	if end, e := s.recv(t, &first); end {
+		t.Fatalf("HTTP watch ended at once: %+v", e)
+	}
+	gc, err := client.Dial(ctx, n.srv.grpcAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gc.Close()
+	recv, err := gc.Watch(ctx, &sessionpb.WatchRequest{SessionId: "stop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := recv(); err != nil {
+		t.Fatalf("gRPC watch: %v", err)
+	}
+	closed := make(chan struct{})
+	go func() { n.Close(); close(closed) }()
+	for {
+		var m sessionpb.WatchResponse
+		end, e := s.recv(t, &m)
+		if !end {
+			continue
+		}
+		if e == nil || e.Code != "unavailable" || e.reason(t) != string(sessionstore.ReasonShuttingDown) {
+			t.Fatalf("HTTP watch of a stopping node ended with %+v", e)
+		}
+		break
+	}
+	for {
+		_, err := recv()
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, sessionstore.ErrShuttingDown) {
+			t.Fatalf("gRPC watch of a stopping node ended with %v", err)
+		}
+		break
+	}
+	<-closed
 }

@@ -184,6 +184,8 @@ type server struct {
 	httpAddr string
 	stop     context.CancelFunc
 	done     chan struct{}
+	// stopping is closed when Close begins: watches end with SHUTTING_DOWN.
+	stopping chan struct{}
 }
 
 // startServer wires storage → fsm → cluster → api, in that order.
@@ -269,6 +271,8 @@ func startServer(cfg serveConfig, logger *slog.Logger, raftLog io.Writer) (*serv
 	services := s.fwdIn.Registrar(s.grpc)
 	persistence := rpc.NewPersistence(node, cfg.MaxMessageBytes, s.fwd)
 	persistence.Streams, persistence.StreamWriteTimeout = streams, cfg.Streams.WriteTimeout
+	s.stopping = make(chan struct{})
+	persistence.Stopping = s.stopping
 	if cfg.watchProgress > 0 {
 		persistence.WatchProgress = cfg.watchProgress
 	}
@@ -394,6 +398,12 @@ func (s *server) Close() error {
 	s.stop()
 	<-s.done
 	s.health.Shutdown()
+	close(s.stopping) // watches end with SHUTTING_DOWN, on both ports
+	// HTTP first: its Connect calls run inside the gRPC server, and
+	// GracefulStop would cut them before their end-of-stream is written.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_ = s.http.Shutdown(ctx)
+	cancel()
 	s.fwdIn.Drain() // followers end their forwarding streams, so GracefulStop need not wait for them
 	stopped := make(chan struct{})
 	go func() { s.grpc.GracefulStop(); close(stopped) }()
@@ -402,9 +412,6 @@ func (s *server) Close() error {
 	case <-time.After(5 * time.Second):
 		s.grpc.Stop()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	_ = s.http.Shutdown(ctx)
-	cancel()
 	s.fwd.Close()
 	return s.node.Close()
 }
