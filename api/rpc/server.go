@@ -50,7 +50,7 @@ type Persistence struct {
 	// stopping node's watchers learn to resume elsewhere instead of losing
 	// their transport (nil: never).
 	Stopping <-chan struct{}
-	fwd                *Forwarder
+	fwd      *Forwarder
 }
 
 // sender returns the deadline sender of a stream of kind (Close it).
