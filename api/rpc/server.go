@@ -46,7 +46,11 @@ type Persistence struct {
 	// not taken for this long (0: never); Streams counts those ends.
 	StreamWriteTimeout time.Duration
 	Streams            *Streams
-	fwd                *Forwarder
+	// Stopping, once closed, ends every Watch with SHUTTING_DOWN, so a
+	// stopping node's watchers learn to resume elsewhere instead of losing
+	// their transport (nil: never).
+	Stopping <-chan struct{}
+	fwd      *Forwarder
 }
 
 // sender returns the deadline sender of a stream of kind (Close it).
@@ -58,6 +62,16 @@ func (p *Persistence) sender(s grpc.ServerStream, kind StreamKind) *deadlineSend
 // go to the leader through fwd (nil: answer NO_LEADER instead).
 func NewPersistence(b Backend, maxMessageBytes int, fwd *Forwarder) *Persistence {
 	return &Persistence{b: b, MaxMessageBytes: maxMessageBytes, WatchProgress: 5 * time.Second, fwd: fwd}
+}
+
+// stopping reports whether Stopping is closed.
+func (p *Persistence) stopping() bool {
+	select {
+	case <-p.Stopping:
+		return true
+	default:
+		return false
+	}
 }
 
 // Register adds the service to s.
@@ -448,7 +462,18 @@ func (p *Persistence) ListSnapshots(ctx context.Context, r *pb.ListSnapshotsRequ
 func (p *Persistence) Watch(r *pb.WatchRequest, s grpc.ServerStreamingServer[pb.WatchResponse]) error {
 	d := p.sender(s, StreamWatch)
 	defer d.Close()
-	err := p.b.Watch(s.Context(), r.SessionId, r.FromSeq, p.WatchProgress, func(ev sessionstore.WatchEvent) error {
+	ctx, cancel := context.WithCancel(s.Context())
+	defer cancel()
+	if p.Stopping != nil {
+		go func() {
+			select {
+			case <-p.Stopping:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	err := p.b.Watch(ctx, r.SessionId, r.FromSeq, p.WatchProgress, func(ev sessionstore.WatchEvent) error {
 		for _, c := range chunks(ev.Events, p.chunk()) {
 			if err := d.Send(&pb.WatchResponse{Events: toStrings(c), Revision: ev.Revision, AppliedIndex: ev.AppliedIndex}); err != nil {
 				return err
@@ -459,5 +484,8 @@ func (p *Persistence) Watch(r *pb.WatchRequest, s grpc.ServerStreamingServer[pb.
 		}
 		return nil
 	})
+	if err != nil && ctx.Err() != nil && s.Context().Err() == nil && p.stopping() {
+		return toStatus(sessionstore.Errorf(sessionstore.ReasonShuttingDown, "node is shutting down: watch again on another node from the last seq + 1"))
+	}
 	return toStatus(err)
 }

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"connectrpc.com/connect"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
@@ -39,6 +40,7 @@ type benchConfig struct {
 	keepalive, json, keep           bool
 	levels                          []int
 	addrs                           []string          // parsed --addr; writer i uses addrs[i%len(addrs)]
+	client                          string            // --client: grpc or http
 	dial                            []grpc.DialOption // TLS and token (clientflags.go)
 
 	// --replay mode (benchreplay.go)
@@ -63,7 +65,8 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var cfg benchConfig
 	fs := flag.NewFlagSet("sessionstore bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:7400", "gRPC address of the node to measure, or a comma-separated list of nodes (writer i uses address i mod n); a host without a port means port 7400")
+	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:7400", "gRPC address of the node to measure, or a comma-separated list of nodes (writer i uses address i mod n); a host without a port means port 7400; with --client http the nodes' HTTP addresses, host:port (default 127.0.0.1:7480)")
+	fs.StringVar(&cfg.client, "client", "grpc", "how the writers call the node: grpc (the Go client on the gRPC port) or http (the Connect protocol with JSON on the HTTP port, as a browser or Node.js client would; not with --replay)")
 	fs.StringVar(&cfg.writers, "writers", "1,16,64", "comma-separated writer counts, one level each; every writer owns one session")
 	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "measured time per level")
 	fs.DurationVar(&cfg.warmup, "warmup", time.Second, "unmeasured warm-up before each level")
@@ -108,6 +111,11 @@ Flags:
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	addrSet := false
+	fs.Visit(func(f *flag.Flag) { addrSet = addrSet || f.Name == "addr" })
+	if _, env := os.LookupEnv(envName("addr")); cfg.client == "http" && !addrSet && !env {
+		cfg.addr = "127.0.0.1:7480"
+	}
 	var err error
 	if cfg.addrs, err = parseAddrs(cfg.addr); err == nil {
 		cfg.levels, err = parseWriters(cfg.writers)
@@ -125,6 +133,10 @@ Flags:
 			err = benchUsage("--warmup and --fsync-duration must be ≥ 0")
 		case cfg.eventBytes <= 0:
 			err = benchUsage("--event-bytes must be > 0")
+		case cfg.client != "grpc" && cfg.client != "http":
+			err = benchUsage("--client %q: want grpc or http", cfg.client)
+		case cfg.client == "http" && cfg.replay != "":
+			err = benchUsage("--replay runs with --client grpc only")
 		}
 	}
 	if err != nil {
@@ -145,15 +157,32 @@ Flags:
 		for _, c := range b.clients {
 			c.Close()
 		}
+		for _, c := range b.http {
+			c.Close()
+		}
 	}()
 	for _, a := range cfg.addrs {
+		if cfg.client == "http" {
+			tlsConf, err := conn.httpTLS()
+			if err != nil {
+				return err
+			}
+			c := newConnectClient(a, tlsConf, conn.token, slices.Max(cfg.levels)+1)
+			b.http = append(b.http, c)
+			b.api = append(b.api, c)
+			continue
+		}
 		c, err := client.Dial(ctx, a, cfg.dial...)
 		if err != nil {
 			return err
 		}
 		b.clients = append(b.clients, c)
+		b.api = append(b.api, c)
 	}
-	b.c = b.clients[0]
+	if len(b.clients) > 0 {
+		b.c = b.clients[0]
+	}
+	b.a = b.api[0]
 	if !cfg.keep {
 		report := stdout
 		if cfg.json {
@@ -168,15 +197,16 @@ Flags:
 	// Setup session: checks that the node answers before anything is measured,
 	// and is the session KeepAlive later renews (Prepare needs a stored event).
 	setupID := cfg.prefix + "-keepalive"
-	if err := b.create(ctx, b.c, setupID); err != nil {
+	if err := b.create(ctx, b.a, setupID); err != nil {
 		return fmt.Errorf("create session on %s: %w", cfg.addrs[0], err)
 	}
-	if _, err := b.append(ctx, b.c, setupID, 0); err != nil {
+	if _, err := b.append(ctx, b.a, setupID, 0); err != nil {
 		return fmt.Errorf("append to %s on %s: %w", setupID, cfg.addrs[0], err)
 	}
 
 	out := struct {
 		Addr       string       `json:"addr"`
+		Client     string       `json:"client"`
 		FsyncDir   string       `json:"fsync_dir"`
 		EventBytes int          `json:"event_bytes"`
 		Duration   string       `json:"duration_per_level"`
@@ -184,7 +214,7 @@ Flags:
 		Fsync      *benchStats  `json:"fsync_probe,omitempty"`
 		Levels     []benchStats `json:"levels"`
 		KeepAlive  *benchStats  `json:"keepalive,omitempty"`
-	}{Addr: cfg.addr, FsyncDir: cfg.fsyncDir, EventBytes: cfg.eventBytes, Duration: cfg.duration.String(), Warmup: cfg.warmup.String()}
+	}{Addr: cfg.addr, Client: cfg.client, FsyncDir: cfg.fsyncDir, EventBytes: cfg.eventBytes, Duration: cfg.duration.String(), Warmup: cfg.warmup.String()}
 	if cfg.fsyncDur > 0 {
 		fmt.Fprintf(stderr, "fsync probe in %s: running %v (before the append levels) ...\n", cfg.fsyncDir, cfg.fsyncDur)
 		st, err := fsyncProbe(ctx, cfg.fsyncDir, cfg.fsyncDur)
@@ -216,8 +246,8 @@ Flags:
 	if n := len(cfg.addrs); n > 1 {
 		spread = fmt.Sprintf(" (writer i uses address i mod %d; set-up and KeepAlive use %s)", n, cfg.addrs[0])
 	}
-	fmt.Fprintf(stdout, "sessionstore bench: %s%s, one %d-byte event per Append, closed loop, %v per level after %v warm-up\n",
-		cfg.addr, spread, cfg.eventBytes, cfg.duration, cfg.warmup)
+	fmt.Fprintf(stdout, "sessionstore bench: %s%s over %s, one %d-byte event per Append, closed loop, %v per level after %v warm-up\n",
+		cfg.addr, spread, benchClientText[cfg.client], cfg.eventBytes, cfg.duration, cfg.warmup)
 	if f := out.Fsync; f != nil {
 		fmt.Fprintf(stdout, "fsync probe (1 KiB append + fsync, serial, %s, run before the append levels): %.0f ops/s, p50 %.2f ms, p99 %.2f ms\n",
 			cfg.fsyncDir, f.OpsPerSec, f.P50, f.P99)
@@ -232,10 +262,16 @@ Flags:
 	return nil
 }
 
+// benchClientText names each --client in the report.
+var benchClientText = map[string]string{"grpc": "gRPC", "http": "HTTP/JSON (Connect)"}
+
 type bencher struct {
 	cfg     benchConfig
-	clients []*client.Client // one per cfg.addrs entry
-	c       *client.Client   // clients[0]: set-up session and KeepAlive
+	clients []*client.Client // gRPC: one per cfg.addrs entry (--replay uses them)
+	c       *client.Client   // clients[0]
+	http    []*connectClient // --client http: one per cfg.addrs entry
+	api     []benchAPI       // the clients of --client, one per cfg.addrs entry
+	a       benchAPI         // api[0]: set-up session, KeepAlive, clean-up
 	pad     string
 
 	mu      sync.Mutex
@@ -286,7 +322,7 @@ func (b *bencher) cleanup(ctx context.Context, report, stderr io.Writer) {
 			defer wg.Done()
 			for id := range next {
 				cctx, cancel := context.WithTimeout(ctx, benchCallTimeout)
-				_, err := b.c.Delete(cctx, &sessionpb.DeleteRequest{SessionId: id})
+				_, err := b.a.Delete(cctx, &sessionpb.DeleteRequest{SessionId: id})
 				cancel()
 				mu.Lock()
 				switch {
@@ -317,7 +353,7 @@ func (b *bencher) cleanup(ctx context.Context, report, stderr io.Writer) {
 // writerClient is writer i's client: address i mod n of --addr.
 func (b *bencher) writerClient(i int) *client.Client { return b.clients[i%len(b.clients)] }
 
-func (b *bencher) create(ctx context.Context, c *client.Client, id string) error {
+func (b *bencher) create(ctx context.Context, c benchAPI, id string) error {
 	b.track(id)
 	ctx, cancel := context.WithTimeout(ctx, benchCallTimeout)
 	defer cancel()
@@ -329,7 +365,7 @@ func (b *bencher) create(ctx context.Context, c *client.Client, id string) error
 
 // append sends the event with seq and returns the call's latency (event
 // construction excluded). Retries are the client library's own.
-func (b *bencher) append(ctx context.Context, c *client.Client, id string, seq int64) (time.Duration, error) {
+func (b *bencher) append(ctx context.Context, c benchAPI, id string, seq int64) (time.Duration, error) {
 	ev := benchload.Event(seq, time.Now().UnixMilli(), b.cfg.eventBytes, b.pad)
 	ctx, cancel := context.WithTimeout(ctx, benchCallTimeout)
 	defer cancel()
@@ -349,7 +385,7 @@ type writerRun struct {
 // appends that started inside the measured window. Errors are counted over
 // the whole level, warm-up included; after one, the writer continues on a
 // fresh session (it never re-sends on its own: the outcome may be unknown).
-// Writer i talks to b.clients[i mod len(b.clients)].
+// Writer i talks to b.api[i mod len(b.api)].
 func (b *bencher) level(ctx context.Context, n int) benchStats {
 	runs := make([]writerRun, n)
 	var ready, done sync.WaitGroup
@@ -360,7 +396,7 @@ func (b *bencher) level(ctx context.Context, n int) benchStats {
 	for i := range runs {
 		ready.Add(1)
 		done.Add(1)
-		c := b.writerClient(i)
+		c := b.api[i%len(b.api)]
 		go func(r *writerRun) {
 			defer done.Done()
 			r.lat, r.errs = make([]time.Duration, 0, perWriter), map[string]int{}
@@ -431,7 +467,7 @@ func (b *bencher) level(ctx context.Context, n int) benchStats {
 func (b *bencher) keepAlive(ctx context.Context, id string) benchStats {
 	errs := map[string]int{}
 	pctx, cancel := context.WithTimeout(ctx, benchCallTimeout)
-	_, lease, err := b.c.Prepare(pctx, &sessionpb.PrepareRequest{SessionId: id, Owner: "bench", TtlMs: 30000})
+	_, lease, err := b.a.Prepare(pctx, &sessionpb.PrepareRequest{SessionId: id, Owner: "bench", TtlMs: 30000})
 	cancel()
 	if err != nil {
 		errs["Prepare "+errReason(err)]++
@@ -443,7 +479,7 @@ func (b *bencher) keepAlive(ctx context.Context, id string) benchStats {
 	for ctx.Err() == nil && time.Now().Before(end) {
 		cctx, cancel := context.WithTimeout(ctx, benchCallTimeout)
 		s := time.Now()
-		l, err := b.c.KeepAlive(cctx, &sessionpb.KeepAliveRequest{Lease: lease})
+		l, err := b.a.KeepAlive(cctx, &sessionpb.KeepAliveRequest{Lease: lease})
 		d := time.Since(s)
 		cancel()
 		if err != nil {
@@ -456,7 +492,7 @@ func (b *bencher) keepAlive(ctx context.Context, id string) benchStats {
 	st := summarize(lat, time.Since(t0), errs)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), benchCallTimeout)
 	defer cancel()
-	_ = b.c.Release(rctx, &sessionpb.ReleaseRequest{SessionId: id, LeaseEpoch: lease.GetEpoch()})
+	_ = b.a.Release(rctx, &sessionpb.ReleaseRequest{SessionId: id, LeaseEpoch: lease.GetEpoch()})
 	return st
 }
 
@@ -515,11 +551,16 @@ func errorText(s benchStats) string {
 	return fmt.Sprintf("%d (%s)", s.Errors, strings.Join(parts, ", "))
 }
 
-// errReason classifies an error: the store's reason, else the gRPC code.
+// errReason classifies an error: the store's reason, else the gRPC or
+// Connect code.
 func errReason(err error) string {
 	var se *sessionstore.Error
 	if errors.As(err, &se) {
 		return string(se.Reason)
+	}
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce.Code().String()
 	}
 	if st, ok := status.FromError(err); ok {
 		return st.Code().String()

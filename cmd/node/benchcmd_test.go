@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"regexp"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/api/client"
 	"github.com/sessionstore/sessionstore/api/sessionpb"
 )
@@ -133,6 +135,50 @@ func TestBenchDeletesItsSessions(t *testing.T) {
 			t.Errorf("--keep: output %q, %d sessions listed; want no deletion, the set-up and both writers' sessions kept", out.String(), len(ids))
 		case !c.keep && (said == nil || said[1] == "0" || len(ids) != 0):
 			t.Errorf("output %q, sessions left %v; want them deleted and counted", out.String(), ids)
+		}
+	}
+}
+
+// --client http runs the append levels and KeepAlive over the HTTP port
+// (Connect, JSON) with the token, and cleans up as over gRPC.
+func TestBenchOverHTTP(t *testing.T) {
+	n, _ := auNode(t, nil)
+	var out, errb bytes.Buffer
+	args := []string{"--client", "http", "--addr", n.srv.httpAddr, "--token", auAdmin, "--writers", "2", "--duration", "300ms",
+		"--warmup", "0s", "--fsync-duration", "0s", "--json", "--session-prefix", "over-http"}
+	if err := benchMain(context.Background(), args, &out, &errb); err != nil {
+		t.Fatalf("bench %v: %v\n%s", args, err, errb.String())
+	}
+	var got struct {
+		Client string       `json:"client"`
+		Levels []benchStats `json:"levels"`
+		Keep   *benchStats  `json:"keepalive"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("output %q: %v", out.String(), err)
+	}
+	if got.Client != "http" || len(got.Levels) != 1 || got.Levels[0].Ops == 0 || got.Levels[0].Errors != 0 ||
+		got.Keep == nil || got.Keep.Ops == 0 || got.Keep.Errors != 0 {
+		t.Fatalf("bench over HTTP: %s", out.String())
+	}
+	if !strings.Contains(errb.String(), "deleted ") {
+		t.Errorf("no clean-up reported: %s", errb.String())
+	}
+	r, err := auAs(t, n, auAdmin).List(n.ctx(), &sessionpb.ListRequest{})
+	if err != nil || len(r.Headers) != 0 {
+		t.Fatalf("sessions left: %v %v", r, err)
+	}
+	// Without the token the node refuses, and bench says why.
+	out.Reset()
+	errb.Reset()
+	err = benchMain(context.Background(), []string{"--client", "http", "--addr", n.srv.httpAddr, "--writers", "1",
+		"--duration", "100ms", "--fsync-duration", "0s"}, &out, &errb)
+	if !errors.Is(err, sessionstore.ErrUnauthenticated) {
+		t.Fatalf("bench over HTTP without a token: %v", err)
+	}
+	for _, bad := range [][]string{{"--client", "grpcweb"}, {"--client", "http", "--replay", "testdata"}} {
+		if err := benchMain(context.Background(), bad, &out, &errb); !errors.Is(err, errUsage) {
+			t.Errorf("bench %v: %v, want a usage error", bad, err)
 		}
 	}
 }

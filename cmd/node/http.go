@@ -29,9 +29,17 @@ import (
 // chunks and count against the read-stream caps of streams; like every HTTP
 // response they end when the client has not taken a write for
 // --http-write-timeout.
+//
+// rpcs (nil: none) serves the Connect protocol under /<service>/ for each of
+// connectServices; it authenticates each call itself, as the gRPC port does.
 func newHTTPHandler(node *cluster.Node, reg *prometheus.Registry, authn *auth.Authenticator, logger *slog.Logger,
-	streams *rpc.Streams) http.Handler {
+	streams *rpc.Streams, rpcs http.Handler) http.Handler {
 	mux := http.NewServeMux()
+	if rpcs != nil {
+		for _, name := range connectServices {
+			mux.Handle("/"+name+"/", rpcs)
+		}
+	}
 	guard := func(need auth.Perm, h http.HandlerFunc) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			p, err := authn.AuthenticateHTTP(r)

@@ -48,6 +48,9 @@ type serveConfig struct {
 	TLS             transportConfig
 	HTTP            httpConfig
 	Streams         streamConfig
+	// watchProgress replaces the interval of Watch's progress messages
+	// (0: the default, 5 s); tests only.
+	watchProgress time.Duration
 }
 
 func defaultServeConfig() serveConfig {
@@ -68,7 +71,7 @@ func serveFlags(cfg *serveConfig, fs *flag.FlagSet) {
 	fs.StringVar(&c.NodeID, "node-id", c.NodeID, "this node's id (unique in the cluster)")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for the state, the Raft log, snapshots and artifacts")
 	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", cfg.GRPCAddr, "gRPC listen address (the persistence API)")
-	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "HTTP listen address (/healthz, /readyz, /metrics, artifact download)")
+	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "HTTP listen address (/healthz, /readyz, /metrics, artifact download, the API with the Connect protocol)")
 	fs.StringVar(&c.RaftAddr, "raft-addr", c.RaftAddr, "Raft transport listen address")
 	fs.StringVar(&c.GossipAddr, "gossip-addr", c.GossipAddr, "gossip (memberlist) listen address, TCP and UDP")
 	fs.StringVar(&cfg.AdvertiseHost, "advertise-addr", "", "host other nodes reach this node at (default: the host of the listen addresses; required when they bind all interfaces)")
@@ -181,6 +184,8 @@ type server struct {
 	httpAddr string
 	stop     context.CancelFunc
 	done     chan struct{}
+	// stopping is closed when Close begins: watches end with SHUTTING_DOWN.
+	stopping chan struct{}
 }
 
 // startServer wires storage → fsm → cluster → api, in that order.
@@ -266,6 +271,11 @@ func startServer(cfg serveConfig, logger *slog.Logger, raftLog io.Writer) (*serv
 	services := s.fwdIn.Registrar(s.grpc)
 	persistence := rpc.NewPersistence(node, cfg.MaxMessageBytes, s.fwd)
 	persistence.Streams, persistence.StreamWriteTimeout = streams, cfg.Streams.WriteTimeout
+	s.stopping = make(chan struct{})
+	persistence.Stopping = s.stopping
+	if cfg.watchProgress > 0 {
+		persistence.WatchProgress = cfg.watchProgress
+	}
 	persistence.Register(services)
 	rpc.NewClusterService(node, s.fwd).Register(services)
 	rpc.NewPlanMode(node, s.fwd).Register(services)
@@ -282,7 +292,14 @@ func startServer(cfg serveConfig, logger *slog.Logger, raftLog io.Writer) (*serv
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
 	registerNodeMetrics(reg, node)
-	s.http = newHTTPServer(cfg.HTTP, newHTTPHandler(node, reg, authn, logger, streams), sec.apiTLS(),
+	rpcs, err := newConnectHandler(s.grpc, cfg.MaxMessageBytes)
+	if err != nil {
+		gl.Close()
+		hl.Close()
+		node.Close()
+		return nil, err
+	}
+	s.http = newHTTPServer(cfg.HTTP, newHTTPHandler(node, reg, authn, logger, streams, rpcs), sec.apiTLS(),
 		slog.NewLogLogger(logger.With("component", "http").Handler(), slog.LevelWarn)) // e.g. TLS handshake errors
 	hl = limitConns(hl, cfg.HTTP.MaxConns)
 
@@ -381,6 +398,12 @@ func (s *server) Close() error {
 	s.stop()
 	<-s.done
 	s.health.Shutdown()
+	close(s.stopping) // watches end with SHUTTING_DOWN, on both ports
+	// HTTP first: its Connect calls run inside the gRPC server, and
+	// GracefulStop would cut them before their end-of-stream is written.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_ = s.http.Shutdown(ctx)
+	cancel()
 	s.fwdIn.Drain() // followers end their forwarding streams, so GracefulStop need not wait for them
 	stopped := make(chan struct{})
 	go func() { s.grpc.GracefulStop(); close(stopped) }()
@@ -389,9 +412,6 @@ func (s *server) Close() error {
 	case <-time.After(5 * time.Second):
 		s.grpc.Stop()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	_ = s.http.Shutdown(ctx)
-	cancel()
 	s.fwd.Close()
 	return s.node.Close()
 }
