@@ -13,6 +13,7 @@ declare module '@deepseek-ai/dsh-session' {
   import type { Branded } from '@deepseek-ai/dsh-brand'
 
   export type SessionId = Branded<'SessionId'>
+  export function SessionId(id: string): SessionId
 
   export interface SessionHeader {
     readonly version: number
