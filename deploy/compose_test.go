@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -33,39 +32,10 @@ import (
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/api/client"
 	pb "github.com/sessionstore/sessionstore/api/sessionpb"
+	"github.com/sessionstore/sessionstore/internal/dockertest"
 )
 
 const testCwd = "/w/compose-test"
-
-// requireDocker returns the compose command (docker-compose, else the
-// `docker compose` plugin), skipping the test when Docker is not usable, or
-// failing it under CI=true.
-func requireDocker(t *testing.T) []string {
-	t.Helper()
-	unusable := func(format string, args ...any) {
-		t.Helper()
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true and Docker is not usable: "+format, args...)
-		}
-		t.Skipf("Docker is not usable: "+format, args...)
-	}
-	if _, err := exec.LookPath("docker"); err != nil {
-		unusable("%v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, "docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
-		unusable("docker info: %v: %s", err, bytes.TrimSpace(out))
-	}
-	if p, err := exec.LookPath("docker-compose"); err == nil {
-		return []string{p}
-	}
-	if err := exec.CommandContext(ctx, "docker", "compose", "version").Run(); err == nil {
-		return []string{"docker", "compose"}
-	}
-	unusable("neither docker-compose nor the docker compose plugin is installed")
-	return nil
-}
 
 // compose runs docker-compose for one project with the test's port choice.
 type compose struct {
@@ -150,25 +120,6 @@ func (n *node) httpGet(ctx context.Context, path string) (int, []byte, error) {
 	return resp.StatusCode, b, err
 }
 
-// freePorts reserves n distinct free loopback TCP ports.
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ls []net.Listener
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return ports
-}
-
 func markEvent(seq int64, marker string) string {
 	return fmt.Sprintf(`{"type":"x-test/mark","seq":%d,"time":%d,"data":{"m":%q},"ignorable":true}`, seq, 1755600000000+seq, marker)
 }
@@ -198,7 +149,7 @@ func TestCompose_ClusterSurvivesKillRestartDownUp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds an image and runs three containers")
 	}
-	composeCmd := requireDocker(t)
+	composeCmd := dockertest.Compose(t)
 	testStart := time.Now()
 	root, err := filepath.Abs("..")
 	if err != nil {
@@ -223,7 +174,7 @@ func TestCompose_ClusterSurvivesKillRestartDownUp(t *testing.T) {
 	dc := &compose{t: t, cmd: composeCmd, project: fmt.Sprintf("sessionstore-test-%d", os.Getpid()),
 		file: filepath.Join(root, "docker-compose.yml")}
 	pickPorts := func() {
-		ports := freePorts(t, 6)
+		ports := dockertest.FreePorts(t, 6)
 		dc.env = os.Environ()
 		for i := range nodes {
 			nodes[i] = &node{name: fmt.Sprintf("node%d", i+1), grpcPort: ports[2*i], httpPort: ports[2*i+1]}
@@ -259,7 +210,7 @@ func TestCompose_ClusterSurvivesKillRestartDownUp(t *testing.T) {
 		if err == nil {
 			break
 		}
-		if attempt == 4 || !strings.Contains(out, "port is already allocated") && !strings.Contains(out, "address already in use") {
+		if attempt == 4 || !dockertest.PortTaken(out) {
 			t.Fatal(err)
 		}
 		t.Logf("up lost a host port to another program, starting on new ones: %v", err)

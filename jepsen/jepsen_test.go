@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sessionstore/sessionstore/internal/dockertest"
 	"github.com/sessionstore/sessionstore/jepsen/checker"
 	"github.com/sessionstore/sessionstore/jepsen/cluster"
 	"github.com/sessionstore/sessionstore/jepsen/history"
@@ -23,26 +23,7 @@ import (
 // They need Docker; without it they skip, except under CI=true, where they
 // fail. JEPSEN_SEED replays a schedule (default: a new seed, printed).
 
-func requireDocker(t *testing.T) {
-	t.Helper()
-	unusable := func(format string, args ...any) {
-		t.Helper()
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true and Docker is not usable: "+format, args...)
-		}
-		t.Skipf("Docker is not usable: "+format, args...)
-	}
-	for _, tool := range []string{"docker", "nsenter", "nft"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			unusable("%v", err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, "docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
-		unusable("docker info: %v: %s", err, bytes.TrimSpace(out))
-	}
-}
+func requireDocker(t *testing.T) { dockertest.Require(t, "nsenter", "nft") }
 
 func repoRoot(t *testing.T) string {
 	t.Helper()

@@ -7,10 +7,8 @@ package main
 // (sessionstore-haclient-<pid>), so the test never meets another compose run.
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,37 +20,8 @@ import (
 
 	"github.com/sessionstore/sessionstore/api/client"
 	"github.com/sessionstore/sessionstore/api/sessionpb"
+	"github.com/sessionstore/sessionstore/internal/dockertest"
 )
-
-// haRequireDocker returns the compose command (docker-compose, else the
-// `docker compose` plugin); without a usable Docker it skips the test, or
-// fails it under CI=true.
-func haRequireDocker(t *testing.T) []string {
-	t.Helper()
-	unusable := func(format string, args ...any) {
-		t.Helper()
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true and Docker is not usable: "+format, args...)
-		}
-		t.Skipf("Docker is not usable: "+format, args...)
-	}
-	if _, err := exec.LookPath("docker"); err != nil {
-		unusable("%v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, "docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
-		unusable("docker info: %v: %s", err, bytes.TrimSpace(out))
-	}
-	if p, err := exec.LookPath("docker-compose"); err == nil {
-		return []string{p}
-	}
-	if err := exec.CommandContext(ctx, "docker", "compose", "version").Run(); err == nil {
-		return []string{"docker", "compose"}
-	}
-	unusable("neither docker-compose nor the docker compose plugin is installed")
-	return nil
-}
 
 // haOverride gives every service the test's image and every node the token
 // file (mounted from dir).
@@ -73,7 +42,7 @@ func TestCompose_ClientSurvivesNodeLoss(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds an image and runs three containers")
 	}
-	composeCmd := haRequireDocker(t)
+	composeCmd := dockertest.Compose(t)
 	start := time.Now()
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
@@ -111,7 +80,7 @@ func TestCompose_ClientSurvivesNodeLoss(t *testing.T) {
 	var env []string
 	var ports []int
 	pickPorts := func() {
-		env, ports = os.Environ(), haFreePorts(t, 6)
+		env, ports = os.Environ(), dockertest.FreePorts(t, 6)
 		for i := 1; i <= 3; i++ {
 			env = append(env, fmt.Sprintf("SESSIONSTORE_NODE%d_GRPC_PORT=%d", i, ports[2*i-2]),
 				fmt.Sprintf("SESSIONSTORE_NODE%d_HTTP_PORT=%d", i, ports[2*i-1]))
@@ -152,7 +121,7 @@ func TestCompose_ClientSurvivesNodeLoss(t *testing.T) {
 		if err == nil {
 			break
 		}
-		if attempt == 4 || !strings.Contains(out, "port is already allocated") && !strings.Contains(out, "address already in use") {
+		if attempt == 4 || !dockertest.PortTaken(out) {
 			t.Fatal(err)
 		}
 		t.Logf("up lost a host port to another program, starting on new ones: %v", err)
@@ -203,19 +172,4 @@ func TestCompose_ClientSurvivesNodeLoss(t *testing.T) {
 	}
 	hc.leaderHint = func(id string) string { return id + "=" + id + ":7400" }
 	haRun(t, hc)
-}
-
-// haFreePorts reserves n distinct free loopback TCP ports.
-func haFreePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports
 }
