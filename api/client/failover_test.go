@@ -42,6 +42,9 @@ type fakeNode struct {
 	// watchFail ends this node's Watch streams after sending this many
 	// event messages (0: never).
 	watchFail int
+	// watchSilent: this node's Watch sends nothing and holds the stream
+	// open, as a paused node whose connection stays up does.
+	watchSilent bool
 }
 
 // startCluster starts nodes n1..nN; each advertises its listener's address
@@ -114,6 +117,10 @@ type watchNode struct {
 func (w watchNode) Watch(req *sessionpb.WatchRequest, s grpc.ServerStreamingServer[sessionpb.WatchResponse]) error {
 	if err := w.enter("Watch", req); err != nil {
 		return err
+	}
+	if w.nd.watchSilent {
+		<-s.Context().Done()
+		return s.Context().Err()
 	}
 	if err := s.Send(&sessionpb.WatchResponse{Revision: "progress"}); err != nil {
 		return err
@@ -399,6 +406,34 @@ func TestFollowResumesOnAnotherNode(t *testing.T) {
 			}
 			break
 		}
+	}
+}
+
+// A stream that brings nothing, not even the progress messages a node sends
+// at least every 30 s, is given up after Idle and opened on another node.
+func TestFollowLeavesASilentNode(t *testing.T) {
+	fc := startCluster(t, 2, nil)
+	for i := range 5 {
+		fc.log = append(fc.log, fmt.Sprintf("e%d", i))
+	}
+	fc.nodes["n1"].watchSilent = true
+	c := openT(t, fc.addrs("n1", "n2"))
+	f := c.Follow(ctxT(t), &sessionpb.WatchRequest{SessionId: "s"})
+	f.Idle = 50 * time.Millisecond
+	defer f.Close()
+	var got []string
+	for len(got) < 5 {
+		m, err := f.Next()
+		if err != nil {
+			t.Fatalf("Next after %v: %v", got, err)
+		}
+		got = append(got, m.GetEvents()...)
+	}
+	if strings.Join(got, ",") != strings.Join(fc.log, ",") {
+		t.Fatalf("events = %v, want %v", got, fc.log)
+	}
+	if n := len(fc.nodes["n1"].fake.requests("Watch")); n != 1 {
+		t.Fatalf("watches opened on the silent node = %d, want 1", n)
 	}
 }
 

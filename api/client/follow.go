@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -19,6 +20,13 @@ import (
 // of the session from the start seq on exactly once, in order; messages
 // without events (progress, heartbeats) are not delivered.
 type Follower struct {
+	// Idle is how long a stream may bring nothing, not even a progress
+	// message (a node sends one at least every 30 s), before it is given up
+	// as a node that stopped answering with its connection still up (a
+	// paused process, a half-open connection) and opened again elsewhere.
+	// Zero means FollowIdle. Set it before the first Next.
+	Idle time.Duration
+
 	c         *Client
 	ctx       context.Context
 	sessionID string
@@ -29,6 +37,9 @@ type Follower struct {
 	cancel context.CancelFunc
 	fails  int // consecutive failed opens or streams without an event
 }
+
+// FollowIdle is the default Follower.Idle: two missed heartbeats and more.
+const FollowIdle = 65 * time.Second
 
 // Follow watches req.SessionId from req.FromSeq on across node failures
 // (see Follower). Nothing is sent before the first Next. Cancel ctx or call
@@ -61,7 +72,7 @@ func (f *Follower) Next() (*sessionpb.WatchResponse, error) {
 			}
 			f.stream, f.ep, f.cancel = s, e, cancel
 		}
-		m, err := f.stream.Recv()
+		m, err := f.recv()
 		if err == nil {
 			if len(m.GetEvents()) == 0 {
 				continue
@@ -80,6 +91,27 @@ func (f *Follower) Next() (*sessionpb.WatchResponse, error) {
 			return nil, err
 		}
 	}
+}
+
+// recv is the stream's next message, or an UNAVAILABLE error when nothing
+// came within Idle (the stream is cancelled).
+func (f *Follower) recv() (*sessionpb.WatchResponse, error) {
+	idle := f.Idle
+	if idle <= 0 {
+		idle = FollowIdle
+	}
+	var silent atomic.Bool
+	cancel := f.cancel
+	t := time.AfterFunc(idle, func() {
+		silent.Store(true)
+		cancel()
+	})
+	m, err := f.stream.Recv()
+	t.Stop()
+	if err != nil && silent.Load() {
+		err = status.Errorf(codes.Unavailable, "watch stream brought nothing for %v", idle)
+	}
+	return m, err
 }
 
 // retry decides whether a failed stream is opened again and waits the
