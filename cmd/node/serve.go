@@ -398,7 +398,11 @@ func (s *server) Close() error {
 	s.stop()
 	<-s.done
 	s.health.Shutdown()
-	close(s.stopping) // watches end with SHUTTING_DOWN, on both ports
+	select { // watches end with SHUTTING_DOWN, on both ports
+	case <-s.stopping: // closed by an earlier Close
+	default:
+		close(s.stopping)
+	}
 	// HTTP first: its Connect calls run inside the gRPC server, and
 	// GracefulStop would cut them before their end-of-stream is written.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
