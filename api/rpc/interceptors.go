@@ -173,8 +173,8 @@ func (i *Interceptors) hintHeader() metadata.MD {
 		return nil
 	}
 	h := i.hints.ClientHints()
-	if c := i.hintMD.Load(); c != nil && c.src == h {
-		return c.md
+	if cached := i.hintMD.Load(); cached != nil && cached.src == h {
+		return cached.md
 	}
 	md := metadata.MD{sessionstore.HintNodeKey: {h.NodeID}}
 	if h.Leader != "" {
