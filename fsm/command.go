@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"strconv"
 
 	"google.golang.org/protobuf/proto"
 
@@ -102,7 +103,11 @@ func DecodeRecord(b []byte) (*fsmpb.SessionRecord, error) {
 // Revision renders a session's revision: <cluster-id>:<incarnation>:<last change
 // index>. Equal on every replica; changed by every append and committed repair.
 func Revision(clusterID string, r *fsmpb.SessionRecord) string {
-	return fmt.Sprintf("%s:%d:%d", clusterID, r.Incarnation, r.LastChangeIndex)
+	// Every answer carries one: appended rather than through fmt.
+	b := make([]byte, 0, len(clusterID)+2+2*20)
+	b = append(append(b, clusterID...), ':')
+	b = append(strconv.AppendUint(b, r.Incarnation, 10), ':')
+	return string(strconv.AppendUint(b, r.LastChangeIndex, 10))
 }
 
 // ResultError turns a failed result into its domain error (nil on success).

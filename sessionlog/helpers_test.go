@@ -58,7 +58,7 @@ func oneTurnLog() []string {
 // recordedLog reads a recorded reference log: its header line and its
 // storage records, with the packed chunk rows (a storage format, not
 // events) expanded into the assistant/chunk events they stand for.
-func recordedLog(t *testing.T, name string) (header []byte, records, events [][]byte) {
+func recordedLog(t testing.TB, name string) (header []byte, records, events [][]byte) {
 	t.Helper()
 	f, err := os.Open(filepath.Join(refdata.RecordedDir(t), name))
 	if err != nil {
@@ -90,7 +90,7 @@ func isPackedRow(line []byte) bool {
 }
 
 // expandRow decodes a packed chunk row (docs/events.md#packed-rows); other lines pass through.
-func expandRow(t *testing.T, line []byte) [][]byte {
+func expandRow(t testing.TB, line []byte) [][]byte {
 	t.Helper()
 	if !isPackedRow(line) {
 		return [][]byte{line}

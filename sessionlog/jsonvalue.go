@@ -228,7 +228,7 @@ func (s *scanner) parseObject(depth int) *value {
 		return nil
 	}
 	s.pos++
-	v := &value{k: kObject}
+	v := &value{k: kObject, obj: make([]member, 0, 4)}
 	if !s.skipSpace() {
 		return nil
 	}

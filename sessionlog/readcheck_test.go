@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/internal/benchload"
 )
 
 // readWhole is what a read decides over a whole log, from the whole-log
@@ -166,4 +167,61 @@ func TestReadCheck_WriteRefusalIsTheReadRule(t *testing.T) {
 			t.Errorf("header %+v: %v, want %s %q", c.h, got, c.reason, c.msg)
 		}
 	}
+}
+
+// BenchmarkReadCheckAdd: the strict-write check of one event on top of a
+// kept check, for the bench's 1 KiB assistant/chunk and for the recorded
+// sessions' events (each replayed into a fresh check).
+func BenchmarkReadCheckAdd(b *testing.B) {
+	h := sessionstore.Header{Version: sessionstore.FormatVersion, ID: "s", CreatedAt: 1}
+	b.Run("chunk-1KiB", func(b *testing.B) {
+		pad := benchload.Padding(1024)
+		c := NewReadCheck("s", h, "")
+		c.Add(lines(`{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}`, `{"type":"step/start","seq":1,"time":1,"data":{"turn":1,"step":1}}`))
+		evs := make([][]byte, 512)
+		for i := range evs {
+			evs[i] = []byte(benchload.Event(int64(2+i), 2, 1024, pad))
+		}
+		b.SetBytes(1024)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if i%len(evs) == 0 && i > 0 {
+				b.StopTimer()
+				c = NewReadCheck("s", h, "")
+				c.Add(lines(`{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}`, `{"type":"step/start","seq":1,"time":1,"data":{"turn":1,"step":1}}`))
+				b.StartTimer()
+			}
+			c.Add(evs[i%len(evs) : i%len(evs)+1])
+		}
+		if err := c.Err(); err != nil {
+			b.Fatal(err)
+		}
+	})
+	b.Run("recorded", func(b *testing.B) {
+		var all [][]byte
+		for _, name := range []string{"web-fresh-round-trip.session.jsonl", "web-plan-mode.session.jsonl", "cli-parallel-file-reads.session.jsonl"} {
+			_, _, events := recordedLog(b, name)
+			all = append(all, events...)
+		}
+		var size int64
+		for _, e := range all {
+			size += int64(len(e))
+		}
+		b.SetBytes(size / int64(len(all)))
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; {
+			rh := h
+			rh.ID = "rec"
+			c := NewReadCheck("rec", rh, "")
+			for j := range all {
+				if i == b.N {
+					break
+				}
+				c.Add(all[j : j+1])
+				i++
+			}
+		}
+	})
 }

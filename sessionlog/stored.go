@@ -20,7 +20,10 @@ type storedEvent struct {
 // CheckEvent) and indexes its top-level members.
 func parseStored(raw []byte) (*storedEvent, error) {
 	s := newScanner(raw)
-	ms, ok := s.scanTop(nil)
+	// Room for an event's usual members and the key stack of its nesting,
+	// allocated once instead of grown.
+	s.keys = make([][]byte, 0, 16)
+	ms, ok := s.scanTop(make([]topMember, 0, 8))
 	if !ok {
 		return nil, s.err
 	}

@@ -44,6 +44,19 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return err
 }
 
+// givenFlags names the flags set on the command line or by their
+// SESSIONSTORE_ variable (after parseFlags), as against left at defaults.
+func givenFlags(fs *flag.FlagSet) map[string]bool {
+	set := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) {
+		if _, ok := os.LookupEnv(envName(f.Name)); ok {
+			set[f.Name] = true
+		}
+	})
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return set
+}
+
 // envPrefix starts every environment variable a flag falls back to.
 const envPrefix = "SESSIONSTORE_"
 

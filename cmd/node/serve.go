@@ -48,6 +48,7 @@ type serveConfig struct {
 	TLS             transportConfig
 	HTTP            httpConfig
 	Streams         streamConfig
+	Runtime         runtimeConfig
 	// watchProgress replaces the interval of Watch's progress messages
 	// (0: the default, 5 s); tests only.
 	watchProgress time.Duration
@@ -63,6 +64,7 @@ func defaultServeConfig() serveConfig {
 		LogLevel:        "info",
 		HTTP:            defaultHTTPConfig(),
 		Streams:         defaultStreamConfig(),
+		Runtime:         defaultRuntimeConfig(),
 	}
 }
 
@@ -95,6 +97,7 @@ func serveFlags(cfg *serveConfig, fs *flag.FlagSet) {
 	transportFlags(&cfg.TLS, fs)
 	httpFlags(&cfg.HTTP, fs)
 	streamFlags(&cfg.Streams, fs)
+	runtimeFlags(&cfg.Runtime, fs)
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
@@ -140,6 +143,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	warnUnknownEnv(logger, fs, os.Environ())
+	if err := cfg.Runtime.apply(logger, givenFlags(fs)); err != nil {
+		return err
+	}
 	if cfg.Cluster.DataDir == "" {
 		return errors.New("--data-dir must not be empty")
 	}
