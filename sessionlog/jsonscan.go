@@ -1,6 +1,7 @@
 package sessionlog
 
 import (
+	"bytes"
 	"encoding/binary"
 	"strconv"
 	"unicode/utf8"
@@ -103,6 +104,67 @@ func (s *scanner) skipValue(depth int) bool {
 			return true
 		}
 		return s.fail("unexpected character " + strconv.QuoteRune(rune(c)))
+	}
+}
+
+// skipValidated moves past the value at s.pos of a text that has been
+// validated already (parseStored): strings are skipped by finding their
+// closing quote, containers by counting brackets outside strings, without
+// checking anything again.
+func (s *scanner) skipValidated() bool {
+	d := s.data
+	depth := 0
+	for s.pos < len(d) {
+		switch d[s.pos] {
+		case '"':
+			if !s.skipValidatedString() {
+				return false
+			}
+			if depth == 0 {
+				return true
+			}
+			continue
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth < 0 {
+				return s.fail("unbalanced brackets")
+			}
+			if depth == 0 {
+				s.pos++
+				return true
+			}
+		default:
+			if depth == 0 { // a number or a literal
+				return s.skipValue(0)
+			}
+		}
+		s.pos++
+	}
+	return s.fail("unexpected end of text")
+}
+
+// skipValidatedString moves past the string at s.pos (its opening quote) of
+// a validated text: to the first quote not escaped by an odd run of
+// backslashes.
+func (s *scanner) skipValidatedString() bool {
+	d := s.data
+	for i := s.pos + 1; ; {
+		k := bytes.IndexByte(d[i:], '"')
+		if k < 0 {
+			return s.fail("unterminated string")
+		}
+		q := i + k
+		n := 0
+		for n < q-i && d[q-1-n] == '\\' {
+			n++
+		}
+		if n%2 == 0 {
+			s.pos = q + 1
+			return true
+		}
+		i = q + 1
 	}
 }
 

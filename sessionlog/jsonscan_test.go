@@ -107,3 +107,22 @@ func fuzzScanStringSpan(f *testing.F) {
 		}
 	})
 }
+
+// FuzzSkipValidated: on any text skipValue accepts as one value, the
+// unchecked skip ends where the checked one does.
+func FuzzSkipValidated(f *testing.F) {
+	for _, s := range []string{`"a"`, `"a\"b\\"`, `"\\\\\""`, `{"a":"}","b":[1,"]",{"c":"\\"}]}`, `[[],{},""]`, `12.5e3`, `true`, `null`, `-0`, `{"k":"\u0022"}`} {
+		f.Add([]byte(s + `,"rest"`))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		want := newScanner(data)
+		if !want.skipSpace() || !want.skipValue(0) {
+			return
+		}
+		got := newScanner(data)
+		got.skipSpace()
+		if !got.skipValidated() || got.pos != want.pos {
+			t.Fatalf("%q: skipValidated ends at %d (err %v), skipValue at %d", data, got.pos, got.err, want.pos)
+		}
+	})
+}

@@ -61,10 +61,37 @@ func Normalize(sessionID string, events [][]byte, rawLogPath string) ([][]byte, 
 	return out, nil
 }
 
+// dataRuleTypes are the event types whose data a migration or a shape rule
+// below reads. Of any other event, only data.message.id matters here.
+var dataRuleTypes = map[string]bool{
+	"turn/start": true, "turn/end": true, "steering/message": true,
+	"user/message": true, "assistant/message": true, "tool/result": true,
+}
+
 // normalizeEvent runs the migrations and shape checks of one event, given the
 // message ids of the events before it (which it extends). It returns the
 // event to serve (the stored bytes when nothing changed) and its type.
 func normalizeEvent(sessionID string, e *storedEvent, messageIDs map[float64]string) ([]byte, *value, error) {
+	typ := e.get("type")
+	if !typ.isString() || !dataRuleTypes[typ.s] {
+		// Nothing below changes such an event, and only eventMessageID
+		// looks into its data: parse data.message alone, not the whole
+		// data (a chunk's text, a tool's output), most of every log.
+		if seq := e.get("seq"); seq != nil && seq.k == kNumber {
+			if msg := e.member("data", "message"); msg.isRecord() {
+				if id := msg.get("id"); id.isString() {
+					messageIDs[seq.n] = id.s
+				}
+			}
+		}
+		return e.raw, typ, nil
+	}
+	return normalizeEventFull(sessionID, e, messageIDs)
+}
+
+// normalizeEventFull is normalizeEvent for any type, with the whole data
+// parsed.
+func normalizeEventFull(sessionID string, e *storedEvent, messageIDs map[float64]string) ([]byte, *value, error) {
 	w := &working{e: e, typ: e.get("type"), data: e.get("data")}
 	if err := migrateTurnStart(sessionID, w); err != nil {
 		return nil, nil, err

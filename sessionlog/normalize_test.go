@@ -444,3 +444,71 @@ func FuzzNormalize(f *testing.F) {
 		_ = ValidateSession("fz", append(log[:len(log):len(log)], cl...))
 	})
 }
+
+// normalizeBothWays runs normalizeEvent and normalizeEventFull on the same
+// event text with the same prior message ids and fails when they differ in
+// anything: the output, the type, the error or the ids they record.
+func normalizeBothWays(t *testing.T, raw []byte) {
+	t.Helper()
+	a, errA := parseStored(raw)
+	b, errB := parseStored(raw)
+	if errA != nil || errB != nil {
+		return
+	}
+	idsA, idsB := map[float64]string{0: "m0"}, map[float64]string{0: "m0"}
+	outA, typA, errA := normalizeEvent("s", a, idsA)
+	outB, typB, errB := normalizeEventFull("s", b, idsB)
+	if !sameErr(errA, errB) || !bytes.Equal(outA, outB) || !deepEqual(typA, typB) {
+		t.Fatalf("%s:\nfast (%s, %v, %v)\nfull (%s, %v, %v)", raw, outA, typA, errA, outB, typB, errB)
+	}
+	// The fast path again on an event whose data another rule parsed first.
+	c, _ := parseStored(raw)
+	c.get("data")
+	idsC := map[float64]string{0: "m0"}
+	if outC, _, errC := normalizeEvent("s", c, idsC); !sameErr(errC, errB) || !bytes.Equal(outC, outB) {
+		t.Fatalf("%s: with data parsed first (%s, %v), full (%s, %v)", raw, outC, errC, outB, errB)
+	}
+	for _, ids := range []map[float64]string{idsA, idsC} {
+		if len(ids) != len(idsB) {
+			t.Fatalf("%s: ids %v, full %v", raw, ids, idsB)
+		}
+		for k, v := range idsB {
+			if ids[k] != v {
+				t.Fatalf("%s: ids %v, full %v", raw, ids, idsB)
+			}
+		}
+	}
+}
+
+func TestNormalizeEvent_FastPathIsTheFullOne(t *testing.T) {
+	for _, ev := range []string{
+		`{"type":"assistant/chunk","seq":3,"time":1,"data":{"turn":1,"step":1,"chunk":{"type":"text-delta","text":"hi"}}}`,
+		`{"type":"x/y","seq":3,"time":1,"data":{"message":{"id":"m-3"}}}`,
+		`{"type":"x/y","seq":3,"time":1,"data":{"a":[1,{"message":{"id":"no"}}],"message":{"id":"m-3","x":[]}}}`,
+		`{"type":"x/y","seq":3,"time":1,"data":{ "\u006dessage" : {"id":"escaped key"} }}`,
+		`{"type":"x/y","seq":3,"time":1,"data":{"message":{"id":7}}}`,
+		`{"type":"x/y","seq":3,"time":1,"data":{"message":["id"]}}`,
+		`{"type":"x/y","seq":3,"time":1,"data":["message"]}`,
+		`{"type":"x/y","seq":3,"time":1,"data":"message"}`,
+		`{"type":"x/y","seq":3,"time":1,"data":null}`,
+		`{"type":"x/y","seq":3,"time":1,"data":{}}`,
+		`{"type":"x/y","seq":3,"time":1}`,
+		`{"type":"x/y","seq":"3","time":1,"data":{"message":{"id":"m"}}}`,
+		`{"type":7,"seq":3,"time":1,"data":{"message":{"id":"m"}}}`,
+		`{"seq":3,"time":1,"data":{"message":{"id":"m"}}}`,
+		`{"type":"tool/result","seq":3,"time":1,"data":{"callId":"c","content":[],"isError":true},"surfaceOp":{"op":"replace","start":0,"end":0}}`,
+		`{"type":"user/message","seq":3,"time":1,"data":{"id":"u","role":"user","content":[],"source":{"kind":"user"}}}`,
+		`{"type":"turn/start","seq":3,"time":1,"data":{"turn":1,"trigger":{"kind":"user"}}}`,
+	} {
+		normalizeBothWays(t, []byte(ev))
+	}
+}
+
+func FuzzNormalizeEventFastPath(f *testing.F) {
+	for _, s := range oneTurnLog() {
+		f.Add([]byte(s))
+	}
+	f.Add([]byte(`{"type":"x/y","seq":3,"time":1,"data":{"a":[1,{"message":{"id":"no"}}],"message":{"id":"m-3","x":[]}}}`))
+	f.Add([]byte(`{"type":"x/y","seq":3,"time":1,"data":{ "\u006dessage" : {"id":"escaped key"} }}`))
+	f.Fuzz(func(t *testing.T, raw []byte) { normalizeBothWays(t, raw) })
+}

@@ -63,6 +63,58 @@ func (e *storedEvent) at(i int) *value {
 
 func (e *storedEvent) has(key string) bool { return e.index(key) >= 0 }
 
+// member returns e[key][sub] as get(key).get(sub) would, but parses only
+// that member when e[key] has not been parsed yet: the other members of the
+// object are skipped (the text was validated whole by parseStored).
+func (e *storedEvent) member(key, sub string) *value {
+	i := e.index(key)
+	if i < 0 {
+		return nil
+	}
+	if e.parsed[i] {
+		return e.vals[i].get(sub)
+	}
+	s := newScanner(e.raw[e.members[i].start:e.members[i].end])
+	if len(s.data) == 0 || s.data[0] != '{' {
+		return nil // not an object: no members
+	}
+	s.pos = 1
+	for s.skipSpace() && s.pos < len(s.data) && s.data[s.pos] == '"' {
+		ks, ke, esc, ok := s.scanStringSpan()
+		if !ok {
+			break
+		}
+		k := s.data[ks:ke]
+		if esc {
+			k = decodeString(nil, k)
+		}
+		if !s.skipSpace() || s.pos >= len(s.data) || s.data[s.pos] != ':' {
+			break
+		}
+		s.pos++
+		if !s.skipSpace() {
+			break
+		}
+		vs := s.pos
+		if !s.skipValidated() {
+			break
+		}
+		if string(k) == sub {
+			v, err := parseValue(s.data[vs:s.pos])
+			if err != nil {
+				break
+			}
+			return v
+		}
+		if !s.skipSpace() || s.pos >= len(s.data) || s.data[s.pos] != ',' {
+			return nil // '}': no such member
+		}
+		s.pos++
+	}
+	// Unreachable for a validated text; the whole parse decides.
+	return e.at(i).get(sub)
+}
+
 // typeName returns the event's type when it is a string.
 func (e *storedEvent) typeName() (string, bool) {
 	i := e.index("type")
