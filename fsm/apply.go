@@ -28,6 +28,9 @@ type applier struct {
 	// checks keeps sessions' read checks between batches (readchecks.go);
 	// nil in tests that build an applier by hand.
 	checks *readChecks
+	// headers keeps the sizes of header lines for the byte quota; nil in
+	// tests that build an applier by hand.
+	headers headerSizes
 }
 
 // events reads a session's events [from, to), verified. A damaged event is
@@ -552,11 +555,41 @@ func (a *applier) eventBytes(id string, rec *fsmpb.SessionRecord) int64 {
 // header line and the answers kept under its request ids (version 5's
 // session byte quota).
 func (a *applier) storedBytes(id string, rec *fsmpb.SessionRecord) int64 {
-	return a.eventBytes(id, rec) + headerBytes(rec.Header) + a.tx.RequestBytes(id)
+	return a.eventBytes(id, rec) + a.headers.size(id, rec) + a.tx.RequestBytes(id)
 }
 
 // headerBytes is the size of a session's header line.
 func headerBytes(h *fsmpb.Header) int64 { return int64(len(sessionlog.HeaderLine(HeaderFromPB(h)))) }
+
+// headerSizes remembers the size of sessions' header lines, which the byte
+// quota counts on every append: a header is fixed for an incarnation (the
+// Create that registered it), so the line need not be rendered again. Only
+// the apply goroutine uses it; it starts over past maxHeaderSizes entries.
+type headerSizes map[headerKey]int64
+
+type headerKey struct {
+	id          string
+	incarnation uint64
+}
+
+const maxHeaderSizes = 4096
+
+// size is headerBytes(rec.Header), remembered (h may be nil: not).
+func (h headerSizes) size(id string, rec *fsmpb.SessionRecord) int64 {
+	if h == nil {
+		return headerBytes(rec.Header)
+	}
+	k := headerKey{id, rec.Incarnation}
+	if n, ok := h[k]; ok {
+		return n
+	}
+	if len(h) >= maxHeaderSizes {
+		clear(h)
+	}
+	n := headerBytes(rec.Header)
+	h[k] = n
+	return n
+}
 
 // answerBytes is the client text of an ExitPlan answer (the feedback its
 // stored answer repeats).

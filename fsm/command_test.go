@@ -28,3 +28,33 @@ func TestRevision(t *testing.T) {
 		}
 	}
 }
+
+func TestHeaderSizes(t *testing.T) {
+	cwd := "/home/u/pro\"j"
+	rec := func(inc uint64, id string) *fsmpb.SessionRecord {
+		return &fsmpb.SessionRecord{Incarnation: inc, Header: &fsmpb.Header{Id: id, CreatedAt: 1, Cwd: &cwd}}
+	}
+	h := headerSizes{}
+	a := rec(5, "a")
+	if got, want := h.size("a", a), headerBytes(a.Header); got != want || want == 0 {
+		t.Fatalf("size %d, want headerBytes %d", got, want)
+	}
+	// Another incarnation of the same id has its own header.
+	b := rec(9, "a-longer-id")
+	if got, want := h.size("a", b), headerBytes(b.Header); got != want {
+		t.Fatalf("new incarnation: size %d, want %d", got, want)
+	}
+	if len(h) != 2 {
+		t.Fatalf("%d entries, want 2", len(h))
+	}
+	for i := 0; i < maxHeaderSizes+10; i++ {
+		h.size(fmt.Sprint("s", i), rec(uint64(i), "x"))
+	}
+	if len(h) > maxHeaderSizes {
+		t.Fatalf("%d entries, bound %d", len(h), maxHeaderSizes)
+	}
+	var none headerSizes
+	if got, want := none.size("a", a), headerBytes(a.Header); got != want {
+		t.Fatalf("nil cache: %d, want %d", got, want)
+	}
+}

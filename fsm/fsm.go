@@ -62,8 +62,10 @@ type FSM struct {
 	// stand in for an older build with it.
 	maxVersion uint32
 	repair     Repairer
-	// checks is used by the apply goroutine only (Apply and Restore).
-	checks *readChecks
+	// checks and headers are used by the apply goroutine only (Apply and
+	// Restore).
+	checks  *readChecks
+	headers headerSizes
 }
 
 // RepairFrom makes damaged events found while applying repairable from r
@@ -90,7 +92,7 @@ func New(db *storage.StateDB, logger *slog.Logger, metrics *Metrics, observer fu
 		metrics = NewMetrics(nil)
 	}
 	return &FSM{db: db, logger: logger.With("component", "fsm"), metrics: metrics, checks: newReadChecks(maxReadChecks),
-		applied: idx, changed: make(chan struct{}), sessions: map[string]*sessionSignal{}, observer: observer}, nil
+		headers: headerSizes{}, applied: idx, changed: make(chan struct{}), sessions: map[string]*sessionSignal{}, observer: observer}, nil
 }
 
 // AppliedIndex is the last Raft index whose effects are applied: every read
@@ -230,7 +232,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 				// Replicas must not diverge: stop this node rather than skip.
 				panic(fmt.Sprintf("fsm: undecodable entry at index %d: %v", l.Index, err))
 			}
-			a := &applier{tx: tx, index: l.Index, now: clamp(tx, e.NowUnixMs), frames: &frames, metrics: f.metrics, repairer: f.repair, checks: f.checks}
+			a := &applier{tx: tx, index: l.Index, now: clamp(tx, e.NowUnixMs), frames: &frames, metrics: f.metrics, repairer: f.repair, checks: f.checks, headers: f.headers}
 			tx.BeginEntry(l.Index)
 			res := make([]*fsmpb.Result, len(e.Commands))
 			for j, c := range e.Commands {
@@ -307,6 +309,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return err
 	}
 	f.checks = newReadChecks(maxReadChecks) // kept checks stay valid (readchecks.go); this frees them
+	clear(f.headers)
 	idx, _, err := f.db.AppliedIndex()
 	if err != nil {
 		return err

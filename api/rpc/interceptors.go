@@ -187,6 +187,18 @@ func (i *Interceptors) hintHeader() metadata.MD {
 	return md
 }
 
+// header is the response header metadata of a call: its request id and the
+// hints, set with one SetHeader (each call of it copies what was set before).
+func (i *Interceptors) header(reqID string) metadata.MD {
+	hints := i.hintHeader()
+	md := make(metadata.MD, len(hints)+1)
+	md[RequestIDKey] = []string{reqID}
+	for k, v := range hints {
+		md[k] = v // shared, never modified: SetHeader copies the values
+	}
+	return md
+}
+
 // ServerOptions installs the interceptors on a gRPC server.
 func (i *Interceptors) ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{grpc.UnaryInterceptor(i.unary), grpc.ChainStreamInterceptor(i.stream...)}
@@ -243,10 +255,7 @@ func NewInterceptors(logger *slog.Logger, m *Metrics, extra ...*Guard) *Intercep
 	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
 		start := time.Now()
 		ctx, reqID := withRequestID(ctx)
-		_ = grpc.SetHeader(ctx, metadata.Pairs(RequestIDKey, reqID))
-		if md := ic.hintHeader(); md != nil {
-			_ = grpc.SetHeader(ctx, md)
-		}
+		_ = grpc.SetHeader(ctx, ic.header(reqID))
 		defer func() {
 			if r := recover(); r != nil {
 				err = recovered(info.FullMethod, reqID, r)
@@ -263,10 +272,7 @@ func NewInterceptors(logger *slog.Logger, m *Metrics, extra ...*Guard) *Intercep
 	stream := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
 		start := time.Now()
 		ctx, reqID := withRequestID(ss.Context())
-		_ = ss.SetHeader(metadata.Pairs(RequestIDKey, reqID))
-		if md := ic.hintHeader(); md != nil {
-			_ = ss.SetHeader(md)
-		}
+		_ = ss.SetHeader(ic.header(reqID))
 		defer func() {
 			if r := recover(); r != nil {
 				err = recovered(info.FullMethod, reqID, r)
