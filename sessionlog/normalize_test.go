@@ -492,6 +492,7 @@ func TestNormalizeEvent_FastPathIsTheFullOne(t *testing.T) {
 		`{"type":"x/y","seq":3,"time":1,"data":"message"}`,
 		`{"type":"x/y","seq":3,"time":1,"data":null}`,
 		`{"type":"x/y","seq":3,"time":1,"data":{}}`,
+		`{"type":"x/y","seq":3,"time":1,"data":{ }}`,
 		`{"type":"x/y","seq":3,"time":1}`,
 		`{"type":"x/y","seq":"3","time":1,"data":{"message":{"id":"m"}}}`,
 		`{"type":7,"seq":3,"time":1,"data":{"message":{"id":"m"}}}`,

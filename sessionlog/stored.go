@@ -111,6 +111,9 @@ func (e *storedEvent) member(key, sub string) *value {
 		}
 		s.pos++
 	}
+	if s.err == nil && s.pos < len(s.data) && s.data[s.pos] == '}' {
+		return nil // an empty object
+	}
 	// Unreachable for a validated text; the whole parse decides.
 	return e.at(i).get(sub)
 }
