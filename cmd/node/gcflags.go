@@ -95,7 +95,7 @@ func (c runtimeConfig) apply(logger *slog.Logger, set map[string]bool) error {
 			limit, limitFrom = int64(float64(cg)*memoryLimitShare), "cgroup"
 		}
 	}
-	if gc == -1 && limit == math.MaxInt64 {
+	if gc == -1 && limit == math.MaxInt64 && gcFrom == "flag" {
 		return fmt.Errorf("--gc-percent -1 without a memory limit would never collect: give --memory-limit-mib")
 	}
 	debug.SetGCPercent(gc)

@@ -71,6 +71,7 @@ func TestRuntimeConfigApply(t *testing.T) {
 		{name: "no limit asked in a cgroup", cfg: runtimeConfig{GCPercent: 400, MemoryLimitMiB: -1}, set: []string{"memory-limit-mib"}, cgroup: true, wantGC: 400, wantLimit: math.MaxInt64, wantLog: "memory_limit_from=none"},
 		{name: "off with a limit", cfg: runtimeConfig{GCPercent: -1, MemoryLimitMiB: 512}, set: []string{"gc-percent", "memory-limit-mib"}, wantGC: -1, wantLimit: 512 << 20},
 		{name: "off without a limit", cfg: runtimeConfig{GCPercent: -1}, set: []string{"gc-percent"}, wantErr: "would never collect"},
+		{name: "GOGC=off kept", cfg: defaultRuntimeConfig(), env: map[string]string{"GOGC": "off"}, wantGC: -1, wantLimit: math.MaxInt64, wantLog: "gc_percent=-1 gc_percent_from=GOGC"},
 		{name: "bad percent", cfg: runtimeConfig{GCPercent: -5}, set: []string{"gc-percent"}, wantErr: "--gc-percent -5"},
 		{name: "bad limit", cfg: runtimeConfig{GCPercent: 100, MemoryLimitMiB: -2}, set: []string{"memory-limit-mib"}, wantErr: "--memory-limit-mib -2"},
 	} {
@@ -86,8 +87,11 @@ func TestRuntimeConfigApply(t *testing.T) {
 			// The runtime read GOGC and GOMEMLIMIT at start; stand in for that.
 			debug.SetGCPercent(100)
 			debug.SetMemoryLimit(math.MaxInt64)
-			if v := tc.env["GOGC"]; v == "80" {
+			switch tc.env["GOGC"] {
+			case "80":
 				debug.SetGCPercent(80)
+			case "off":
+				debug.SetGCPercent(-1)
 			}
 			if tc.env["GOMEMLIMIT"] != "" {
 				debug.SetMemoryLimit(300 << 20)
