@@ -102,8 +102,8 @@ func leaderOf(err error) *sessionstore.NotLeaderError {
 }
 
 func isForwarded(ctx context.Context) bool {
-	md, ok := metadata.FromIncomingContext(ctx)
-	return ok && len(md.Get(forwardedKey)) > 0
+	// Only this key's values: FromIncomingContext would copy all of them.
+	return len(metadata.ValueFromIncomingContext(ctx, forwardedKey)) > 0
 }
 
 // sentKey holds, in a forwarded call's context, the flag sentTracker sets
