@@ -87,9 +87,9 @@ func unauthenticated(format string, args ...any) error {
 // token wins over a certificate; a node certificate stands for the principal
 // the forwarding node names, or for the node itself.
 func (a *Authenticator) Authenticate(ctx context.Context) (*Principal, error) {
-	md, _ := metadata.FromIncomingContext(ctx)
+	// Two keys' values only: FromIncomingContext would copy all of them.
 	first := func(k string) string {
-		if v := md.Get(k); len(v) > 0 {
+		if v := metadata.ValueFromIncomingContext(ctx, k); len(v) > 0 {
 			return v[0]
 		}
 		return ""
