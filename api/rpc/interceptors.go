@@ -173,8 +173,8 @@ func (i *Interceptors) hintHeader() metadata.MD {
 		return nil
 	}
 	h := i.hints.ClientHints()
-	if cached := i.hintMD.Load(); cached != nil && cached.src == h {
-		return cached.md
+	if built := i.hintMD.Load(); built != nil && built.src == h {
+		return built.md
 	}
 	md := metadata.MD{sessionstore.HintNodeKey: {h.NodeID}}
 	if h.Leader != "" {
