@@ -31,6 +31,9 @@ type applier struct {
 	// headers keeps the sizes of header lines for the byte quota; nil in
 	// tests that build an applier by hand.
 	headers headerSizes
+	// records keeps the records appends decoded (records.go); nil in tests
+	// that build an applier by hand.
+	records recordCache
 }
 
 // events reads a session's events [from, to), verified. A damaged event is
@@ -269,7 +272,7 @@ func (a *applier) create(c *fsmpb.Create, principal string, lim *fsmpb.Limits) (
 
 func (a *applier) append(c *fsmpb.Append, lim *fsmpb.Limits) (*fsmpb.Result, string, error) {
 	id := c.SessionId
-	rec, err := a.record(id)
+	rec, kept, err := a.appendRecord(id)
 	if err != nil {
 		return nil, "", err
 	}
@@ -343,7 +346,7 @@ func (a *applier) append(c *fsmpb.Append, lim *fsmpb.Limits) (*fsmpb.Result, str
 			return errResult(refusal), "", nil
 		}
 	}
-	if err := a.writeFrame(id, rec, c.Events); err != nil {
+	if err := a.writeFrame(id, rec, kept, c.Events); err != nil {
 		return nil, "", err
 	}
 	res := &fsmpb.Result{Revision: a.revision(rec), NextSeq: rec.NextSeq}
@@ -351,8 +354,9 @@ func (a *applier) append(c *fsmpb.Append, lim *fsmpb.Limits) (*fsmpb.Result, str
 	return res, id, nil
 }
 
-// writeFrame appends events as one artifact frame and advances the record.
-func (a *applier) writeFrame(id string, rec *fsmpb.SessionRecord, events [][]byte) error {
+// writeFrame appends events as one artifact frame and advances the record
+// (kept: its cache entry, or nil).
+func (a *applier) writeFrame(id string, rec *fsmpb.SessionRecord, kept *keptRecord, events [][]byte) error {
 	if err := a.tx.AppendFrame(id, rec.Incarnation, rec.Frames+1, rec.NextSeq, events); err != nil {
 		return err
 	}
@@ -362,7 +366,7 @@ func (a *applier) writeFrame(id string, rec *fsmpb.SessionRecord, events [][]byt
 	size := a.eventBytes(id, rec) + batchBytes(events)
 	rec.EventBytes = &size
 	rec.NextSeq += int64(len(events))
-	observeFrame(rec, events)
+	coldChanged := observeFrame(rec, events)
 	rec.Materialized = true
 	rec.LastAppendUnixMs = a.now
 	rec.Frames++
@@ -370,7 +374,7 @@ func (a *applier) writeFrame(id string, rec *fsmpb.SessionRecord, events [][]byt
 	if a.frames != nil {
 		*a.frames = append(*a.frames, Frame{SessionID: id, N: rec.Frames, Index: a.index, Header: rec.Header, Events: events})
 	}
-	return a.putRecord(id, rec)
+	return a.putAppendRecord(id, rec, kept, coldChanged)
 }
 
 // delete removes a session and leaves a tombstone holding this command's
@@ -672,7 +676,7 @@ func (a *applier) repair(c *fsmpb.Repair) (*fsmpb.Result, bool, error) {
 			rec.Epoch++
 			rec.Lease = nil
 		}
-		if err := a.writeFrame(id, rec, closers); err != nil {
+		if err := a.writeFrame(id, rec, nil, closers); err != nil {
 			return nil, false, err
 		}
 		return a.viewResult(rec, true), true, nil
@@ -680,7 +684,7 @@ func (a *applier) repair(c *fsmpb.Repair) (*fsmpb.Result, bool, error) {
 	// Prepare on a cold session: repair, bump the epoch, grant the lease.
 	repaired := len(closers) > 0
 	if repaired {
-		if err := a.writeFrame(id, rec, closers); err != nil {
+		if err := a.writeFrame(id, rec, nil, closers); err != nil {
 			return nil, false, err
 		}
 	}

@@ -66,6 +66,7 @@ type FSM struct {
 	// Restore).
 	checks  *readChecks
 	headers headerSizes
+	records recordCache
 }
 
 // RepairFrom makes damaged events found while applying repairable from r
@@ -92,7 +93,7 @@ func New(db *storage.StateDB, logger *slog.Logger, metrics *Metrics, observer fu
 		metrics = NewMetrics(nil)
 	}
 	return &FSM{db: db, logger: logger.With("component", "fsm"), metrics: metrics, checks: newReadChecks(maxReadChecks),
-		headers: headerSizes{}, applied: idx, changed: make(chan struct{}), sessions: map[string]*sessionSignal{}, observer: observer}, nil
+		headers: headerSizes{}, records: recordCache{}, applied: idx, changed: make(chan struct{}), sessions: map[string]*sessionSignal{}, observer: observer}, nil
 }
 
 // AppliedIndex is the last Raft index whose effects are applied: every read
@@ -232,7 +233,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 				// Replicas must not diverge: stop this node rather than skip.
 				panic(fmt.Sprintf("fsm: undecodable entry at index %d: %v", l.Index, err))
 			}
-			a := &applier{tx: tx, index: l.Index, now: clamp(tx, e.NowUnixMs), frames: &frames, metrics: f.metrics, repairer: f.repair, checks: f.checks, headers: f.headers}
+			a := &applier{tx: tx, index: l.Index, now: clamp(tx, e.NowUnixMs), frames: &frames, metrics: f.metrics, repairer: f.repair, checks: f.checks, headers: f.headers, records: f.records}
 			tx.BeginEntry(l.Index)
 			res := make([]*fsmpb.Result, len(e.Commands))
 			for j, c := range e.Commands {
@@ -310,6 +311,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	f.checks = newReadChecks(maxReadChecks) // kept checks stay valid (readchecks.go); this frees them
 	clear(f.headers)
+	clear(f.records)
 	idx, _, err := f.db.AppliedIndex()
 	if err != nil {
 		return err

@@ -26,19 +26,24 @@ var marshalRecord = proto.MarshalOptions{Deterministic: true}
 // carries none of the hot fields), so the store can keep them apart
 // (layout 2) or together (layout 1) and readers see one record either way.
 func EncodeRecord(r *fsmpb.SessionRecord) (cold, hot []byte, err error) {
-	h := &fsmpb.SessionRecord{Materialized: r.Materialized, NextSeq: r.NextSeq, LastChangeIndex: r.LastChangeIndex,
-		Frames: r.Frames, EventBytes: r.EventBytes, LastAppendUnixMs: r.LastAppendUnixMs}
-	if hot, err = marshalRecord.Marshal(h); err != nil {
+	if hot, err = encodeHot(r); err != nil {
 		return nil, nil, err
 	}
 	// The cold part is r with the hot fields cleared for the moment.
+	m, n, l, f, b, t := r.Materialized, r.NextSeq, r.LastChangeIndex, r.Frames, r.EventBytes, r.LastAppendUnixMs
 	r.Materialized, r.NextSeq, r.LastChangeIndex, r.Frames, r.EventBytes, r.LastAppendUnixMs = false, 0, 0, 0, nil, 0
 	cold, err = marshalRecord.Marshal(r)
-	r.Materialized, r.NextSeq, r.LastChangeIndex, r.Frames, r.EventBytes, r.LastAppendUnixMs = h.Materialized, h.NextSeq, h.LastChangeIndex, h.Frames, h.EventBytes, h.LastAppendUnixMs
+	r.Materialized, r.NextSeq, r.LastChangeIndex, r.Frames, r.EventBytes, r.LastAppendUnixMs = m, n, l, f, b, t
 	if err != nil {
 		return nil, nil, err
 	}
 	return cold, hot, nil
+}
+
+// encodeHot is EncodeRecord's hot part alone.
+func encodeHot(r *fsmpb.SessionRecord) ([]byte, error) {
+	return marshalRecord.Marshal(&fsmpb.SessionRecord{Materialized: r.Materialized, NextSeq: r.NextSeq,
+		LastChangeIndex: r.LastChangeIndex, Frames: r.Frames, EventBytes: r.EventBytes, LastAppendUnixMs: r.LastAppendUnixMs})
 }
 
 // PutRecord stores a session record through EncodeRecord.

@@ -57,19 +57,24 @@ func summaryToPB(s planmode.Summary) *fsmpb.PlanSummary {
 
 // observeFrame advances a record's plan summary past newly stored events. A
 // summary that cannot follow (an event it cannot read) is dropped, so the
-// next plan-mode command rebuilds it from the log and reports the error.
-func observeFrame(rec *fsmpb.SessionRecord, events [][]byte) {
+// next plan-mode command rebuilds it from the log and reports the error. It
+// reports whether the stored summary changes (records.go: otherwise the
+// record's cold part need not be encoded again).
+func observeFrame(rec *fsmpb.SessionRecord, events [][]byte) bool {
 	if rec.PlanSummary == nil {
-		return
+		return false
 	}
-	s := summaryFromPB(rec.PlanSummary)
+	before := summaryFromPB(rec.PlanSummary)
+	unknown := len(rec.PlanSummary.ProtoReflect().GetUnknown()) > 0 // dropped by the rewrite below
+	s := before
 	for _, ev := range events {
 		if s.Observe(ev) != nil {
 			rec.PlanSummary = nil
-			return
+			return true
 		}
 	}
 	rec.PlanSummary = summaryToPB(s)
+	return s != before || unknown
 }
 
 // planSession is a session opened by a plan-mode command.
@@ -148,7 +153,7 @@ func (a *applier) finish(ps *planSession, appended [][]byte, st planmode.State, 
 	stateChanged := !proto.Equal(newState, ps.rec.Plan)
 	ps.rec.Plan = newState
 	if len(appended) > 0 {
-		if err := a.writeFrame(ps.id, ps.rec, appended); err != nil {
+		if err := a.writeFrame(ps.id, ps.rec, nil, appended); err != nil {
 			return nil, false, err
 		}
 	} else if stateChanged {

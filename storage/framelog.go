@@ -718,17 +718,38 @@ func (t *Tx) repairEvent2(id string, inc uint64, seq int64, ev []byte) (bool, er
 // session's bucket; nil (one session's read, Record) looks it up unless the
 // cold record is staged, and stages it.
 func (t *Tx) record2(id string, b *bbolt.Bucket) ([]byte, error) {
+	cold, hotPart, err := t.recordParts2(id, b)
+	if err != nil || cold == nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(cold)+len(hotPart))
+	return append(append(out, cold...), hotPart...), nil
+}
+
+// RecordParts returns a session's record in layout 2 as its two stored
+// parts, cold and the fsm's hot part (nil, nil: no record), so that a caller
+// holding the record decoded can tell it is still current without decoding
+// it again. The slices belong to the transaction: valid while it lasts and
+// not to be modified. Layout 1 stores one record: it has no parts to give.
+func (t *Tx) RecordParts(id string) (cold, hotPart []byte, err error) {
+	if t.layout < 2 {
+		return nil, nil, errors.New("record parts: layout 1 stores a record whole")
+	}
+	return t.recordParts2(id, nil)
+}
+
+func (t *Tx) recordParts2(id string, b *bbolt.Bucket) (cold, hotPart []byte, err error) {
 	cold, staged := t.colds[id]
 	if !staged {
 		one := b == nil
 		if one {
 			if b = t.session(id); b == nil {
-				return nil, nil
+				return nil, nil, nil
 			}
 		}
 		var err error
 		if cold, err = t.checkRecord(id, b); err != nil || cold == nil {
-			return cold, err
+			return nil, nil, err
 		}
 		if one {
 			t.stageCold(id, cold)
@@ -736,13 +757,12 @@ func (t *Tx) record2(id string, b *bbolt.Bucket) ([]byte, error) {
 	}
 	h, ok, err := t.hot2(id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !ok { // every session gets one with its record: a lost key
-		return nil, t.fail(&ChecksumError{Session: id, Seq: -1, What: "session counters (missing)"})
+		return nil, nil, t.fail(&ChecksumError{Session: id, Seq: -1, What: "session counters (missing)"})
 	}
-	out := make([]byte, 0, len(cold)+len(h.fsm))
-	return append(append(out, cold...), h.fsm...), nil
+	return cold, h.fsm, nil
 }
 
 // putRecord2 stores the cold record when it changed and the hot part.
