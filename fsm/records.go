@@ -122,4 +122,3 @@ func (a *applier) putAppendRecord(id string, rec *fsmpb.SessionRecord, k *keptRe
 	k.cold, k.hot, k.canonical = cold, hot, true
 	return nil
 }
-

@@ -36,9 +36,9 @@ func TestRecordCacheDecidesAsDecoding(t *testing.T) {
 		{appendCmd("s", 0, openTurn...), appendCmd("t", 0, openTurn...)},
 		{appendCmd("s", 2, stepEnd(2, 1))},
 		{appendCmd("s", 3, stepStart(3, 2)), appendCmd("s", 4, stepEnd(4, 2))},
-		{appendCmd("s", 9, stepStart(9, 3))},         // seq mismatch: refused
+		{appendCmd("s", 9, stepStart(9, 3))},        // seq mismatch: refused
 		{repairCmd("s", fsmpb.Repair_PREPARE, "o")}, // a lease: epoch 1
-		{appendCmd("s", 6, stepStart(6, 3))}, // fenced
+		{appendCmd("s", 6, stepStart(6, 3))},        // fenced
 		{epoch(appendCmd("s", 6, stepStart(6, 3)), 1)},
 		{planSetCmd("s", true, 1, 7, "p1")}, // plan mode: a cold change, and an event at 7
 		{epoch(appendCmd("s", 8, stepEnd(8, 3)), 1)},
