@@ -3,6 +3,7 @@ package rpc
 import (
 	"fmt"
 	"strings"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
@@ -107,12 +108,71 @@ var fieldLimitsByName = func() map[protoreflect.Name]map[protoreflect.Name]field
 // CheckFields refuses a request holding a field above its limit with
 // TOO_LARGE naming the field and the limit. It runs before a handler sees
 // the request, so nothing is proposed, forwarded or stored. Field names are
-// only spelled out for the refusal: the check runs on every request.
+// only spelled out for the refusal: the check runs on every request, and a
+// message with no limited field in it or below it is not walked at all (the
+// cluster's own forwarding messages, which carry requests as bytes checked
+// again when they are served).
 func CheckFields(req proto.Message) error {
-	return checkMessage(req.ProtoReflect(), "")
+	return checkMessage(req.ProtoReflect(), nil)
 }
 
-func checkMessage(m protoreflect.Message, path string) error {
+// fieldPath names a field of a checked request (a list entry when i >= 0),
+// below the field holding its message (parent; nil: the request itself).
+type fieldPath struct {
+	parent *fieldPath
+	name   protoreflect.Name
+	i      int
+}
+
+func (p *fieldPath) String() string {
+	var prefix string
+	if p.parent != nil {
+		prefix = p.parent.String() + "."
+	}
+	if p.i < 0 {
+		return prefix + string(p.name)
+	}
+	return fmt.Sprintf("%s%s[%d]", prefix, p.name, p.i)
+}
+
+// limitedMessages caches limited by message.
+var limitedMessages sync.Map // protoreflect.FullName → bool
+
+// limited reports whether a message of type md holds a field with a limit,
+// itself or in a message it holds.
+func limited(md protoreflect.MessageDescriptor) bool {
+	if v, ok := limitedMessages.Load(md.FullName()); ok {
+		return v.(bool)
+	}
+	v := limitedWalk(md, map[protoreflect.FullName]bool{})
+	limitedMessages.Store(md.FullName(), v)
+	return v
+}
+
+// limitedWalk is limited without the cache; seen holds the messages on the
+// way down (a message that holds itself adds no limit of its own again).
+func limitedWalk(md protoreflect.MessageDescriptor, seen map[protoreflect.FullName]bool) bool {
+	if seen[md.FullName()] {
+		return false
+	}
+	seen[md.FullName()] = true
+	fields := md.Fields()
+	for i := 0; i < fields.Len(); i++ {
+		fd := fields.Get(i)
+		if lim := fieldLimitsByName[md.Name()][fd.Name()]; lim.bytes > 0 || lim.count > 0 {
+			return true
+		}
+		if m := fd.Message(); m != nil && limitedWalk(m, seen) {
+			return true
+		}
+	}
+	return false
+}
+
+func checkMessage(m protoreflect.Message, path *fieldPath) error {
+	if !limited(m.Descriptor()) {
+		return nil
+	}
 	var err error
 	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
 		lim := fieldLimitsByName[fd.ContainingMessage().Name()][fd.Name()]
@@ -123,7 +183,7 @@ func checkMessage(m protoreflect.Message, path string) error {
 		}
 		l := v.List()
 		if lim.count > 0 && l.Len() > lim.count {
-			err = sessionstore.Errorf(sessionstore.ReasonTooLarge, "request field %s holds %d entries; the limit is %d", path+string(fd.Name()), l.Len(), lim.count)
+			err = sessionstore.Errorf(sessionstore.ReasonTooLarge, "request field %s holds %d entries; the limit is %d", &fieldPath{path, fd.Name(), -1}, l.Len(), lim.count)
 			return false
 		}
 		if lim.bytes == 0 && !nested {
@@ -139,24 +199,18 @@ func checkMessage(m protoreflect.Message, path string) error {
 
 // checkValue checks v, the value of fd (entry i of it; -1: not a list) in the
 // message at path.
-func checkValue(fd protoreflect.FieldDescriptor, v protoreflect.Value, path string, i int, lim fieldLimit) error {
-	name := func() string {
-		if i < 0 {
-			return path + string(fd.Name())
-		}
-		return fmt.Sprintf("%s%s[%d]", path, fd.Name(), i)
-	}
+func checkValue(fd protoreflect.FieldDescriptor, v protoreflect.Value, path *fieldPath, i int, lim fieldLimit) error {
 	n := 0
 	switch fd.Kind() {
 	case protoreflect.MessageKind, protoreflect.GroupKind:
-		return checkMessage(v.Message(), name()+".")
+		return checkMessage(v.Message(), &fieldPath{path, fd.Name(), i})
 	case protoreflect.StringKind:
 		n = len(v.String())
 	case protoreflect.BytesKind:
 		n = len(v.Bytes())
 	}
 	if lim.bytes > 0 && n > lim.bytes {
-		return sessionstore.Errorf(sessionstore.ReasonTooLarge, "request field %s is %d bytes; the limit is %d", name(), n, lim.bytes)
+		return sessionstore.Errorf(sessionstore.ReasonTooLarge, "request field %s is %d bytes; the limit is %d", &fieldPath{path, fd.Name(), i}, n, lim.bytes)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/api/forwardpb"
 	pb "github.com/sessionstore/sessionstore/api/sessionpb"
 )
 
@@ -149,5 +150,52 @@ func TestCheckFieldsLeavesConfiguredLimits(t *testing.T) {
 		if err := CheckFields(req); err != nil {
 			t.Errorf("%T: %v", req, err)
 		}
+	}
+}
+
+// Only messages with a limited field, in them or below, are walked: the
+// cluster's forwarding messages carry requests as bytes, checked again when
+// the leader serves them.
+func TestCheckFieldsWalksOnlyLimitedMessages(t *testing.T) {
+	for _, c := range []struct {
+		msg  proto.Message
+		want bool
+	}{
+		{&pb.AppendRequest{}, true},
+		{&pb.KeepAliveRequest{}, true}, // through Lease
+		{&pb.ReviewAnswer{}, true},     // its own count, and AnswerItem's
+		{&pb.SessionHeader{}, true},
+		{&forwardpb.CallBatch{}, false},
+		{&forwardpb.ReplyBatch{}, false},
+	} {
+		if got := limited(c.msg.ProtoReflect().Descriptor()); got != c.want {
+			t.Errorf("limited(%s) = %v, want %v", proto.MessageName(c.msg), got, c.want)
+		}
+	}
+	big := strings.Repeat("x", MaxSessionIDBytes+1)
+	batch := &forwardpb.CallBatch{Calls: []*forwardpb.Call{{Method: big, Principal: big, Request: []byte(big)}}}
+	if err := CheckFields(batch); err != nil {
+		t.Errorf("a forwarding batch: %v", err)
+	}
+}
+
+func BenchmarkCheckFields(b *testing.B) {
+	req := &pb.AppendRequest{SessionId: "bench-7f5bda3d-l256-w97-1", Events: []string{strings.Repeat("x", 1024)}, LeaseEpoch: 3}
+	raw, _ := proto.Marshal(req)
+	batch := &forwardpb.CallBatch{}
+	for i := range 8 {
+		batch.Calls = append(batch.Calls, &forwardpb.Call{Id: uint64(i), Method: "/sessionstore.v1.SessionPersistence/Append", Request: raw, RequestId: "0123456789abcdef"})
+	}
+	for _, c := range []struct {
+		name string
+		msg  proto.Message
+	}{{"append", req}, {"forward-batch-of-8", batch}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if err := CheckFields(c.msg); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
