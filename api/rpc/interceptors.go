@@ -162,8 +162,8 @@ func (i *Interceptors) SetHints(src HintSource) { i.hints = src }
 
 // hintMD is the metadata of one set of hints.
 type hintMD struct {
-	src *sessionstore.ClientHints
-	md  metadata.MD
+	src    *sessionstore.ClientHints
+	header metadata.MD
 }
 
 // hintHeader is the metadata of the current hints (nil without a source),
@@ -174,7 +174,7 @@ func (i *Interceptors) hintHeader() metadata.MD {
 	}
 	h := i.hints.ClientHints()
 	if built := i.hintMD.Load(); built != nil && built.src == h {
-		return built.md
+		return built.header
 	}
 	md := metadata.MD{sessionstore.HintNodeKey: {h.NodeID}}
 	if h.Leader != "" {
@@ -183,7 +183,7 @@ func (i *Interceptors) hintHeader() metadata.MD {
 	if h.Endpoints != "" {
 		md[sessionstore.HintEndpointsKey] = []string{h.Endpoints}
 	}
-	i.hintMD.Store(&hintMD{src: h, md: md})
+	i.hintMD.Store(&hintMD{src: h, header: md})
 	return md
 }
 
