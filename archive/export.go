@@ -33,7 +33,7 @@ type Store interface {
 
 // DefaultMaxFrameBytes is the largest frame plaintext an export writes
 // (a single larger event gets a frame of its own).
-const DefaultMaxFrameBytes = 1 << 20
+const DefaultMaxFrameBytes = storage.MaxFramePlain
 
 // ExportOptions select and shape an export.
 type ExportOptions struct {
@@ -479,20 +479,7 @@ func exportOne(ctx context.Context, st Store, snap *sessionpb.SessionSnapshot, o
 func encodeFrames(text []byte, headerEnd, maxFrame int) []byte {
 	out := make([]byte, 0, len(text)/3+64)
 	out = storage.EncodeFrame(out, text[:headerEnd])
-	start, end := headerEnd, headerEnd
-	for end < len(text) {
-		nl := bytes.IndexByte(text[end:], '\n')
-		next := end + nl + 1
-		if next-start > maxFrame && end > start {
-			out = storage.EncodeFrame(out, text[start:end])
-			start = end
-		}
-		end = next
-	}
-	if end > start {
-		out = storage.EncodeFrame(out, text[start:end])
-	}
-	return out
+	return storage.EncodeLines(out, text[headerEnd:], maxFrame)
 }
 
 // idFile is a temporary file of session ids, one JSON string a line, in

@@ -17,14 +17,18 @@ import (
 	"github.com/sessionstore/sessionstore/storage"
 )
 
-// Artifacts keeps this node's JSONL artifacts: after commits,
-// in passes at least passPause apart, it appends one zstd frame per Append or
-// repair command, in log order, without fsync, and records a per-session
-// watermark in the node-local store.
+// Artifacts keeps this node's JSONL artifacts: after commits, in passes at
+// least passPause apart, it appends to each changed session's file the lines
+// of the commands applied since the last pass, in log order, in one zstd
+// frame per MiB (storage.EncodeLines), without fsync, and records a
+// per-session watermark in the node-local store: the last command (frame
+// number) the file holds, its length and checksum.
 // A session whose watermark lags, or whose file does not have the watermark's
-// length, is rebuilt whole from the state database; frame boundaries are stored,
-// so a rebuild is byte-identical. Write errors are counted, reported by
-// Healthy, and retried; they never reach Apply.
+// length, is brought up to date from the state database (appended to, or
+// rebuilt whole: a whole rebuild is a function of the text). Where frames
+// are cut depends on the passes, so nodes hold the same text, not always the
+// same bytes. Write errors are counted, reported by Healthy, and retried;
+// they never reach Apply.
 //
 // The writer goroutine is started by Run and stops when its context ends.
 type Artifacts struct {
@@ -507,14 +511,15 @@ func (a *Artifacts) syncPending(w storage.Watermark, fs []Frame) (storage.Waterm
 	} else if path == "" {
 		return w, false, nil
 	}
-	plain := a.plain
+	// The pass's frames of the session coalesced: one zstd frame (per MiB)
+	// compresses what a frame per command would store raw.
+	plain := a.plain[:0]
 	for _, f := range fs {
-		plain = plain[:0]
 		for _, e := range f.Events {
 			plain = append(append(plain, e...), '\n')
 		}
-		data = storage.EncodeFrame(data, plain)
 	}
+	data = storage.EncodeLines(data, plain, storage.MaxFramePlain)
 	// Kept for the next session, unless one huge batch would pin its size.
 	if cap(plain) <= maxScratch {
 		a.plain = plain
@@ -522,14 +527,19 @@ func (a *Artifacts) syncPending(w storage.Watermark, fs []Frame) (storage.Waterm
 	if cap(data) <= maxScratch {
 		a.frames = data
 	}
-	// All of this pass's frames of the session in one write.
+	last := fs[len(fs)-1]
+	if len(data) == 0 {
+		// Only empty commands: the file already holds their (no) lines.
+		return storage.Watermark{LastIndex: last.Index, Bytes: w.Bytes, Frames: last.N, Path: path,
+			Sum: w.Sum, HasSum: true}, true, nil
+	}
+	// All of this pass's lines of the session in one write.
 	size, err := a.files.Append(path, w.Bytes, data)
 	if err != nil {
 		// The file and the watermark disagree: rebuild from the state database.
 		return w, false, nil
 	}
 	a.metrics.ArtifactBytes.Add(float64(len(data)))
-	last := fs[len(fs)-1]
 	return storage.Watermark{LastIndex: last.Index, Bytes: size, Frames: last.N, Path: path,
 		Sum: storage.ArtifactSum(w.Sum, data), HasSum: true}, true, nil
 }
@@ -622,6 +632,7 @@ func (a *Artifacts) syncAll(jobs []syncJob) []syncResult {
 // written after each. buf is scratch space, returned for reuse.
 func (a *Artifacts) syncChunk(jobs []syncJob, idx []int, out []syncResult, buf []byte) []byte {
 	type span struct{ start, end int }
+	var lines []byte // plan's scratch
 	plans := make([]syncPlan, 0, len(idx))
 	spans := make([]span, 0, len(idx))
 	for len(idx) > 0 {
@@ -630,7 +641,7 @@ func (a *Artifacts) syncChunk(jobs []syncJob, idx []int, out []syncResult, buf [
 			for _, i := range idx {
 				start := len(buf)
 				var p syncPlan
-				p, buf = a.plan(tx, jobs[i].id, jobs[i].old, buf)
+				p, buf, lines = a.plan(tx, jobs[i].id, jobs[i].old, buf, lines)
 				plans = append(plans, p)
 				spans = append(spans, span{start, len(buf)})
 				if len(buf) >= syncHeldBytes {
@@ -660,25 +671,26 @@ func (a *Artifacts) syncChunk(jobs []syncJob, idx []int, out []syncResult, buf [
 }
 
 // plan reads what session id's artifact needs to catch up from watermark w;
-// the frames to write are appended to buf (returned extended).
-func (a *Artifacts) plan(tx *storage.Tx, id string, w storage.Watermark, buf []byte) (syncPlan, []byte) {
+// the frames to write are appended to buf (returned extended); lines is
+// scratch space for their plaintext (returned for reuse).
+func (a *Artifacts) plan(tx *storage.Tx, id string, w storage.Watermark, buf, lines []byte) (syncPlan, []byte, []byte) {
 	rec, err := ReadRecord(tx, id)
 	switch {
 	case err != nil:
-		return syncPlan{err: err}, buf
+		return syncPlan{err: err}, buf, lines
 	case rec == nil:
-		return syncPlan{op: syncRemove}, buf
+		return syncPlan{op: syncRemove}, buf, lines
 	case !rec.Materialized:
-		return syncPlan{op: syncKeep}, buf
+		return syncPlan{op: syncKeep}, buf, lines
 	}
 	h := HeaderFromPB(rec.Header)
 	path, err := storage.ArtifactPath(a.root, h)
 	if err != nil {
-		return syncPlan{err: err}, buf
+		return syncPlan{err: err}, buf, lines
 	}
 	sized := w.HasSum && w.Path == path && sizeIs(path, w.Bytes)
 	if sized && w.LastIndex == rec.LastChangeIndex && w.Frames == rec.Frames {
-		return syncPlan{op: syncKeep}, buf
+		return syncPlan{op: syncKeep}, buf, lines
 	}
 	// A watermark older than the session's incarnation belongs to a
 	// deleted predecessor under the same path: start over. So does one
@@ -690,11 +702,18 @@ func (a *Artifacts) plan(tx *storage.Tx, id string, w storage.Watermark, buf []b
 		from = 1
 		buf = storage.EncodeFrame(buf, append(sessionlog.HeaderLine(h), '\n'))
 	}
-	buf, err = appendFrames(buf, tx, id, rec.Incarnation, from, rec.Frames)
-	if err != nil {
-		return syncPlan{err: err}, buf[:start]
+	// The lines of every missing command, coalesced as syncPending does.
+	lines, err = appendLines(lines[:0], tx, id, rec.Incarnation, from, rec.Frames)
+	if err == nil {
+		buf = storage.EncodeLines(buf, lines, storage.MaxFramePlain)
 	}
-	return syncPlan{op: syncWrite, full: full, path: path, last: rec.LastChangeIndex, frames: rec.Frames}, buf
+	if cap(lines) > maxScratch {
+		lines = nil // one huge session: do not keep its size
+	}
+	if err != nil {
+		return syncPlan{err: err}, buf[:start], lines
+	}
+	return syncPlan{op: syncWrite, full: full, path: path, last: rec.LastChangeIndex, frames: rec.Frames}, buf, lines
 }
 
 // write carries out a plan made from watermark w and returns the new watermark.
@@ -711,7 +730,8 @@ func (a *Artifacts) write(w storage.Watermark, p syncPlan) (storage.Watermark, e
 		return storage.Watermark{}, nil
 	}
 	if len(p.data) == 0 {
-		return w, nil // no new frame
+		// No new line (commands without events): the file is current as it is.
+		return storage.Watermark{LastIndex: p.last, Bytes: w.Bytes, Frames: p.frames, Path: p.path, Sum: w.Sum, HasSum: true}, nil
 	}
 	size, sum := int64(len(p.data)), storage.ArtifactSum(0, p.data)
 	if p.full {
@@ -752,74 +772,78 @@ func EncodeHeaderFrame(h sessionstore.Header) []byte {
 	return storage.EncodeFrame(nil, append(sessionlog.HeaderLine(h), '\n'))
 }
 
-// appendFrames appends to dst the encoded event frames from..to of a
-// session, as EncodeFrames encodes them, and returns the extended slice. The
-// events of all those frames are read in one pass over the session's events
-// (not one per frame), split at the frames' ends.
-func appendFrames(dst []byte, tx *storage.Tx, id string, inc uint64, from, to uint64) ([]byte, error) {
+// appendLines appends to dst the event lines of frames from..to of a
+// session (each event and a `\n`), as EncodeFrames holds them frame by frame,
+// and returns the extended slice. The events of all those frames are read in
+// one pass over the session's events (not one per frame).
+func appendLines(dst []byte, tx *storage.Tx, id string, inc uint64, from, to uint64) ([]byte, error) {
 	if from < 1 || from > to {
 		return dst, nil
 	}
 	start := tx.FrameEnd(id, inc, from-1)
-	var all []int64
+	var end int64
 	if from == 1 {
 		// A whole artifact: every frame's end in one walk, not one each.
-		if all = tx.FrameEnds(id, inc); uint64(len(all)) < to {
-			all = nil
-		}
-	}
-	ends := make([]int64, 0, to-from+1)
-	for n, prev := from, start; n <= to; n++ {
-		var end int64
-		if all != nil {
-			end = all[n-1]
+		if all := tx.FrameEnds(id, inc); uint64(len(all)) >= to && increasing(start, all[:to]) {
+			end = all[to-1]
 		} else {
-			end = tx.FrameEnd(id, inc, n)
+			end = -1
 		}
-		if end < prev {
-			// Not a layout this writer made: frame by frame, as EncodeFrames.
-			frames, err := EncodeFrames(tx, id, inc, from, to)
-			for _, f := range frames {
-				dst = append(dst, f...)
+	} else {
+		end = start
+		for n := from; n <= to && end >= 0; n++ {
+			next := tx.FrameEnd(id, inc, n)
+			if next < end {
+				end = -1
+			} else {
+				end = next
 			}
-			return dst, err
 		}
-		ends, prev = append(ends, end), end
 	}
-	var plain []byte
-	k := 0
-	err := tx.ForEachEvent(id, inc, start, ends[len(ends)-1], func(seq int64, ev []byte) error {
-		for seq >= ends[k] { // frame k is complete (an empty one too)
-			dst = storage.EncodeFrame(dst, plain)
-			plain, k = plain[:0], k+1
+	if end < 0 {
+		// Not a layout this writer made: frame by frame, as EncodeFrames.
+		var err error
+		for n := from; n <= to && err == nil; n++ {
+			dst, err = frameLines(dst, tx, id, inc, n)
 		}
-		plain = append(append(plain, ev...), '\n')
-		return nil
-	})
-	if err != nil {
 		return dst, err
 	}
-	for ; k < len(ends); k++ {
-		dst = storage.EncodeFrame(dst, plain)
-		plain = plain[:0]
+	err := tx.ForEachEvent(id, inc, start, end, func(_ int64, ev []byte) error {
+		dst = append(append(dst, ev...), '\n')
+		return nil
+	})
+	return dst, err
+}
+
+// increasing reports whether ends never decrease, starting from start.
+func increasing(start int64, ends []int64) bool {
+	for _, e := range ends {
+		if e < start {
+			return false
+		}
+		start = e
 	}
-	return dst, nil
+	return true
+}
+
+// frameLines appends to dst the event lines of frame n alone.
+func frameLines(dst []byte, tx *storage.Tx, id string, inc uint64, n uint64) ([]byte, error) {
+	err := tx.ForEachEvent(id, inc, tx.FrameEnd(id, inc, n-1), tx.FrameEnd(id, inc, n), func(_ int64, ev []byte) error {
+		dst = append(append(dst, ev...), '\n')
+		return nil
+	})
+	return dst, err
 }
 
 // EncodeFrames encodes a session's event frames from..to (1-based, inclusive)
-// of incarnation inc,
-// each holding the events of one Append or repair command, one line each.
+// of incarnation inc, each holding the events of one Append or repair
+// command, one line each: the rendering served while a file lags.
 func EncodeFrames(tx *storage.Tx, id string, inc uint64, from, to uint64) ([][]byte, error) {
 	var out [][]byte
 	var plain []byte
 	for n := from; n <= to && n >= 1; n++ {
-		start, end := tx.FrameEnd(id, inc, n-1), tx.FrameEnd(id, inc, n)
-		plain = plain[:0]
-		err := tx.ForEachEvent(id, inc, start, end, func(_ int64, ev []byte) error {
-			plain = append(append(plain, ev...), '\n')
-			return nil
-		})
-		if err != nil {
+		var err error
+		if plain, err = frameLines(plain[:0], tx, id, inc, n); err != nil {
 			return nil, err
 		}
 		out = append(out, storage.EncodeFrame(nil, plain))

@@ -19,6 +19,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/sessionstore/sessionstore/jepsen/cluster"
+	"github.com/sessionstore/sessionstore/storage"
 )
 
 // The disk faults: damage to a stopped node's files (corrupt-disk) and a data
@@ -284,26 +285,37 @@ func waitServing(ctx context.Context, r *run, n cluster.Node) error {
 }
 
 // waitArtifactRebuilt downloads the damaged artifact from the node, as a
-// client would, until what it serves holds the original bytes up to and
-// past the flipped one (a rebuild writes the same bytes; the artifact may
-// have grown since), and the file holds them too (rebuilt at start-up when
-// its size was wrong, else after the download found the damage).
+// client would, until what it serves holds the original text (the artifact
+// may have grown since), and the file holds it too (rebuilt at start-up when
+// its size was wrong, else after the download found the damage). Text, not
+// bytes: a rebuild may cut its frames elsewhere than the passes that wrote
+// the original.
 func waitArtifactRebuilt(ctx context.Context, r *run, dmg *diskDamage) error {
 	if dmg.artPath == "" {
 		return nil
 	}
-	want := dmg.artOrig[:dmg.artFlip+1]
+	orig, _ := storage.DecodeArtifact(dmg.artOrig) // its complete frames
+	want := orig.Text
 	id := filepath.Base(filepath.Dir(dmg.artPath)) // the workload's ids are their own path segment
 	last := "not checked"
 	for ctx.Err() == nil {
 		served, err := artifactBytes(ctx, r.b.HTTPAddr(dmg.node), id)
+		var servedText, fileText []byte
+		if err == nil {
+			servedText, err = artifactText(served)
+		}
 		file, ferr := os.ReadFile(dmg.artPath)
+		if ferr == nil {
+			fileText, ferr = artifactText(file)
+		}
 		switch {
+		case len(want) == 0:
+			return fmt.Errorf("the damaged artifact %s: its original bytes hold no complete frame", dmg.artPath)
 		case err != nil:
 			last = "download: " + err.Error()
-		case !bytes.HasPrefix(served, want):
-			last = fmt.Sprintf("the node served %d bytes that do not start with the original %d", len(served), len(want))
-		case ferr != nil || !bytes.HasPrefix(file, want):
+		case !bytes.HasPrefix(servedText, want):
+			last = fmt.Sprintf("the node served %d bytes of text that do not start with the original %d", len(servedText), len(want))
+		case ferr != nil || !bytes.HasPrefix(fileText, want):
 			last = "served right, the file not rebuilt yet"
 		default:
 			return nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sessionstore/sessionstore/api/sessionpb"
 	"github.com/sessionstore/sessionstore/jepsen/history"
+	"github.com/sessionstore/sessionstore/storage"
 )
 
 // finalState waits for the healed cluster, runs the workload's final writes,
@@ -89,15 +90,30 @@ func (r *run) nodeCopies(ctx context.Context, final history.Final) map[string]ma
 	return out
 }
 
-// artifactDigest is the SHA-256 of the node's compressed artifact of a
-// session (the HTTP download serves the node's own copy).
+// artifactDigest is the SHA-256 of the text of the node's compressed
+// artifact of a session (the HTTP download serves the node's own copy). The
+// text, not the bytes: where a node's writer cut its zstd frames depends on
+// its own timing.
 func artifactDigest(ctx context.Context, addr, id string) (string, error) {
 	b, err := artifactBytes(ctx, addr, id)
 	if err != nil {
 		return "", err
 	}
-	h := sha256.Sum256(b)
+	text, err := artifactText(b)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.Sum256(text)
 	return hex.EncodeToString(h[:]), nil
+}
+
+// artifactText is the text of a whole artifact; a torn tail is an error.
+func artifactText(b []byte) ([]byte, error) {
+	d, err := storage.DecodeArtifact(b)
+	if err == nil && d.TornStart >= 0 {
+		err = fmt.Errorf("the artifact is torn at byte %d", d.TornStart)
+	}
+	return d.Text, err
 }
 
 // artifactBytes downloads the node's compressed artifact of a session.

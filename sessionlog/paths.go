@@ -124,10 +124,32 @@ func ValidateSessionID(id string) error {
 	if !utf8.ValidString(id) {
 		return sessionstore.Errorf(sessionstore.ReasonInvalidSessionID, "session id must be valid UTF-8")
 	}
-	seg, _ := EncodeSegment(id)
-	if len(seg) > maxSegmentBytes {
+	if n := segmentLen(id); n > maxSegmentBytes {
 		return sessionstore.Errorf(sessionstore.ReasonInvalidSessionID,
-			"session id is too long: its encoded path segment is %d bytes, the limit is %d", len(seg), maxSegmentBytes)
+			"session id is too long: its encoded path segment is %d bytes, the limit is %d", n, maxSegmentBytes)
 	}
 	return nil
+}
+
+// segmentLen is len(EncodeSegment(s)) for valid UTF-8, counted without
+// building the segment (every Append checks its session id).
+func segmentLen(s string) int {
+	switch s {
+	case ".":
+		return 5
+	case "..":
+		return 10
+	}
+	n := 0
+	for _, r := range s {
+		switch {
+		case r < 0x80 && isSafeUnit(uint16(r)):
+			n++
+		case r >= 0x10000:
+			n += 10 // a surrogate pair, each unit ~XXXX
+		default:
+			n += 5
+		}
+	}
+	return n
 }

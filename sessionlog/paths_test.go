@@ -77,3 +77,14 @@ func TestValidateSessionID(t *testing.T) {
 		wantErr(t, ValidateSessionID(id), sessionstore.ReasonInvalidSessionID, "")
 	}
 }
+
+// segmentLen counts what EncodeSegment writes, for every kind of unit.
+func TestSegmentLenIsEncodeSegmentsLength(t *testing.T) {
+	for _, id := range []string{".", "..", "...", "a.b", "~", "aZ09._-", "a/b", "\x00", "\x7f", "é", "\u00ff", "\u0800",
+		"\uffff", "\ufffd", "😀", "a😀b~c", strings.Repeat("é😀x", 30)} {
+		seg, err := EncodeSegment(id)
+		if err != nil || segmentLen(id) != len(seg) {
+			t.Errorf("segmentLen(%q) = %d, EncodeSegment gives %d bytes (%v)", id, segmentLen(id), len(seg), err)
+		}
+	}
+}

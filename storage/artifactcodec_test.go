@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/sessionstore/sessionstore"
 )
 
@@ -281,7 +283,14 @@ func TestDecodeArtifactTornFinalFrame(t *testing.T) {
 	for i := 0; big.Len() < 300<<10; i++ {
 		fmt.Fprintf(&big, `{"type":"assistant/chunk","seq":%d,"time":%d,"data":{"text":"%x"}}`+"\n", i+4, 1700000000000+i*7, sha256.Sum256([]byte{byte(i), byte(i >> 8)}))
 	}
-	bigFrame := EncodeFrame(nil, []byte(big.String()))
+	// Encoded at the default level, whose blocks hold 128 KiB of plaintext
+	// each as libzstd's do (the fastest level, which this build writes with,
+	// makes 64 KiB blocks): the decoder is what is tested here.
+	defEnc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderCRC(true), zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bigFrame := defEnc.EncodeAll([]byte(big.String()), nil)
 	bigCut := blockEnd(t, bigFrame, 2) + 5 // two whole blocks and 5 bytes of the third
 	bigWant := big.String()[:strings.LastIndexByte(big.String()[:2*zstdMaxBlockSize], '\n')+1]
 
@@ -447,13 +456,14 @@ func deterministicJSONLine(n int) []byte {
 
 func TestEncodeFrameDeterministic(t *testing.T) {
 	// Pinned output of this build's encoder. A change here means a library or
-	// option change: artifacts rebuilt by this build would no longer be
-	// byte-identical to those written by older builds (docs/design.md "Artifacts").
+	// option change: harmless to readers (artifacts are compared by their
+	// text), but worth knowing, since a whole rebuild is then no longer the
+	// same bytes as an older build's (docs/design.md "Artifacts").
 	golden := map[string]string{
 		"empty":  "f96deff1816083fdff8bc3e46c3fe6ca46a6bb49f4d5a00627616c13237a512c",
 		"header": "244286b85ab7dc2ddd3f48c2f53eabb0311ff1ef8606dd190741aee37ce9db15",
 		"1KiB":   "b44c5cb0569c13b60204de92e25279721e0d798bf782a972021d44e65a6f4b01",
-		"1MiB":   "551d5e15a29da14138f1d84eb4ec14d87ad8441c18289eead4bc7a9d200f89e7",
+		"1MiB":   "55056bcb0e253198cd595e47a6deab101bc20f99a7c7530a78669aa521702c24",
 	}
 	inputs := map[string][]byte{
 		"empty":  nil,
@@ -712,5 +722,49 @@ func BenchmarkEncodeFrame(b *testing.B) {
 			}
 			b.ReportMetric(float64(len(dst)), "frame-bytes")
 		})
+	}
+}
+
+// EncodeLines puts whole lines in as few frames as hold maxPlain bytes each
+// (a longer line alone), and the frames decode to the lines.
+func TestEncodeLines(t *testing.T) {
+	a, b, long := "aaaa\n", "bbbbbb\n", strings.Repeat("c", 20)+"\n"
+	for _, tc := range []struct {
+		name   string
+		lines  string
+		max    int
+		frames []string
+	}{
+		{"nothing", "", 16, nil},
+		{"one line", a, 16, []string{a}},
+		{"lines under the bound share a frame", a + b, 16, []string{a + b}},
+		{"exactly the bound", a + b, len(a + b), []string{a + b}},
+		{"split where the next line would pass it", a + b + a, 12, []string{a + b, a}},
+		{"a longer line alone", a + long + b, 12, []string{a, long, b}},
+		{"a longer line first", long + a, 12, []string{long, a}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := EncodeLines([]byte("x"), []byte(tc.lines), tc.max)
+			if data[0] != 'x' {
+				t.Fatal("dst's bytes were not kept")
+			}
+			var want []byte
+			for _, f := range tc.frames {
+				want = EncodeFrame(want, []byte(f))
+			}
+			if !bytes.Equal(data[1:], want) {
+				t.Fatalf("%d bytes, want the frames %q (%d bytes)", len(data)-1, tc.frames, len(want))
+			}
+		})
+	}
+	// Compressed frames (past RawFrameMax) decode to the lines too.
+	var lines []byte
+	for i := 0; len(lines) < 3*RawFrameMax; i++ {
+		lines = fmt.Appendf(lines, "{\"seq\":%d,\"text\":\"%s\"}\n", i, strings.Repeat("word ", i%7))
+	}
+	data := EncodeLines(EncodeFrame(nil, []byte(testHeaderLine)), lines, RawFrameMax)
+	d, err := DecodeArtifact(data)
+	if err != nil || d.TornStart != -1 || string(d.Text) != testHeaderLine+string(lines) || len(d.Frames) < 4 {
+		t.Fatalf("decoded %d frames, %v, torn %d; text equal %v", len(d.Frames), err, d.TornStart, string(d.Text) == testHeaderLine+string(lines))
 	}
 }

@@ -4,7 +4,7 @@ package main
 // and outcomes"): the nodes find each other through gossip alone
 // (--join, --bootstrap-expect 3), the leader is SIGKILLed under a write load
 // through every node, and afterwards every node holds every acknowledged
-// event and byte-identical artifacts. Every name starts with "pc"; the process
+// event and artifacts of the same text. Every name starts with "pc"; the process
 // handling (build, logs, kill, readiness), the session records and the
 // artifact check are the "cr" helpers of crash_helpers_test.go.
 
@@ -385,23 +385,11 @@ func pcCheckStale(t *testing.T, nd *pcNode, ss []*crSession) {
 	}
 }
 
-// pcCheckIdentical waits (20 s) until every session's artifact file is
-// byte-identical on every node and decodes (no torn tail) to ReadRaw's
-// content.
-func pcCheckIdentical(t *testing.T, nodes []*pcNode, ss []*crSession) {
-	t.Helper()
-	pcCheckConverged(t, nodes, ss, true)
-}
-
-// pcCheckSameText is pcCheckIdentical for nodes of different builds, whose
-// artifact frames may be encoded differently (storage.EncodeFrame): the
-// files must decode to the same text, not hold the same bytes.
+// pcCheckSameText waits (20 s) until every session's artifact file decodes
+// (no torn tail) on every node to ReadRaw's content. The text, not the
+// bytes: where each node cut its zstd frames depends on its writer's timing
+// (and on its build, for nodes of different builds).
 func pcCheckSameText(t *testing.T, nodes []*pcNode, ss []*crSession) {
-	t.Helper()
-	pcCheckConverged(t, nodes, ss, false)
-}
-
-func pcCheckConverged(t *testing.T, nodes []*pcNode, ss []*crSession, sameBytes bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for _, s := range ss {
@@ -415,8 +403,7 @@ func pcCheckConverged(t *testing.T, nodes []*pcNode, ss []*crSession, sameBytes 
 		raw := rr.GetContent()
 		for {
 			last := ""
-			var ref []byte
-			for i, nd := range nodes {
+			for _, nd := range nodes {
 				path := crArtifactPath(t, nd.Dir, s)
 				data, err := os.ReadFile(path)
 				if err != nil {
@@ -432,22 +419,16 @@ func pcCheckConverged(t *testing.T, nodes []*pcNode, ss []*crSession, sameBytes 
 				case !bytes.Equal(d.Text, raw):
 					last = fmt.Sprintf("node %s: %s decodes to %d bytes in %d frames, ReadRaw has %d; first difference at byte %d",
 						nd.ID, path, len(d.Text), len(d.Frames), len(raw), crFirstByteDiff(d.Text, raw))
-				case sameBytes && i > 0 && !bytes.Equal(data, ref):
-					last = fmt.Sprintf("node %s: %s (%d bytes, %d frames) differs from node %s's (%d bytes) at byte %d",
-						nd.ID, path, len(data), len(d.Frames), nodes[0].ID, len(ref), crFirstByteDiff(data, ref))
 				}
 				if last != "" {
 					break
-				}
-				if i == 0 {
-					ref = data
 				}
 			}
 			if last == "" {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Errorf("artifacts of %q never converged to ReadRaw (byte-identical: %v): %s", s.ID, sameBytes, last)
+				t.Errorf("artifacts of %q never converged to ReadRaw: %s", s.ID, last)
 				break
 			}
 			time.Sleep(50 * time.Millisecond)
@@ -459,7 +440,7 @@ func pcCheckConverged(t *testing.T, nodes []*pcNode, ss []*crSession, sameBytes 
 // a cluster through gossip, writes through every node, SIGKILLs the leader
 // under four concurrent writers (clients on different nodes, the leader's
 // included), restarts it on its data directory, and checks that every node
-// holds exactly the acknowledged events and byte-identical artifacts. The
+// holds exactly the acknowledged events and artifacts of the same text. The
 // time from the kill to the first append served through a survivor is
 // logged, not asserted (the goal is ≤ 3 s).
 func TestProcCluster_KillLeaderUnderLoad(t *testing.T) {
@@ -640,15 +621,14 @@ func TestProcCluster_KillLeaderUnderLoad(t *testing.T) {
 	}
 
 	// Every node holds exactly the acknowledged events, read from its own
-	// state, and artifacts that decode to ReadRaw's content, byte-identical
-	// across the nodes.
+	// state, and artifacts that decode to ReadRaw's content.
 	for _, nd := range nodes {
 		pcCheckStale(t, nd, ss)
 	}
 	for _, nd := range nodes {
 		crCheckArtifacts(t, nd.C, nd.Dir, ss)
 	}
-	pcCheckIdentical(t, nodes, ss)
+	pcCheckSameText(t, nodes, ss)
 	var sizes []string
 	for _, s := range ss {
 		if b, err := os.ReadFile(crArtifactPath(t, nodes[0].Dir, s)); err == nil {

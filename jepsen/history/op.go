@@ -149,7 +149,7 @@ type Final struct {
 type NodeCopy struct {
 	Events   []string `json:"events"`
 	Revision string   `json:"revision"`
-	// ArtifactSHA256 is the hex digest of the node's compressed artifact
+	// ArtifactSHA256 is the hex digest of the text of the node's artifact
 	// ("" when it could not be read).
 	ArtifactSHA256 string `json:"artifact_sha256,omitempty"`
 }
