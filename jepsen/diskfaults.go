@@ -302,11 +302,11 @@ func waitArtifactRebuilt(ctx context.Context, r *run, dmg *diskDamage) error {
 		served, err := artifactBytes(ctx, r.b.HTTPAddr(dmg.node), id)
 		var servedText, fileText []byte
 		if err == nil {
-			servedText, err = artifactText(served)
+			servedText, err = storage.ArtifactText(served)
 		}
 		file, ferr := os.ReadFile(dmg.artPath)
 		if ferr == nil {
-			fileText, ferr = artifactText(file)
+			fileText, ferr = storage.ArtifactText(file)
 		}
 		switch {
 		case len(want) == 0:

@@ -99,21 +99,12 @@ func artifactDigest(ctx context.Context, addr, id string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	text, err := artifactText(b)
+	text, err := storage.ArtifactText(b)
 	if err != nil {
 		return "", err
 	}
 	h := sha256.Sum256(text)
 	return hex.EncodeToString(h[:]), nil
-}
-
-// artifactText is the text of a whole artifact; a torn tail is an error.
-func artifactText(b []byte) ([]byte, error) {
-	d, err := storage.DecodeArtifact(b)
-	if err == nil && d.TornStart >= 0 {
-		err = fmt.Errorf("the artifact is torn at byte %d", d.TornStart)
-	}
-	return d.Text, err
 }
 
 // artifactBytes downloads the node's compressed artifact of a session.

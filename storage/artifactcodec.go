@@ -356,6 +356,20 @@ type Decoded struct {
 	Recovered []byte  // complete lines recovered from the torn final frame (flush-mode decode, no checksum), possibly empty
 }
 
+// ArtifactText is the text of a whole artifact: DecodeArtifact's, where a
+// torn final frame is an error too (a file being written, or cut short).
+// Replicas agree on this text, not on the bytes (where each cut its frames).
+func ArtifactText(data []byte) ([]byte, error) {
+	d, err := DecodeArtifact(data)
+	if err == nil && d.TornStart >= 0 {
+		err = zstdCorruptf("Zstandard session log ends inside a frame at byte %d", d.TornStart)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return d.Text, nil
+}
+
 // DecodeArtifact decodes a whole artifact as docs/events.md#zstd specifies.
 // Frames are located with ScanFrames (whose structural errors it returns). With
 // no complete frame at all it fails with `empty or header-less Zstandard session log`.

@@ -768,3 +768,20 @@ func TestEncodeLines(t *testing.T) {
 		t.Fatalf("decoded %d frames, %v, torn %d; text equal %v", len(d.Frames), err, d.TornStart, string(d.Text) == testHeaderLine+string(lines))
 	}
 }
+
+// ArtifactText gives a whole artifact's text and refuses a torn or damaged one.
+func TestArtifactText(t *testing.T) {
+	whole := EncodeLines(EncodeFrame(nil, []byte(testHeaderLine)), []byte(testEventLines), MaxFramePlain)
+	if text, err := ArtifactText(whole); err != nil || string(text) != testHeaderLine+testEventLines {
+		t.Fatalf("whole: %q, %v", text, err)
+	}
+	for name, data := range map[string][]byte{
+		"torn":    whole[:len(whole)-2],
+		"damaged": append(append([]byte(nil), whole[:len(whole)-1]...), whole[len(whole)-1]^1),
+		"empty":   nil,
+	} {
+		if text, err := ArtifactText(data); err == nil || text != nil {
+			t.Errorf("%s: %q, %v; want an error and no text", name, text, err)
+		}
+	}
+}
