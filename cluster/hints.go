@@ -3,6 +3,8 @@ package cluster
 import (
 	"sort"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -15,32 +17,53 @@ type hints struct {
 	leaderID raft.ServerID
 	servers  []raft.Server
 	gen      uint64
+	checked  atomic.Int64 // monoNow when servers was last found current
 }
+
+// hintsFresh is how long ClientHints trusts the configuration its hints were
+// computed from before asking raft again (GetConfiguration allocates a
+// future, and every answer carries the hints): a change of the voters
+// reaches the hints within it, a change of leader or gossip at once. Hints
+// only steer clients, so this lag costs at most a forwarded call.
+const hintsFresh = 100 * time.Millisecond
+
+// monoBase anchors monoNow, a monotonic clock in nanoseconds.
+var monoBase = time.Now()
+
+func monoNow() int64 { return int64(time.Since(monoBase)) }
 
 // ClientHints returns the current hints (never nil; the same pointer while
 // they are unchanged, so callers may cache what they derive from them). They
 // are derived from the leader, the Raft configuration and gossip, and
-// recomputed only when one of those has changed (as voterView), so that every
-// call can carry them.
+// recomputed only when one of those has changed (as voterView; the
+// configuration is looked at every hintsFresh), so that every call can carry
+// them.
 func (n *Node) ClientHints() *sessionstore.ClientHints {
 	_, leader := n.raft.LeaderWithID()
-	var servers []raft.Server
-	if f := n.raft.GetConfiguration(); f.Error() == nil {
-		servers = f.Configuration().Servers
-	}
 	var gen uint64
 	if n.gossip != nil {
 		gen = n.gossip.generation()
 	}
-	if h := n.hintCache.Load(); h != nil && h.leaderID == leader && h.gen == gen && sameServers(h.servers, servers) {
+	now := monoNow()
+	h := n.hintCache.Load()
+	if h != nil && h.leaderID == leader && h.gen == gen && now-h.checked.Load() < int64(hintsFresh) {
+		return &h.ClientHints
+	}
+	var servers []raft.Server
+	if f := n.raft.GetConfiguration(); f.Error() == nil {
+		servers = f.Configuration().Servers
+	}
+	if h != nil && h.leaderID == leader && h.gen == gen && sameServers(h.servers, servers) {
+		h.checked.Store(now)
 		return &h.ClientHints
 	}
 	var peers map[string]peer
 	if n.gossip != nil {
 		peers, gen = n.gossip.peersAt()
 	}
-	h := computeHints(n.cfg.NodeID, leader, servers, peers)
+	h = computeHints(n.cfg.NodeID, leader, servers, peers)
 	h.gen = gen
+	h.checked.Store(now)
 	n.hintCache.Store(h)
 	return &h.ClientHints
 }

@@ -1,6 +1,8 @@
 package rpc
 
 import (
+	"unsafe"
+
 	"github.com/sessionstore/sessionstore"
 	pb "github.com/sessionstore/sessionstore/api/sessionpb"
 )
@@ -23,10 +25,15 @@ func consistency(c pb.Consistency) sessionstore.Consistency {
 	return sessionstore.Linearizable
 }
 
+// toBytes views each event string as bytes, without a copy: the request
+// holds its strings for the whole call, and nothing under the rpc layer
+// writes to an event's bytes (they are checked, then marshalled into the
+// Raft entry), so the views never change a string. A copy of every event
+// was a twentieth of what a leader allocated per Append.
 func toBytes(events []string) [][]byte {
 	out := make([][]byte, len(events))
 	for i, e := range events {
-		out[i] = []byte(e)
+		out[i] = unsafe.Slice(unsafe.StringData(e), len(e))
 	}
 	return out
 }

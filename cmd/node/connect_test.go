@@ -374,6 +374,14 @@ func TestConnect_MountedBesideTheHTTPPort(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Errorf("GET %s: %d", path, resp.StatusCode)
 		}
+		// The health check tells an HTTP client which node it reached and
+		// the leader (the TypeScript client routes writes by them).
+		if path == "/healthz" {
+			node, leader := resp.Header.Get(sessionstore.HintNodeKey), resp.Header.Get(sessionstore.HintLeaderKey)
+			if node != "test-node" || !strings.HasPrefix(leader, "test-node=") {
+				t.Errorf("GET /healthz hints: node %q, leader %q; want test-node and test-node=<addr>", node, leader)
+			}
+		}
 	}
 	// HTTP/JSON calls are counted with the gRPC ones (the same interceptors).
 	resp, err := http.Get(cjURL(n, "/metrics"))

@@ -80,6 +80,14 @@ func newHTTPHandler(node *cluster.Node, reg *prometheus.Registry, authn *auth.Au
 		})
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		// The node id and leader hints (docs/api.md "Failover"), so that an
+		// HTTP client learns which node an endpoint reaches before it
+		// sends writes (the gRPC health check carries them too).
+		h := node.ClientHints()
+		w.Header().Set(sessionstore.HintNodeKey, h.NodeID)
+		if h.Leader != "" {
+			w.Header().Set(sessionstore.HintLeaderKey, h.Leader)
+		}
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {

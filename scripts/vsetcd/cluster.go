@@ -22,7 +22,7 @@ type system interface {
 	pids() []int
 	dataDirs() []string
 	// writer returns writer i's write function (one 1-event write per call),
-	// talking to server i mod n. Set-up (e.g. creating a session) happens here,
+	// through the client of server i mod n (--clients). Set-up (e.g. creating a session) happens here,
 	// outside the measured window.
 	writer(ctx context.Context, i int, payload func(seq int64) string) (func(ctx context.Context, seq int64) error, error)
 	// applied is every server's applied Raft index.
@@ -62,11 +62,12 @@ func freeAddrs(n int) ([]string, error) {
 type ours struct {
 	procs   []*serverproc.Proc
 	dirs    []string
-	clients []*client.Client
+	clients []*client.Client // of one node each (status; writers with --clients node)
+	writers []*client.Client // writer i uses writers[i mod n]; nil: clients
 	prefix  string
 }
 
-func startOurs(ctx context.Context, bin, work string, n int) (_ *ours, err error) {
+func startOurs(ctx context.Context, bin, work string, n int, clients string) (_ *ours, err error) {
 	s := &ours{prefix: filepath.Base(work)}
 	defer func() {
 		if err != nil {
@@ -122,6 +123,19 @@ func startOurs(ctx context.Context, bin, work string, n int) (_ *ours, err error
 	if err != nil {
 		return nil, fmt.Errorf("sessionstore: %w\n%s", err, s.procs[0].Tail())
 	}
+	if clients == clientsCluster && n > 1 {
+		for i := range nodes {
+			eps := make([]string, n)
+			for j := range eps {
+				eps[j] = nodes[(i+j)%n].grpc
+			}
+			c, err := client.Open(ctx, client.Config{Endpoints: eps})
+			if err != nil {
+				return nil, fmt.Errorf("sessionstore: client of every node: %w", err)
+			}
+			s.writers = append(s.writers, c)
+		}
+	}
 	return s, nil
 }
 
@@ -149,6 +163,9 @@ func (s *ours) create(ctx context.Context, c *client.Client, id string) error {
 // it never re-sends.
 func (s *ours) writer(ctx context.Context, i int, payload func(int64) string) (func(context.Context, int64) error, error) {
 	c := s.clients[i%len(s.clients)]
+	if s.writers != nil {
+		c = s.writers[i%len(s.writers)]
+	}
 	gen := 0
 	id := ""
 	fresh := func(ctx context.Context) error {
@@ -188,7 +205,7 @@ func (s *ours) applied(ctx context.Context) ([]uint64, error) {
 }
 
 func (s *ours) stop() {
-	for _, c := range s.clients {
+	for _, c := range append(s.clients, s.writers...) {
 		c.Close()
 	}
 	for _, p := range s.procs {
@@ -270,7 +287,10 @@ func (s *etcd) pids() []int {
 	return out
 }
 
-// writer puts a new key per call: writer i's key space, one key per seq.
+// writer puts a new key per call: writer i's key space, one key per seq,
+// through member i mod n whatever --clients says: clientv3 has no leader
+// routing, and its balancer given every member would spread the writes the
+// same way (two in three to followers, which forward the proposals).
 func (s *etcd) writer(_ context.Context, i int, payload func(int64) string) (func(context.Context, int64) error, error) {
 	c := s.clients[i%len(s.clients)]
 	return func(ctx context.Context, seq int64) error {

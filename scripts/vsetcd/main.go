@@ -50,7 +50,21 @@ type config struct {
 	duration, warmup          time.Duration
 	idleCores                 float64
 	rate                      float64 // writes/s of all writers together (0: as fast as answered)
+	clients                   string  // clientsCluster or clientsNode
 }
+
+// How writers reach the servers (--clients).
+const (
+	// clientsCluster: our writers' clients are given every node, listed
+	// from node i mod n for writer i (client.Open, as a deployment connects):
+	// they send writes to the leader once an answer has named it, so no
+	// follower forwards them.
+	clientsCluster = "cluster"
+	// clientsNode: writer i's client knows node i mod n only (client.Dial,
+	// an agent host configured with one node), which forwards the writes it
+	// receives as a follower to the leader.
+	clientsNode = "node"
+)
 
 func main() {
 	var cfg config
@@ -66,6 +80,7 @@ func main() {
 	flag.DurationVar(&cfg.warmup, "warmup", time.Second, "unmeasured warm-up before each run (its writes count for CPU and disk)")
 	flag.IntVar(&cfg.eventBytes, "event-bytes", 1024, "bytes per write (the event; the Put's value)")
 	flag.Float64Var(&cfg.rate, "rate", 0, "pace the writers to this many writes/s in all (0: closed loop, each writer sends its next write when the last is answered); both systems then do the same work per second, which makes CPU per write steadier to compare")
+	flag.StringVar(&cfg.clients, "clients", clientsCluster, "how our writers reach the nodes: \"cluster\" (writer i's client is given every node, node i mod n first, and sends writes to the leader it learns from the answers) or \"node\" (it knows node i mod n only, which forwards the writes it does not lead); etcd's writers talk to member i mod n either way (clientv3 has no leader routing)")
 	flag.Float64Var(&cfg.idleCores, "idle-cores", 0.1, "after the load, the servers count as caught up when their applied indexes agree and all of them together use less CPU than this many cores over a second")
 	flag.Parse()
 	var err error
@@ -90,6 +105,8 @@ func (c config) validate() error {
 		return fmt.Errorf("--node-bin and --etcd-bin (or --baseline-node-bin) are required (scripts/vs-etcd builds both)")
 	case c.nodes != 1 && c.nodes != 3:
 		return fmt.Errorf("--nodes %d: want 1 or 3", c.nodes)
+	case c.clients != clientsCluster && c.clients != clientsNode:
+		return fmt.Errorf("--clients %q: want %q or %q", c.clients, clientsCluster, clientsNode)
 	case c.pairs <= 0 || c.eventBytes <= 0 || c.duration <= 0 || c.warmup < 0 || c.idleCores <= 0 || c.rate < 0:
 		return fmt.Errorf("--pairs, --event-bytes, --duration and --idle-cores must be > 0, --warmup and --rate ≥ 0")
 	}
@@ -138,8 +155,8 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	if cfg.rate > 0 {
 		loop = fmt.Sprintf("closed loop paced to %.0f writes/s in all", cfg.rate)
 	}
-	fmt.Fprintf(stdout, "vs-etcd: %d node(s) on loopback, %d-byte writes, %s, %v per run after %v warm-up, %d pairs, %s\n",
-		cfg.nodes, cfg.eventBytes, loop, cfg.duration, cfg.warmup, cfg.pairs, time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+	fmt.Fprintf(stdout, "vs-etcd: %d node(s) on loopback, %d-byte writes, %s, writers' clients of the %s, %v per run after %v warm-up, %d pairs, %s\n",
+		cfg.nodes, cfg.eventBytes, loop, cfg.clients, cfg.duration, cfg.warmup, cfg.pairs, time.Now().UTC().Format("2006-01-02 15:04 UTC"))
 	fmt.Fprintln(stdout, "cpu: µs of all servers' CPU per write, from the start of the load until every server has applied everything and gone quiet;")
 	fmt.Fprintln(stdout, "disk: bytes written to storage (/proc/PID/io write_bytes) per write, per server; data: data directory per server (du)")
 	for _, writers := range cfg.levels {
@@ -223,9 +240,9 @@ func measure(ctx context.Context, cfg config, name, dir string, writers int, pay
 		case "etcd":
 			sys, err = startEtcd(ctx, cfg.etcdBin, dir, cfg.nodes)
 		case "baseline":
-			sys, err = startOurs(ctx, cfg.baseBin, dir, cfg.nodes)
+			sys, err = startOurs(ctx, cfg.baseBin, dir, cfg.nodes, cfg.clients)
 		default:
-			sys, err = startOurs(ctx, cfg.nodeBin, dir, cfg.nodes)
+			sys, err = startOurs(ctx, cfg.nodeBin, dir, cfg.nodes, cfg.clients)
 		}
 		if err == nil || attempt == startAttempts || ctx.Err() != nil {
 			break

@@ -1,6 +1,6 @@
 // The client: typed calls of the three services over the Connect protocol,
-// with several endpoints, failover and the store's retry rules
-// (docs/design.md#retries-and-outcomes).
+// with several endpoints, writes sent to the leader, failover and the store's
+// retry rules (docs/design.md#retries-and-outcomes).
 
 import * as c from './codec.js'
 import type { JsonValue } from './codec.js'
@@ -63,6 +63,16 @@ function failover(err: SessionStoreError): boolean {
     (err.reason === undefined && (err.code === 'unavailable' || err.code === 'deadline_exceeded'))
 }
 
+/** Response headers of the client hints (docs/api.md#failover). */
+const HINT_NODE = 'sessionstore-node'
+const HINT_LEADER = 'sessionstore-leader'
+
+/** An endpoint that failed over is not sent writes as the leader's for this long. */
+const AVOID_MS = 1_000
+/** The health checks that learn which node an endpoint reaches: time limit, and least time between rounds. */
+const PROBE_TIMEOUT_MS = 3_000
+const PROBE_INTERVAL_MS = 5_000
+
 /** A fresh request id: 128 random bits as 32 hex digits. */
 export function newRequestId(): string {
   return crypto.randomUUID().replace(/-/g, '')
@@ -94,6 +104,13 @@ function asStoreError(e: unknown, endpoint: string, timedOut: boolean): SessionS
 export class Client {
   readonly endpoints: readonly string[]
   private current = 0
+  // What the answers' hints told: the node each endpoint reaches, the
+  // leader's node id ('': not known), and endpoints that failed lately.
+  private readonly nodeOf = new Map<string, string>()
+  private leader = ''
+  private readonly avoidUntil = new Map<string, number>()
+  private probing = false
+  private lastProbe = -Infinity
   private readonly headers: Record<string, string>
   private readonly attemptTimeoutMs: number
   private readonly maxAttempts: number
@@ -114,9 +131,63 @@ export class Client {
   /** The endpoint the next call goes to first. */
   get endpoint(): string { return this.endpoints[this.current] }
 
-  /** Moves on to the next endpoint (after a failure of `from`). */
+  /**
+   * Moves on to the next endpoint after a failure of `from`, which is no
+   * longer sent writes as the leader's for a while.
+   */
   rotate(from: string): void {
     if (this.endpoints[this.current] === from) this.current = (this.current + 1) % this.endpoints.length
+    this.avoidUntil.set(from, Date.now() + AVOID_MS)
+    if (this.leader !== '' && this.nodeOf.get(from) === this.leader) this.leader = ''
+  }
+
+  /**
+   * Folds in the hints of an answer from endpoint: the node it reaches and
+   * the leader that node knows (none: the header is absent).
+   */
+  observe(endpoint: string, h: Headers): void {
+    const node = h.get(HINT_NODE)
+    if (node === null || node === '') return // not a node's answer (a proxy's error, an older node)
+    this.nodeOf.set(endpoint, node)
+    const leader = h.get(HINT_LEADER)
+    this.leader = leader === null ? '' : leader.split('=')[0]
+  }
+
+  /**
+   * The endpoint for the next attempt of a call under p: a write (p
+   * mutating) goes to the endpoint of the leader an answer named, so that no
+   * follower has to forward it, unless that endpoint failed lately; anything
+   * else, and a write while no endpoint is known to reach the leader, goes to
+   * the current endpoint. Configured endpoints only: a hinted address may not
+   * be reachable from here.
+   */
+  pick(p: Policy): string {
+    if (p === 'mutating' && this.leader !== '') {
+      const now = Date.now()
+      for (const e of this.endpoints) {
+        if (this.nodeOf.get(e) === this.leader && (this.avoidUntil.get(e) ?? 0) <= now) return e
+      }
+      this.probe()
+    }
+    return this.endpoint
+  }
+
+  /**
+   * Learns which node each endpoint not yet known reaches, from the hints of
+   * its GET /healthz (open to anyone, as probes are): one round at a time, at
+   * most every PROBE_INTERVAL_MS, never awaited by a call.
+   */
+  private probe(): void {
+    const now = Date.now()
+    const unknown = this.endpoints.filter(e => !this.nodeOf.has(e))
+    if (this.probing || unknown.length === 0 || now - this.lastProbe < PROBE_INTERVAL_MS) return
+    this.probing = true
+    this.lastProbe = now
+    void Promise.allSettled(unknown.map(async e => {
+      const res = await fetch(e + '/healthz', { headers: this.headers, signal: AbortSignal.timeout(PROBE_TIMEOUT_MS) })
+      this.observe(e, res.headers)
+      await res.body?.cancel()
+    })).finally(() => { this.probing = false })
   }
 
   /** The wait after attempt (0-based): doubling, capped, drawn from its upper half. */
@@ -125,15 +196,15 @@ export class Client {
     return d / 2 + Math.random() * (d / 2)
   }
 
-  /** Call options for one attempt: headers and a signal that also ends at the attempt timeout. */
-  attemptOptions(signal: AbortSignal | undefined, timeoutMs = this.attemptTimeoutMs): { o: CallOptions; timedOut: () => boolean; done: () => void } {
+  /** Call options for one attempt on endpoint: headers, hints observed, and a signal that also ends at the attempt timeout. */
+  attemptOptions(endpoint: string, signal: AbortSignal | undefined, timeoutMs = this.attemptTimeoutMs): { o: CallOptions; timedOut: () => boolean; done: () => void } {
     const ac = new AbortController()
     let timedOut = false
     const timer = timeoutMs > 0 ? setTimeout(() => { timedOut = true; ac.abort(new Error('attempt timed out')) }, timeoutMs) : undefined
     const onAbort = (): void => ac.abort(signal?.reason)
     signal?.addEventListener('abort', onAbort, { once: true })
     return {
-      o: { headers: this.headers, signal: ac.signal, timeoutMs },
+      o: { headers: this.headers, signal: ac.signal, timeoutMs, onHeaders: h => this.observe(endpoint, h) },
       timedOut: () => timedOut,
       done: () => { clearTimeout(timer); signal?.removeEventListener('abort', onAbort) },
     }
@@ -141,15 +212,16 @@ export class Client {
 
   /**
    * Runs attempt until it succeeds, fails definitely, or the attempts run out,
-   * moving to the next endpoint after an unavailability. The body is encoded
-   * once, so every attempt sends the same bytes.
+   * on the endpoint pick chooses, moving to the next endpoint after an
+   * unavailability. The body is encoded once, so every attempt sends the
+   * same bytes.
    */
   async run<T>(p: Policy, opts: CallOpts | undefined, attempt: (endpoint: string, o: CallOptions) => Promise<T>): Promise<T> {
     const signal = opts?.signal
     for (let n = 0; ; n++) {
       if (signal?.aborted === true) throw signal.reason
-      const endpoint = this.endpoint
-      const a = this.attemptOptions(signal)
+      const endpoint = this.pick(p)
+      const a = this.attemptOptions(endpoint, signal)
       try {
         return await attempt(endpoint, a.o)
       } catch (e: unknown) {
@@ -386,9 +458,10 @@ export class Client {
    * this.endpoint; not retried (a broken backup is simply taken again).
    */
   async * backup(opts?: CallOpts): AsyncGenerator<t.BackupChunk> {
-    const a = this.attemptOptions(opts?.signal, 0)
+    const endpoint = this.endpoint
+    const a = this.attemptOptions(endpoint, opts?.signal, 0)
     try {
-      for await (const m of serverStream(this.endpoint, `/${CLUSTER}/Backup`, '{}', a.o)) yield c.backupChunk(m)
+      for await (const m of serverStream(endpoint, `/${CLUSTER}/Backup`, '{}', a.o)) yield c.backupChunk(m)
     } finally {
       a.done()
     }

@@ -65,6 +65,8 @@ export interface CallOptions {
   signal: AbortSignal
   /** Connect-Timeout-Ms, told to the server (0: none). */
   timeoutMs: number
+  /** Sees the response headers of every answer, errors included (the client hints). */
+  onHeaders?: (h: Headers) => void
 }
 
 const decoder = new TextDecoder()
@@ -101,6 +103,7 @@ async function httpError(res: Response, endpoint: string): Promise<SessionStoreE
 /** A unary call: the response message, or a SessionStoreError. */
 export async function unary(endpoint: string, path: string, body: string, o: CallOptions): Promise<JsonValue> {
   const res = await fetch(endpoint + path, { method: 'POST', headers: requestHeaders(o, 'application/json'), body, signal: o.signal })
+  o.onHeaders?.(res.headers)
   if (res.status !== 200) throw await httpError(res, endpoint)
   return parseJSON(await res.text(), endpoint)
 }
@@ -115,6 +118,7 @@ export async function * serverStream(endpoint: string, path: string, body: strin
   const res = await fetch(endpoint + path, {
     method: 'POST', headers: requestHeaders(o, 'application/connect+json'), body: envelope(body), signal: o.signal,
   })
+  o.onHeaders?.(res.headers)
   if (res.status !== 200 || res.body === null) throw await httpError(res, endpoint)
   const reader = res.body.getReader()
   const frames = new EnvelopeReader()

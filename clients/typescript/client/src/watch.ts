@@ -59,7 +59,7 @@ export class Watch implements AsyncIterable<WatchBatch> {
     for (;;) {
       if (closedByCaller()) return
       const endpoint = this.client.endpoint
-      const a = this.client.attemptOptions(this.ac.signal, 0)
+      const a = this.client.attemptOptions(endpoint, this.ac.signal, 0)
       // attemptOptions' signal follows this.ac; the idle timer needs its own
       // way to end just this attempt.
       const local = new AbortController()

@@ -70,7 +70,7 @@ test('retryable follows the store rules', () => {
   }
 })
 
-/** A scripted Connect server: answer(path, body) returns [status, json]. */
+/** A scripted Connect server: answer(path, body, n) returns [status, json, extra response headers]. */
 async function scripted (answer) {
   const port = await freePort()
   const seen = []
@@ -80,8 +80,8 @@ async function scripted (answer) {
     req.on('end', () => {
       const body = Buffer.concat(chunks).toString()
       seen.push({ path: req.url, body, headers: req.headers })
-      const [status, json] = answer(req.url, body, seen.length)
-      res.writeHead(status, { 'content-type': 'application/json' })
+      const [status, json, headers = {}] = answer(req.url, body, seen.length)
+      res.writeHead(status, { 'content-type': 'application/json', ...headers })
       res.end(JSON.stringify(json))
     })
   })
@@ -105,6 +105,48 @@ test('an append whose outcome is unknown is resent with the same bytes, on the n
     assert.equal(c.endpoint, srv.endpoint)
   } finally {
     await srv.close()
+  }
+})
+
+test('writes go to the endpoint of the leader the hints name, found by health checks; reads stay; a failing leader is left', async () => {
+  // Three scripted nodes, n1 and n3 following n2 (the hinted leader address
+  // is a gRPC one the client must not use).
+  let leaderDown = false
+  const node = id => scripted(path => {
+    const hints = { 'sessionstore-node': id, 'sessionstore-leader': 'n2=10.0.0.2:7400' }
+    if (path === '/healthz') return [200, 'ok', hints]
+    if (id === 'n2' && leaderDown) return [503, connectError('unavailable', 'connection reset'), hints]
+    return [200, { revision: 'r', nextSeq: '1' }, hints]
+  })
+  const [n1, n2, n3] = [await node('n1'), await node('n2'), await node('n3')]
+  const appends = srv => srv.seen.filter(s => s.path.endsWith('/Append'))
+  const append = c => c.append({ sessionId: 's', events: ['{}'] })
+  try {
+    const c = new Client({ endpoints: [n1.endpoint, n2.endpoint, n3.endpoint], initialBackoffMs: 1, maxBackoffMs: 5 })
+    await append(c) // the leader is not known yet: the current endpoint
+    assert.equal(appends(n1).length, 1)
+    // The answer named n2 as the leader; which endpoint reaches n2 is learnt
+    // from the health checks of the endpoints not yet heard from.
+    for (let i = 0; i < 200 && appends(n2).length === 0; i++) {
+      await append(c)
+      await new Promise(resolve => setTimeout(resolve, 5))
+    }
+    assert.equal(appends(n2).length, 1, 'no write reached the leader')
+    const before = appends(n1).length
+    await append(c)
+    await c.inspect({ sessionId: 's' })
+    assert.equal(appends(n2).length, 2, 'writes go to the leader')
+    assert.equal(appends(n1).length, before)
+    assert.equal(n1.seen.at(-1).path, '/sessionstore.v1.SessionPersistence/Inspect', 'reads stay on the current endpoint')
+    assert.deepEqual([n1, n2, n3].map(srv => srv.seen.filter(s => s.path === '/healthz').length), [0, 1, 1])
+    // The leader's endpoint fails: the write is resent, same bytes, to the current endpoint.
+    leaderDown = true
+    await append(c)
+    assert.equal(appends(n2).length, 3)
+    assert.equal(appends(n1).length, before + 1)
+    assert.equal(appends(n1).at(-1).body, appends(n2).at(-1).body)
+  } finally {
+    await Promise.all([n1.close(), n2.close(), n3.close()])
   }
 })
 
