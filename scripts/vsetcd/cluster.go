@@ -22,8 +22,8 @@ type system interface {
 	pids() []int
 	dataDirs() []string
 	// writer returns writer i's write function (one 1-event write per call),
-	// through the client of server i mod n (--clients). Set-up (e.g. creating a session) happens here,
-	// outside the measured window.
+	// through the client of server i mod n (--clients). Set-up (e.g.
+	// creating a session) happens here, outside the measured window.
 	writer(ctx context.Context, i int, payload func(seq int64) string) (func(ctx context.Context, seq int64) error, error)
 	// applied is every server's applied Raft index.
 	applied(ctx context.Context) ([]uint64, error)
