@@ -61,6 +61,9 @@ type Config struct {
 	AuthHash string
 	// HTTPBase is the base URL of this node's HTTP server (for Locate's url).
 	HTTPBase string
+	// ArtifactsOff: keep no artifact files (fsm.NoArtifacts); raw reads,
+	// downloads and exports render from the state database.
+	ArtifactsOff bool
 
 	// SnapshotThreshold is how many entries since the last snapshot trigger the
 	// next one; snapshots copy the whole state, so they are rare.

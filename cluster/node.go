@@ -150,7 +150,11 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 		fm.RestoreSeconds.Observe(guardDur.Seconds())
 	}
 	n.disk = newDiskMonitor(cfg.DataDir, cfg.MinFreeBytes, n.logger, reg)
-	n.artifacts = fsm.NewArtifacts(artifactsDir(cfg.DataDir), n.state, n.local, logger, fm)
+	if cfg.ArtifactsOff {
+		n.artifacts = fsm.NoArtifacts(artifactsDir(cfg.DataDir), n.local, logger, fm)
+	} else {
+		n.artifacts = fsm.NewArtifacts(artifactsDir(cfg.DataDir), n.state, n.local, logger, fm)
+	}
 	if n.fsm, err = fsm.New(n.state, logger, fm, n.artifacts.Observe); err != nil {
 		return nil, err
 	}

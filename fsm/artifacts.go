@@ -76,6 +76,9 @@ type Artifacts struct {
 	files *storage.ArtifactFiles
 	// plain and frames are syncPending's scratch buffers (writer goroutine).
 	plain, frames []byte
+
+	// off: the node keeps no artifacts (NoArtifacts).
+	off bool
 }
 
 // flushEvery bounds how often watermarks are persisted.
@@ -103,11 +106,28 @@ func NewArtifacts(root string, db *storage.StateDB, local *storage.RaftStore, lo
 		files: storage.NewArtifactFiles(storage.MaxOpenArtifacts)}
 }
 
+// NoArtifacts returns a writer for a node that keeps no artifacts (serve
+// --artifacts off): Run removes the artifacts and watermarks an earlier run
+// left, which would otherwise go stale, and then writes nothing. Current
+// never finds a file, so raw reads and downloads render from the state
+// database, and a damaged event cannot be repaired from an artifact.
+func NoArtifacts(root string, local *storage.RaftStore, logger *slog.Logger, metrics *Metrics) *Artifacts {
+	if metrics == nil {
+		metrics = NewMetrics(nil)
+	}
+	return &Artifacts{root: root, local: local, logger: logger.With("component", "artifacts"), metrics: metrics,
+		dirty: map[string]struct{}{}, wake: make(chan struct{}, 1), hurry: make(chan struct{}, 1), idle: make(chan struct{}),
+		files: storage.NewArtifactFiles(storage.MaxOpenArtifacts), off: true}
+}
+
 // Root is the artifact directory.
 func (a *Artifacts) Root() string { return a.root }
 
 // Observe is the FSM observer: it marks changed sessions for writing.
 func (a *Artifacts) Observe(ap Applied) {
+	if a.off {
+		return
+	}
 	a.mu.Lock()
 	if ap.Restored {
 		a.all = true
@@ -210,6 +230,9 @@ func (a *Artifacts) Verify(id string, w storage.Watermark) error {
 
 // WaitIdle blocks until every known change is written or ctx ends.
 func (a *Artifacts) WaitIdle(ctx context.Context) error {
+	if a.off {
+		return nil
+	}
 	select {
 	case a.hurry <- struct{}{}:
 	default:
@@ -247,6 +270,10 @@ func (a *Artifacts) WaitIdle(ctx context.Context) error {
 // Run writes artifacts until ctx ends.
 func (a *Artifacts) Run(ctx context.Context) {
 	defer a.files.Close()
+	if a.off {
+		a.removeAll(ctx)
+		return
+	}
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	pause := time.NewTimer(time.Hour)
@@ -747,6 +774,35 @@ func (a *Artifacts) write(w storage.Watermark, p syncPlan) (storage.Watermark, e
 	}
 	a.metrics.ArtifactBytes.Add(float64(len(p.data)))
 	return storage.Watermark{LastIndex: p.last, Bytes: size, Frames: p.frames, Path: p.path, Sum: sum, HasSum: true}, nil
+}
+
+// removeAll removes every artifact and watermark (NoArtifacts), retrying
+// each second until it succeeds or ctx ends; meanwhile Healthy reports the
+// failure.
+func (a *Artifacts) removeAll(ctx context.Context) {
+	for {
+		err := a.local.ClearWatermarks()
+		if err == nil {
+			_, statErr := os.Stat(a.root)
+			if err = os.RemoveAll(a.root); err == nil && statErr == nil {
+				a.logger.Info("artifacts are off: removed the artifacts an earlier run wrote; raw reads and downloads render from the state database", "dir", a.root)
+			}
+		}
+		a.mu.Lock()
+		a.lastErr = err
+		a.mu.Unlock()
+		if err == nil {
+			a.metrics.ArtifactStored.Set(0)
+			return
+		}
+		a.metrics.ArtifactErrors.Inc()
+		a.logger.Error("removing the artifacts of an earlier run failed; will retry", "dir", a.root, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // removeArtifact removes a session's artifact file and its directory when

@@ -37,13 +37,17 @@ type artifactNode struct {
 
 func openArtifactNode(t *testing.T, dir string) *artifactNode {
 	t.Helper()
-	return openArtifactNodeRun(t, dir, true)
+	return openArtifactNodeMode(t, dir, writerRuns)
 }
 
-// openArtifactNodeRun opens a node whose writer runs only when run is set
-// (otherwise what is applied waits in memory, and is lost at close: the
-// watermarks lag behind the state).
-func openArtifactNodeRun(t *testing.T, dir string, run bool) *artifactNode {
+// How openArtifactNodeMode starts the writer.
+const (
+	writerRuns   = iota
+	writerHeld   // not run: what is applied waits in memory and is lost at close (the watermarks lag behind the state)
+	writerNoArts // NoArtifacts, run
+)
+
+func openArtifactNodeMode(t *testing.T, dir string, mode int) *artifactNode {
 	t.Helper()
 	n := &artifactNode{dir: dir, done: make(chan struct{})}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -60,14 +64,18 @@ func openArtifactNodeRun(t *testing.T, dir string, run bool) *artifactNode {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	n.arts = NewArtifacts(filepath.Join(dir, "artifacts"), n.db, n.local, logger, nil)
+	if mode == writerNoArts {
+		n.arts = NoArtifacts(filepath.Join(dir, "artifacts"), n.local, logger, nil)
+	} else {
+		n.arts = NewArtifacts(filepath.Join(dir, "artifacts"), n.db, n.local, logger, nil)
+	}
 	if n.fsm, err = New(n.db, logger, nil, n.arts.Observe); err != nil {
 		t.Fatal(err)
 	}
 	n.fsm.RepairFrom(n.arts) // as cluster wires it
 	ctx, cancel := context.WithCancel(context.Background())
 	n.stop = cancel
-	if run {
+	if mode != writerHeld {
 		go func() { defer close(n.done); n.arts.Run(ctx) }()
 	} else {
 		close(n.done)
@@ -409,7 +417,7 @@ func testArtifactRebuild(t *testing.T, layout int) {
 		n.fsm.ApplyBatch(first)
 		n.idle(t)
 		n.close()
-		n = openArtifactNodeRun(t, dir, false)
+		n = openArtifactNodeMode(t, dir, writerHeld)
 		n.fsm.ApplyBatch(second)
 		n.close()
 		n = openArtifactNode(t, dir)
@@ -437,6 +445,72 @@ func compareArtifacts(t *testing.T, got, want map[string][]byte) {
 			t.Errorf("%s: not written on apply", p)
 		}
 	}
+}
+
+// With artifacts off, a node removes the artifacts and watermarks an earlier
+// run left, keeps nothing of what it applies, and serves none (so reads
+// render from the state database); turned on again, it rebuilds every
+// artifact with the text of those written on apply.
+func TestArtifactsOffKeepsNone(t *testing.T) {
+	first, second := artifactHistory(t, 2)
+	base := t.TempDir()
+	ref := openArtifactNode(t, filepath.Join(base, "ref"))
+	ref.fsm.ApplyBatch(first)
+	ref.fsm.ApplyBatch(second)
+	ref.idle(t)
+	want := artifactFiles(t, ref)
+	ref.close()
+
+	dir := filepath.Join(base, "n")
+	n := openArtifactNode(t, dir)
+	n.fsm.ApplyBatch(first)
+	n.idle(t)
+	if len(artifactFiles(t, n)) == 0 {
+		t.Fatal("no artifacts written with artifacts on")
+	}
+	n.close()
+
+	n = openArtifactNodeMode(t, dir, writerNoArts)
+	n.fsm.ApplyBatch(second)
+	<-n.done // Run returns once it has removed what the earlier run left
+	if err := n.arts.Healthy(); err != nil {
+		t.Fatalf("Healthy = %v", err)
+	}
+	if _, err := os.Stat(n.arts.Root()); !os.IsNotExist(err) {
+		t.Errorf("artifact directory after a start with artifacts off: stat = %v, want removed", err)
+	}
+	if marks, err := n.local.Watermarks(n.arts.Root()); err != nil || len(marks) != 0 {
+		t.Errorf("watermarks after a start with artifacts off: %d, %v; want none", len(marks), err)
+	}
+	n.arts.mu.Lock()
+	kept := len(n.arts.dirty) + len(n.arts.pending)
+	n.arts.mu.Unlock()
+	if kept != 0 {
+		t.Errorf("the writer kept %d sessions of what was applied, want none", kept)
+	}
+	var last uint64
+	_ = n.db.View(func(tx *storage.Tx) error {
+		rec, err := ReadRecord(tx, "s000")
+		if err != nil || rec == nil {
+			t.Fatalf("record of s000: %v, %v", rec, err)
+		}
+		last = rec.LastChangeIndex
+		if _, err := n.arts.RepairEvents(tx, "s000", rec.Incarnation, rec.NextSeq); !errors.Is(err, errNoArtifact) {
+			t.Errorf("RepairEvents = %v, want %v", err, errNoArtifact)
+		}
+		return nil
+	})
+	if w, ok := n.arts.Current("s000", last); ok {
+		t.Errorf("Current = %+v with artifacts off, want none", w)
+	}
+	if err := n.arts.WaitIdle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	n.close()
+
+	n = openArtifactNode(t, dir)
+	n.idle(t)
+	compareArtifacts(t, artifactFiles(t, n), want)
 }
 
 // The writer keeps the artifacts it appends to open, closes one before its

@@ -214,3 +214,44 @@ func TestStoredRecordFlippedIsRefusedUntilRebuilt(t *testing.T) {
 		t.Errorf("List after the rebuild = %v, want the header with cwd %q", h, cwd)
 	}
 }
+
+// With --artifacts off a node removes the artifacts an earlier run wrote,
+// writes none, and serves ReadRaw and both downloads from the state database
+// with the same text; turned on again, it rebuilds the artifact.
+func TestArtifactsOffServesFromState(t *testing.T) {
+	n := startTestNode(t, "")
+	const id = "ig-off"
+	owSession(t, n, id, owOneTurnLog()...)
+	n.WaitArtifacts()
+	path := igArtifactPath(t, n.dir)
+	n.Close()
+
+	n = startTestNodeWith(t, n.dir, func(c *serveConfig) { c.Cluster.ArtifactsOff = true })
+	n.waitReady(true)
+	dlEventually(t, "artifacts removed", func() bool {
+		_, err := os.Stat(filepath.Join(n.dir, "artifacts"))
+		return os.IsNotExist(err)
+	})
+	owAppend(t, n, id, 0, owEvent("turn/start", 6, 7, `{"turn":2}`))
+	want := ctReadRaw(t, n, id).GetContent()
+	if !bytes.Contains(want, []byte(`"seq":6`)) {
+		t.Fatalf("ReadRaw lacks the event appended with artifacts off:\n%s", want)
+	}
+	base := "http://" + n.srv.httpAddr + "/v1/sessions/" + url.PathEscape(id)
+	if code, body := igGet(t, n, base+"/session.jsonl"); code != http.StatusOK || !bytes.Equal(body, want) {
+		t.Errorf("GET session.jsonl: %d\n%s\nwant ReadRaw's\n%s", code, body, want)
+	}
+	if code, body := igGet(t, n, base+"/session.jsonl.zstd"); code != http.StatusOK || !bytes.Equal(owDecodeZstd(t, body), want) {
+		t.Errorf("GET session.jsonl.zstd: %d, decodes to\n%s\nwant ReadRaw's\n%s", code, owDecodeZstd(t, body), want)
+	}
+	if _, err := os.Stat(filepath.Join(n.dir, "artifacts")); !os.IsNotExist(err) {
+		t.Errorf("artifact directory with artifacts off: stat = %v, want none", err)
+	}
+	n.Close()
+
+	n = startTestNode(t, n.dir)
+	n.WaitArtifacts()
+	if got := owDecodeZstdFile(t, path); !bytes.Equal(got, want) {
+		t.Errorf("artifact rebuilt with artifacts on decodes to\n%s\nwant ReadRaw's\n%s", got, want)
+	}
+}

@@ -72,6 +72,7 @@ func serveFlags(cfg *serveConfig, fs *flag.FlagSet) {
 	c := &cfg.Cluster
 	fs.StringVar(&c.NodeID, "node-id", c.NodeID, "this node's id (unique in the cluster)")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for the state, the Raft log, snapshots and artifacts")
+	fs.Var(artifactsFlag{&c.ArtifactsOff}, "artifacts", "on: keep every session as a zstd JSONL file under <data-dir>/artifacts, in the reference harness's layout; off: keep none (and remove those an earlier run wrote): raw reads, downloads and exports render from the state database, which saves the disk and the writes of a second copy")
 	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", cfg.GRPCAddr, "gRPC listen address (the persistence API)")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "HTTP listen address (/healthz, /readyz, /metrics, artifact download, the API with the Connect protocol)")
 	fs.StringVar(&c.RaftAddr, "raft-addr", c.RaftAddr, "Raft transport listen address")
@@ -98,6 +99,28 @@ func serveFlags(cfg *serveConfig, fs *flag.FlagSet) {
 	httpFlags(&cfg.HTTP, fs)
 	streamFlags(&cfg.Streams, fs)
 	runtimeFlags(&cfg.Runtime, fs)
+}
+
+// artifactsFlag is --artifacts: on or off.
+type artifactsFlag struct{ off *bool }
+
+func (f artifactsFlag) String() string {
+	if f.off != nil && *f.off {
+		return "off"
+	}
+	return "on"
+}
+
+func (f artifactsFlag) Set(s string) error {
+	switch s {
+	case "on":
+		*f.off = false
+	case "off":
+		*f.off = true
+	default:
+		return fmt.Errorf("want on or off")
+	}
+	return nil
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {

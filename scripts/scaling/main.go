@@ -67,6 +67,7 @@ const (
 
 type config struct {
 	nodeBin, workDir              string
+	nodeFlags                     []string // extra serve flags of every start
 	counts                        []int
 	writers, events, appends      int
 	longEvents, longBatch, window int
@@ -78,6 +79,8 @@ func main() {
 	var sessions string
 	flag.StringVar(&cfg.nodeBin, "node-bin", "", "the node binary to measure (go build -o sessionstore ./cmd/node)")
 	flag.StringVar(&sessions, "sessions", "10000,100000", "comma-separated session counts")
+	var nodeFlags string
+	flag.StringVar(&nodeFlags, "node-flags", "", "extra serve flags of every node start, space-separated (e.g. \"--artifacts off\")")
 	flag.StringVar(&cfg.workDir, "work-dir", "", "where data directories and logs go (default: a new temporary directory, removed at the end)")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the work directory")
 	flag.IntVar(&cfg.writers, "writers", 64, "concurrent clients filling the node")
@@ -87,6 +90,7 @@ func main() {
 	flag.IntVar(&cfg.longBatch, "long-batch", 100, "events per Append to the long session (at least 5)")
 	flag.IntVar(&cfg.window, "window", 1000, "events per window when comparing the long session's first and last Appends")
 	flag.Parse()
+	cfg.nodeFlags = strings.Fields(nodeFlags)
 	var err error
 	if cfg.counts, err = parseCounts(sessions); err == nil {
 		err = cfg.validate()
@@ -188,7 +192,7 @@ func measure(ctx context.Context, cfg config, dir string, count int, converts bo
 	step := func(format string, args ...any) {
 		fmt.Fprintf(logw, "  %s %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 	}
-	n1, err := newNode(cfg.nodeBin, "n1", dir)
+	n1, err := newNode(cfg.nodeBin, "n1", dir, cfg.nodeFlags)
 	if err != nil {
 		return r, err
 	}
@@ -305,7 +309,7 @@ func measure(ctx context.Context, cfg config, dir string, count int, converts bo
 	}
 
 	step("catch-up: an empty node joins")
-	n2, err := newNode(cfg.nodeBin, "n2", dir)
+	n2, err := newNode(cfg.nodeBin, "n2", dir, cfg.nodeFlags)
 	if err != nil {
 		return r, err
 	}
@@ -335,6 +339,15 @@ func measure(ctx context.Context, cfg config, dir string, count int, converts bo
 		return r, err
 	}
 	r.catchApplied = time.Since(t0)
+	if !artifactsOn(cfg.nodeFlags) {
+		r.joinRSS = n2.rss()
+		if err := n2.settle(ctx, idleCores); err != nil {
+			return r, err
+		}
+		r.joinSizes, err = n2.sizes()
+		step("done")
+		return r, err
+	}
 	// The artifact writer publishes the bytes it stored at the end of each
 	// pass: caught up when that figure is positive and has not moved for 3 s;
 	// the time is that of its last change.
@@ -369,6 +382,22 @@ func measure(ctx context.Context, cfg config, dir string, count int, converts bo
 	r.joinSizes, err = n2.sizes()
 	step("done")
 	return r, err
+}
+
+// artifactsOn says whether serve flags leave the artifacts on (the default).
+func artifactsOn(flags []string) bool {
+	on := true
+	for i, f := range flags {
+		name, val, hasVal := strings.Cut(strings.TrimLeft(f, "-"), "=")
+		if name != "artifacts" {
+			continue
+		}
+		if !hasVal && i+1 < len(flags) {
+			val = flags[i+1]
+		}
+		on = val != "off"
+	}
+	return on
 }
 
 // longBytes is the long session's text, stored after the fill.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 // which outlives the process: restart starts it again on the same ports.
 type node struct {
 	bin, id, dir, logDir     string
+	flags                    []string // extra serve flags of every start
 	grpc, http, raft, gossip string
 	starts                   int
 	p                        *serverproc.Proc
@@ -29,12 +31,12 @@ type node struct {
 	hc                       *http.Client
 }
 
-func newNode(bin, id, work string) (*node, error) {
+func newNode(bin, id, work string, flags []string) (*node, error) {
 	a, err := freeAddrs(4)
 	if err != nil {
 		return nil, err
 	}
-	return &node{bin: bin, id: id, dir: filepath.Join(work, id), logDir: work,
+	return &node{bin: bin, flags: flags, id: id, dir: filepath.Join(work, id), logDir: work,
 		grpc: a[0], http: a[1], raft: a[2], gossip: a[3], hc: &http.Client{Timeout: 10 * time.Second}}, nil
 }
 
@@ -46,7 +48,7 @@ func (n *node) start(ctx context.Context, extra ...string) error {
 		"--grpc-addr", n.grpc, "--http-addr", n.http, "--raft-addr", n.raft, "--gossip-addr", n.gossip,
 		// The shared machine's disk may be fuller than the shipped 256 MiB
 		// reserve allows; this run's own bytes are what is measured.
-		"--min-free-bytes", "0"}, extra...)
+		"--min-free-bytes", "0"}, append(slices.Clone(n.flags), extra...)...)
 	p, err := serverproc.Start(n.bin, filepath.Join(n.logDir, fmt.Sprintf("%s-%d.log", n.id, n.starts)), args...)
 	if err != nil {
 		return err

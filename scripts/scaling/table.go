@@ -79,7 +79,12 @@ func printTable(w io.Writer, cfg config, rs []result) {
 		}
 		return sec(r.catchRestore)
 	})
-	row("  to artifacts written", func(r result) string { return sec(r.catchArtifact) })
+	row("  to artifacts written", func(r result) string {
+		if r.catchArtifact == 0 {
+			return "(artifacts off)"
+		}
+		return sec(r.catchArtifact)
+	})
 	row("  artifact files joiner/leader", func(r result) string { return fmt.Sprintf("%d/%d", r.joinFiles, r.leaderFiles) })
 	row("  joiner data dir (du)", func(r result) string { return mb(r.joinSizes.total) })
 	row("  joiner RSS (anon + file)", func(r result) string { return mem(r.joinRSS) })

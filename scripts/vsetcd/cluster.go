@@ -67,7 +67,7 @@ type ours struct {
 	prefix  string
 }
 
-func startOurs(ctx context.Context, bin, work string, n int, clients string) (_ *ours, err error) {
+func startOurs(ctx context.Context, bin, work string, n int, clients string, extra []string) (_ *ours, err error) {
 	s := &ours{prefix: filepath.Base(work)}
 	defer func() {
 		if err != nil {
@@ -96,6 +96,7 @@ func startOurs(ctx context.Context, bin, work string, n int, clients string) (_ 
 			}
 			args = append(args, "--join", strings.Join(join, ","), "--bootstrap-expect", fmt.Sprint(n))
 		}
+		args = append(args, extra...)
 		p, err := serverproc.Start(bin, filepath.Join(work, fmt.Sprintf("n%d.log", i+1)), args...)
 		if err != nil {
 			return nil, err

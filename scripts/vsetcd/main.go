@@ -44,7 +44,8 @@ const (
 
 type config struct {
 	nodeBin, etcdBin, workDir string
-	baseBin                   string // compare against this node build instead of etcd
+	baseBin                   string   // compare against this node build instead of etcd
+	nodeFlags, baseFlags      []string // extra serve flags of --node-bin's and the baseline's nodes
 	nodes, pairs, eventBytes  int
 	levels                    []int
 	duration, warmup          time.Duration
@@ -72,6 +73,9 @@ func main() {
 	flag.StringVar(&cfg.nodeBin, "node-bin", "", "the sessionstore node binary (go build -o sessionstore ./cmd/node)")
 	flag.StringVar(&cfg.etcdBin, "etcd-bin", "", "the etcd v3.7.3 server binary")
 	flag.StringVar(&cfg.baseBin, "baseline-node-bin", "", "compare --node-bin against this other node build (before/after a change) instead of etcd; ratios are node-bin/baseline")
+	var nodeFlags, baseFlags string
+	flag.StringVar(&nodeFlags, "node-flags", "", "extra serve flags of --node-bin's nodes, space-separated (e.g. \"--artifacts off\")")
+	flag.StringVar(&baseFlags, "baseline-node-flags", "", "extra serve flags of the baseline's nodes (the same binary may be compared with itself under other flags)")
 	flag.StringVar(&cfg.workDir, "work-dir", "", "where the data directories and server logs go (default: a new temporary directory, removed at the end)")
 	flag.IntVar(&cfg.nodes, "nodes", 3, "servers per cluster (1 or 3)")
 	flag.IntVar(&cfg.pairs, "pairs", 5, "interleaved sessionstore/etcd pairs per writer count")
@@ -83,6 +87,7 @@ func main() {
 	flag.StringVar(&cfg.clients, "clients", clientsCluster, "how our writers reach the nodes: \"cluster\" (writer i's client is given every node, node i mod n first, and sends writes to the leader it learns from the answers) or \"node\" (it knows node i mod n only, which forwards the writes it does not lead); etcd's writers talk to member i mod n either way (clientv3 has no leader routing)")
 	flag.Float64Var(&cfg.idleCores, "idle-cores", 0.1, "after the load, the servers count as caught up when their applied indexes agree and all of them together use less CPU than this many cores over a second")
 	flag.Parse()
+	cfg.nodeFlags, cfg.baseFlags = strings.Fields(nodeFlags), strings.Fields(baseFlags)
 	var err error
 	if cfg.levels, err = parseWriters(writers); err == nil {
 		err = cfg.validate()
@@ -157,6 +162,9 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "vs-etcd: %d node(s) on loopback, %d-byte writes, %s, writers' clients of the %s, %v per run after %v warm-up, %d pairs, %s\n",
 		cfg.nodes, cfg.eventBytes, loop, cfg.clients, cfg.duration, cfg.warmup, cfg.pairs, time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+	if len(cfg.nodeFlags) > 0 || len(cfg.baseFlags) > 0 {
+		fmt.Fprintf(stdout, "serve flags: sessionstore %q, baseline %q\n", cfg.nodeFlags, cfg.baseFlags)
+	}
 	fmt.Fprintln(stdout, "cpu: µs of all servers' CPU per write, from the start of the load until every server has applied everything and gone quiet;")
 	fmt.Fprintln(stdout, "disk: bytes written to storage (/proc/PID/io write_bytes) per write, per server; data: data directory per server (du)")
 	for _, writers := range cfg.levels {
@@ -240,9 +248,9 @@ func measure(ctx context.Context, cfg config, name, dir string, writers int, pay
 		case "etcd":
 			sys, err = startEtcd(ctx, cfg.etcdBin, dir, cfg.nodes)
 		case "baseline":
-			sys, err = startOurs(ctx, cfg.baseBin, dir, cfg.nodes, cfg.clients)
+			sys, err = startOurs(ctx, cfg.baseBin, dir, cfg.nodes, cfg.clients, cfg.baseFlags)
 		default:
-			sys, err = startOurs(ctx, cfg.nodeBin, dir, cfg.nodes, cfg.clients)
+			sys, err = startOurs(ctx, cfg.nodeBin, dir, cfg.nodes, cfg.clients, cfg.nodeFlags)
 		}
 		if err == nil || attempt == startAttempts || ctx.Err() != nil {
 			break
