@@ -37,10 +37,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -68,6 +71,7 @@ const (
 type config struct {
 	nodeBin, workDir              string
 	nodeFlags                     []string // extra serve flags of every start
+	ids                           string   // idsSeq or idsUUID
 	counts                        []int
 	writers, events, appends      int
 	longEvents, longBatch, window int
@@ -80,6 +84,7 @@ func main() {
 	flag.StringVar(&cfg.nodeBin, "node-bin", "", "the node binary to measure (go build -o sessionstore ./cmd/node)")
 	flag.StringVar(&sessions, "sessions", "10000,100000", "comma-separated session counts")
 	var nodeFlags string
+	flag.StringVar(&cfg.ids, "ids", idsSeq, "filled sessions' ids: \"seq\" (s0000000, s0000001, ... in order) or \"uuid\" (random version-4 UUIDs, as the reference harness's live system makes; fixed per index, so runs repeat)")
 	flag.StringVar(&nodeFlags, "node-flags", "", "extra serve flags of every node start, space-separated (e.g. \"--artifacts off\")")
 	flag.StringVar(&cfg.workDir, "work-dir", "", "where data directories and logs go (default: a new temporary directory, removed at the end)")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the work directory")
@@ -111,6 +116,8 @@ func (c config) validate() error {
 	switch {
 	case c.nodeBin == "":
 		return errors.New("--node-bin is required")
+	case c.ids != idsSeq && c.ids != idsUUID:
+		return fmt.Errorf("--ids %q: want %s or %s", c.ids, idsSeq, idsUUID)
 	case c.writers <= 0 || c.events < 5 || c.appends <= 0 || c.appends > c.events:
 		return errors.New("--writers must be > 0, --events ≥ 5, 0 < --appends ≤ --events")
 	case c.longBatch < 5 || c.longEvents < c.longBatch || c.window < c.longBatch:
@@ -384,6 +391,28 @@ func measure(ctx context.Context, cfg config, dir string, count int, converts bo
 	return r, err
 }
 
+// How filled sessions are named (--ids). bbolt leaves pages filled in key
+// order half full, and ids in order are always inserted at the end.
+const (
+	idsSeq  = "seq"
+	idsUUID = "uuid"
+)
+
+// sessionID is the id of the i-th filled session.
+func sessionID(kind string, i int64) string {
+	if kind != idsUUID {
+		return fmt.Sprintf("s%07d", i)
+	}
+	var b [16]byte
+	r := rand.New(rand.NewPCG(uint64(i), 0x5eed))
+	binary.LittleEndian.PutUint64(b[:8], r.Uint64())
+	binary.LittleEndian.PutUint64(b[8:], r.Uint64())
+	b[6] = b[6]&0x0f | 0x40 // version 4
+	b[8] = b[8]&0x3f | 0x80 // RFC 4122 variant
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
 // artifactsOn says whether serve flags leave the artifacts on (the default).
 func artifactsOn(flags []string) bool {
 	on := true
@@ -441,7 +470,7 @@ func fill(ctx context.Context, n *node, cfg config, count int) (events, textByte
 				if i >= int64(count) {
 					return
 				}
-				id := fmt.Sprintf("s%07d", i)
+				id := sessionID(cfg.ids, i)
 				if err := create(ctx, n, id, int(i)); err != nil {
 					fails.Add(1)
 					continue

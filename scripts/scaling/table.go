@@ -16,8 +16,11 @@ func printTable(w io.Writer, cfg config, rs []result) {
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Fprintf(w, "scaling: %s, %s, host %s, load %s", filepath.Base(cfg.nodeBin), time.Now().UTC().Format("2006-01-02 15:04 UTC"),
 		host, strings.Join(strings.Fields(string(load))[:3], " "))
-	fmt.Fprintf(w, "\nfill: one turn of %d events per session in %d Appends, %d writers; long session: %d events in Appends of %d\n",
-		cfg.events, cfg.appends, cfg.writers, cfg.longEvents, cfg.longBatch)
+	fmt.Fprintf(w, "\nfill: one turn of %d events per session in %d Appends, %d writers, ids %s; long session: %d events in Appends of %d\n",
+		cfg.events, cfg.appends, cfg.writers, cfg.ids, cfg.longEvents, cfg.longBatch)
+	if len(cfg.nodeFlags) > 0 {
+		fmt.Fprintf(w, "serve flags: %q\n", cfg.nodeFlags)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	row := func(name string, f func(r result) string) {
 		fmt.Fprint(tw, name+"\t")
