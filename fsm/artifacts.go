@@ -112,12 +112,9 @@ func NewArtifacts(root string, db *storage.StateDB, local *storage.RaftStore, lo
 // never finds a file, so raw reads and downloads render from the state
 // database, and a damaged event cannot be repaired from an artifact.
 func NoArtifacts(root string, local *storage.RaftStore, logger *slog.Logger, metrics *Metrics) *Artifacts {
-	if metrics == nil {
-		metrics = NewMetrics(nil)
-	}
-	return &Artifacts{root: root, local: local, logger: logger.With("component", "artifacts"), metrics: metrics,
-		dirty: map[string]struct{}{}, wake: make(chan struct{}, 1), hurry: make(chan struct{}, 1), idle: make(chan struct{}),
-		files: storage.NewArtifactFiles(storage.MaxOpenArtifacts), off: true}
+	a := NewArtifacts(root, nil, local, logger, metrics)
+	a.off, a.all = true, false
+	return a
 }
 
 // Root is the artifact directory.
