@@ -31,6 +31,11 @@ type Metrics struct {
 	// HandshakeRefusals counts Raft connections the handshake refused
 	// (handshake.go), by direction: another cluster, or no or another key.
 	HandshakeRefusals *prometheus.CounterVec
+	// EntryBytes counts the bytes of grouped entries this node proposed as
+	// leader, as encoded and as proposed (packed, fsm/pack.go): their ratio is
+	// what packing saves in every node's Raft log and on the wire.
+	EntryBytes                  *prometheus.CounterVec
+	entryEncoded, entryProposed prometheus.Counter
 }
 
 // NewMetrics registers the cluster instruments on reg (nil: unregistered).
@@ -52,13 +57,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		CommitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "sessionstore_cluster_commit_seconds", Help: "Grouped Raft entries, from raft.Apply until the future resolves (quorum commit and local apply).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18)}),
+		EntryBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sessionstore_cluster_entry_bytes_total", Help: "Bytes of grouped Raft entries this node proposed as leader, as encoded and as proposed after packing (compression), by form (encoded, proposed)."},
+			[]string{"form"}),
 		QueueSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "sessionstore_cluster_queue_wait_seconds", Help: "Commands, from enqueue until their group is submitted to raft.Apply.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18)}),
 	}
 	m.proposalsOK = m.Proposals.WithLabelValues("ok")
+	m.entryEncoded = m.EntryBytes.WithLabelValues("encoded")
+	m.entryProposed = m.EntryBytes.WithLabelValues("proposed")
 	if reg != nil {
-		reg.MustRegister(m.Proposals, m.GroupSize, m.CommitSeconds, m.QueueSeconds, m.RetentionDeleted, m.WatchWakeups, m.HandshakeRefusals)
+		reg.MustRegister(m.Proposals, m.GroupSize, m.CommitSeconds, m.QueueSeconds, m.RetentionDeleted, m.WatchWakeups, m.HandshakeRefusals, m.EntryBytes)
 	}
 	return m
 }

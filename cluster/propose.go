@@ -231,6 +231,11 @@ func (n *Node) submit(group []*proposal) {
 		}
 		return
 	}
+	n.metrics.entryEncoded.Add(float64(len(data)))
+	if n.votersSupport(fsm.PackedVersion) {
+		data = fsm.Pack(data)
+	}
+	n.metrics.entryProposed.Add(float64(len(data)))
 	n.metrics.GroupSize.Observe(float64(len(group)))
 	submitted := time.Now()
 	for _, p := range group {

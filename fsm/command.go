@@ -19,8 +19,9 @@ import (
 // (Command.bind_request, requests.go) and a session byte quota that counts
 // the header and kept answers (Limits.count_stored, also on plan-mode calls),
 // version 6 ConvertLayout (the state's layout 2, layout.go), version 7
-// strict appends (Append.strict: refused when a read would refuse the log).
-const CommandVersion = 7
+// strict appends (Append.strict: refused when a read would refuse the log),
+// version 8 packed entries (pack.go).
+const CommandVersion = 8
 
 // StrictVersion is the command version that carries Append.strict.
 const StrictVersion = 7
@@ -55,7 +56,7 @@ func Encode(e *fsmpb.Entry) ([]byte, error) {
 	return proto.Marshal(e)
 }
 
-// Decode parses a Raft log entry.
+// Decode parses a Raft log entry, packed (Pack) or not.
 func Decode(data []byte) (*fsmpb.Entry, error) {
 	var e fsmpb.Entry
 	if err := proto.Unmarshal(data, &e); err != nil {
@@ -63,6 +64,9 @@ func Decode(data []byte) (*fsmpb.Entry, error) {
 	}
 	if e.Version == 0 || e.Version > CommandVersion {
 		return nil, fmt.Errorf("decode entry: command version %d not supported (this build: %d)", e.Version, CommandVersion)
+	}
+	if e.Packed != nil || e.PackedSize != 0 {
+		return unpack(&e)
 	}
 	return &e, nil
 }

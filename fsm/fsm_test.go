@@ -276,6 +276,8 @@ func FuzzDecodeCommand(f *testing.F) {
 		preStepCmd("x", 1, 3, "p", "n"), {Cmd: &fsmpb.Command_PlanExit{PlanExit: &fsmpb.PlanExit{SessionId: "x", Plan: "# p",
 			Answer: &fsmpb.ReviewAnswer{Answers: []*fsmpb.AnswerItem{{Id: "plan-review", Selected: []string{"Approve"}}}}}}}}})
 	f.Add(plan)
+	big, _ := Encode(&fsmpb.Entry{NowUnixMs: 5, Commands: []*fsmpb.Command{proseTurn("x", 0, 12)}})
+	f.Add(Pack(big))
 	f.Add([]byte{})
 	f.Add([]byte{0x08, 0x63})
 	f.Fuzz(func(t *testing.T, data []byte) {

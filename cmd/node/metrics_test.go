@@ -117,6 +117,8 @@ func TestMetrics_WorkloadMovesOperatorMetrics(t *testing.T) {
 	// Commit path and FSM.
 	mtWantPositive(t, lm, "sessionstore_cluster_commit_seconds")
 	mtWantPositive(t, lm, "sessionstore_cluster_group_commands")
+	mtWantPositive(t, lm, "sessionstore_cluster_entry_bytes_total", "form", "encoded")
+	mtWantPositive(t, lm, "sessionstore_cluster_entry_bytes_total", "form", "proposed")
 	mtWantPositive(t, lm, "sessionstore_cluster_proposals_total", "outcome", "ok")
 	mtWantPresent(t, lm, "sessionstore_cluster_queue_wait_seconds")
 	mtWantPositive(t, lm, "sessionstore_fsm_applied_entries_total")

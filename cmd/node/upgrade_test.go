@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,4 +129,86 @@ func TestUpgrade_StrictAppendsOnAMixedCluster(t *testing.T) {
 	n3.tune = func(c *serveConfig) { old(c); c.Cluster.CommandVersion = 0 }
 	n3.testNode = n3.Restart()
 	check("upgraded", "strict/b")
+}
+
+// Packed entries (command version 8) on a cluster with a voter of version 7:
+// the leader proposes entries as they are until that voter runs this
+// version, then compressed; every node applies every entry (the old one
+// panics on one it cannot apply) and holds the same revision.
+func TestUpgrade_PackedEntriesWaitForEveryVoter(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3-node cluster")
+	}
+	nodes := startClusterWith(t, 3, func(c *serveConfig) {
+		if c.Cluster.NodeID == "n3" {
+			c.Cluster.CommandVersion = 7
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	c := nodes[0].Client
+	text := strings.Repeat("the agent ran the tests again and they passed; ", 40)
+	seqs := map[string]int64{}
+	appendOne := func(id string) *sessionpb.AppendResponse {
+		t.Helper()
+		if _, ok := seqs[id]; !ok {
+			if _, err := c.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta(id, "/w/pack")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r, err := c.Append(ctx, &sessionpb.AppendRequest{SessionId: id, Events: []string{clEvent(seqs[id], text)}})
+		if err != nil {
+			t.Fatalf("append to %s: %v", id, err)
+		}
+		seqs[id]++
+		return r
+	}
+	everyNodeAt := func(phase, id, revision string) {
+		t.Helper()
+		for _, nd := range nodes {
+			nc := nd.Client
+			dlEventually(t, phase+": "+nd.id+" holds "+id+" at revision "+revision, func() bool {
+				l, err := nc.ListSnapshots(ctx, &sessionpb.ListSnapshotsRequest{Consistency: sessionpb.Consistency_STALE, CwdPrefix: "/w/pack"})
+				if err != nil {
+					return false
+				}
+				for _, s := range l.GetSnapshots() {
+					if s.GetHeader().GetId() == id {
+						return s.GetRevision() == revision
+					}
+				}
+				return false
+			})
+		}
+	}
+	// entryBytes reads the leader's count of proposed entry bytes, as encoded
+	// and as proposed.
+	entryBytes := func() (encoded, proposed float64) {
+		t.Helper()
+		var l *clNode
+		dlEventually(t, "a leader", func() bool { l = leaderOf(nodes); return l != nil })
+		return dfMetric(t, l.srv.httpAddr, "sessionstore_cluster_entry_bytes_total", "form", "encoded"),
+			dfMetric(t, l.srv.httpAddr, "sessionstore_cluster_entry_bytes_total", "form", "proposed")
+	}
+
+	var r *sessionpb.AppendResponse
+	for range 5 {
+		r = appendOne("pack/a")
+	}
+	everyNodeAt("mixed", "pack/a", r.GetRevision())
+	if enc, prop := entryBytes(); enc == 0 || prop != enc {
+		t.Fatalf("while n3 runs version 7 the leader proposed %v bytes of %v encoded, want them unpacked", prop, enc)
+	}
+
+	n3 := nodes[2]
+	old := n3.tune
+	n3.tune = func(c *serveConfig) { old(c); c.Cluster.CommandVersion = 0 }
+	n3.testNode = n3.Restart()
+	dlEventually(t, "entries packed once n3 advertises version 8", func() bool {
+		r = appendOne("pack/b")
+		enc, prop := entryBytes()
+		return prop < enc*0.9
+	})
+	r = appendOne("pack/b")
+	everyNodeAt("upgraded", "pack/b", r.GetRevision())
 }

@@ -76,8 +76,13 @@ type Entry struct {
 	// Command-encoding version; the FSM refuses (panics on) versions it does not know.
 	Version uint32 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
 	// Leader-stamped wall-clock time; the FSM clamps it to the largest it has seen.
-	NowUnixMs     int64      `protobuf:"varint,2,opt,name=now_unix_ms,json=nowUnixMs,proto3" json:"now_unix_ms,omitempty"`
-	Commands      []*Command `protobuf:"bytes,3,rep,name=commands,proto3" json:"commands,omitempty"`
+	NowUnixMs int64      `protobuf:"varint,2,opt,name=now_unix_ms,json=nowUnixMs,proto3" json:"now_unix_ms,omitempty"`
+	Commands  []*Command `protobuf:"bytes,3,rep,name=commands,proto3" json:"commands,omitempty"`
+	// A packed entry (version 8) carries no commands of its own: packed is the
+	// Zstandard frame of another encoded Entry (never itself packed) of
+	// packed_size bytes, whose commands and clock are the entry's.
+	Packed        []byte `protobuf:"bytes,4,opt,name=packed,proto3" json:"packed,omitempty"`
+	PackedSize    uint64 `protobuf:"varint,5,opt,name=packed_size,json=packedSize,proto3" json:"packed_size,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -131,6 +136,20 @@ func (x *Entry) GetCommands() []*Command {
 		return x.Commands
 	}
 	return nil
+}
+
+func (x *Entry) GetPacked() []byte {
+	if x != nil {
+		return x.Packed
+	}
+	return nil
+}
+
+func (x *Entry) GetPackedSize() uint64 {
+	if x != nil {
+		return x.PackedSize
+	}
+	return 0
 }
 
 type Header struct {
@@ -2398,11 +2417,14 @@ var File_fsm_fsmpb_command_proto protoreflect.FileDescriptor
 
 const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"\n" +
-	"\x17fsm/fsmpb/command.proto\x12\x13sessionstore.fsm.v1\"{\n" +
+	"\x17fsm/fsmpb/command.proto\x12\x13sessionstore.fsm.v1\"\xb4\x01\n" +
 	"\x05Entry\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x02 \x01(\x03R\tnowUnixMs\x128\n" +
-	"\bcommands\x18\x03 \x03(\v2\x1c.sessionstore.fsm.v1.CommandR\bcommands\"\x8b\x03\n" +
+	"\bcommands\x18\x03 \x03(\v2\x1c.sessionstore.fsm.v1.CommandR\bcommands\x12\x16\n" +
+	"\x06packed\x18\x04 \x01(\fR\x06packed\x12\x1f\n" +
+	"\vpacked_size\x18\x05 \x01(\x04R\n" +
+	"packedSize\"\x8b\x03\n" +
 	"\x06Header\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x03R\aversion\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1d\n" +
