@@ -633,8 +633,13 @@ func TestArchiveImportRefusesUnreadableUnlessKept(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			st := newFakeStore()
+			var mu sync.Mutex // import workers append concurrently
 			var validations []sessionpb.Validation
-			st.before = func(req *sessionpb.AppendRequest) { validations = append(validations, req.Validation) }
+			st.before = func(req *sessionpb.AppendRequest) {
+				mu.Lock()
+				defer mu.Unlock()
+				validations = append(validations, req.Validation)
+			}
 			src, err := OpenSource(root)
 			if err != nil {
 				t.Fatal(err)

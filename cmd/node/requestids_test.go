@@ -63,14 +63,7 @@ func TestRequestIDReusedByAnotherOperation(t *testing.T) {
 // old answer (the Load's, no lease) is given by every replica alike; once
 // it runs this build's version, the refusal starts.
 func TestRequestIDBindingWaitsForEveryVoter(t *testing.T) {
-	if testing.Short() {
-		t.Skip("3-node cluster")
-	}
-	nodes := startClusterWith(t, 3, func(c *serveConfig) {
-		if c.Cluster.NodeID == "n3" {
-			c.Cluster.CommandVersion = 4
-		}
-	})
+	nodes := startMixedCluster(t, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	c := nodes[0].Client.WithOptions(client.Options{MaxAttempts: 1})
@@ -83,10 +76,7 @@ func TestRequestIDBindingWaitsForEveryVoter(t *testing.T) {
 		t.Fatalf("prepare under a load's id while n3 runs version 4: lease %v, %v; want version 4's replay (no lease)", lease, err)
 	}
 
-	n3 := nodes[2]
-	old := n3.tune
-	n3.tune = func(c *serveConfig) { old(c); c.Cluster.CommandVersion = 0 }
-	n3.testNode = n3.Restart()
+	upgradeNode(nodes[2])
 	// An id used before binding starts keeps replaying (its stored answer
 	// has no operation), so each try uses a fresh session and id.
 	try := 0

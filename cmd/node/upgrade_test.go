@@ -11,6 +11,28 @@ import (
 	"github.com/sessionstore/sessionstore/api/sessionpb"
 )
 
+// startMixedCluster boots a 3-node cluster whose n3 applies commands up to
+// version (as a build of that version would; its FSM panics on anything
+// newer). It skips under -short.
+func startMixedCluster(t *testing.T, version uint32) []*clNode {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("3-node cluster")
+	}
+	return startClusterWith(t, 3, func(c *serveConfig) {
+		if c.Cluster.NodeID == "n3" {
+			c.Cluster.CommandVersion = version
+		}
+	})
+}
+
+// upgradeNode restarts nd on this build's command version.
+func upgradeNode(nd *clNode) {
+	old := nd.tune
+	nd.tune = func(c *serveConfig) { old(c); c.Cluster.CommandVersion = 0 }
+	nd.testNode = nd.Restart()
+}
+
 // A rolling upgrade: one voter still runs the previous release's command
 // version (2: plan mode, no quotas, no Delete; its FSM panics on anything
 // newer, as that build would). Nothing breaks: creates, appends and plan-mode
@@ -18,14 +40,7 @@ import (
 // held back. Once the node restarts on this build's version, Delete works
 // and reaches it too.
 func TestUpgrade_NewCommandsWaitForEveryVoter(t *testing.T) {
-	if testing.Short() {
-		t.Skip("3-node cluster")
-	}
-	nodes := startClusterWith(t, 3, func(c *serveConfig) {
-		if c.Cluster.NodeID == "n3" {
-			c.Cluster.CommandVersion = 2
-		}
-	})
+	nodes := startMixedCluster(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	c := nodes[0].Client
@@ -54,10 +69,7 @@ func TestUpgrade_NewCommandsWaitForEveryVoter(t *testing.T) {
 	}
 
 	// n3 is upgraded: a restart on this build's version.
-	n3 := nodes[2]
-	old := n3.tune
-	n3.tune = func(c *serveConfig) { old(c); c.Cluster.CommandVersion = 0 }
-	n3.testNode = n3.Restart()
+	upgradeNode(nodes[2])
 	dlEventually(t, "delete accepted once n3 advertises version 4", func() bool {
 		_, err := c.WithOptions(client.Options{MaxAttempts: 1}).Delete(ctx, &sessionpb.DeleteRequest{SessionId: "up/b", RequestId: "del-up-b"})
 		return err == nil
@@ -76,14 +88,7 @@ func TestUpgrade_NewCommandsWaitForEveryVoter(t *testing.T) {
 // version-6 appends, so the old voter applies everything; once it runs this
 // version, the same refusals come from Apply.
 func TestUpgrade_StrictAppendsOnAMixedCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("3-node cluster")
-	}
-	nodes := startClusterWith(t, 3, func(c *serveConfig) {
-		if c.Cluster.NodeID == "n3" {
-			c.Cluster.CommandVersion = 6
-		}
-	})
+	nodes := startMixedCluster(t, 6)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	c := nodes[0].Client
@@ -124,10 +129,7 @@ func TestUpgrade_StrictAppendsOnAMixedCluster(t *testing.T) {
 	}
 	check("mixed", "strict/a")
 
-	n3 := nodes[2]
-	old := n3.tune
-	n3.tune = func(c *serveConfig) { old(c); c.Cluster.CommandVersion = 0 }
-	n3.testNode = n3.Restart()
+	upgradeNode(nodes[2])
 	check("upgraded", "strict/b")
 }
 
@@ -136,14 +138,7 @@ func TestUpgrade_StrictAppendsOnAMixedCluster(t *testing.T) {
 // version, then compressed; every node applies every entry (the old one
 // panics on one it cannot apply) and holds the same revision.
 func TestUpgrade_PackedEntriesWaitForEveryVoter(t *testing.T) {
-	if testing.Short() {
-		t.Skip("3-node cluster")
-	}
-	nodes := startClusterWith(t, 3, func(c *serveConfig) {
-		if c.Cluster.NodeID == "n3" {
-			c.Cluster.CommandVersion = 7
-		}
-	})
+	nodes := startMixedCluster(t, 7)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	c := nodes[0].Client
@@ -200,10 +195,7 @@ func TestUpgrade_PackedEntriesWaitForEveryVoter(t *testing.T) {
 		t.Fatalf("while n3 runs version 7 the leader proposed %v bytes of %v encoded, want them unpacked", prop, enc)
 	}
 
-	n3 := nodes[2]
-	old := n3.tune
-	n3.tune = func(c *serveConfig) { old(c); c.Cluster.CommandVersion = 0 }
-	n3.testNode = n3.Restart()
+	upgradeNode(nodes[2])
 	dlEventually(t, "entries packed once n3 advertises version 8", func() bool {
 		r = appendOne("pack/b")
 		enc, prop := entryBytes()
