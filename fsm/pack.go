@@ -17,8 +17,8 @@ import (
 // once, before raft.Apply, so every node's Raft log, the replication traffic
 // and the entries raft keeps in memory carry the compressed bytes; each node
 // decompresses an entry once, when it applies it. Event text (JSON prose)
-// shrinks to about a third, so the Raft log stops being a second full copy
-// of it next to state.db.
+// shrinks to about 0.4 of its size, so the Raft log stops being a second
+// full copy of it next to state.db.
 //
 // The packed form is an Entry of its own, {version 8, packed, packed_size},
 // so a build that predates it refuses it by version like any newer command
