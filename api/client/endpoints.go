@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -26,8 +27,9 @@ type Config struct {
 	// hand out (see Open).
 	Endpoints []string
 	// DialOptions are applied to every connection after the defaults
-	// (insecure transport credentials, 16 MiB messages both ways): transport
-	// credentials, client.BearerToken, ….
+	// (insecure transport credentials, 16 MiB messages both ways, 3 s to
+	// connect and at most 5 s between attempts): transport credentials,
+	// client.BearerToken, ….
 	DialOptions []grpc.DialOption
 	// Options are the retries; a zero MaxAttempts means OpenAttempts here.
 	Options Options
@@ -46,6 +48,17 @@ const (
 	avoidBase = 500 * time.Millisecond
 	avoidMax  = 30 * time.Second
 )
+
+// connectParams bound each attempt to connect to a node and the wait
+// between attempts (gRPC's defaults are 20 s and up to 2 minutes): a call
+// waits while its connection is being made, so a node whose machine stopped,
+// or whose packets are dropped, would hold it until its deadline instead of
+// letting the client move on, and a restarted node would be reached again
+// only minutes later. Config.DialOptions may set others.
+var connectParams = grpc.ConnectParams{
+	Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second},
+	MinConnectTimeout: 3 * time.Second,
+}
 
 // probeTimeout bounds the health check that asks each configured endpoint
 // for its node id when the client opens.
@@ -171,6 +184,7 @@ func (p *pool) dial(addr string, configured bool) (*endpoint, error) {
 	e := &endpoint{}
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(connectParams),
 		grpc.WithDefaultCallOptions(
 			grpc.MaxCallRecvMsgSize(MaxMessageSize),
 			grpc.MaxCallSendMsgSize(MaxMessageSize),

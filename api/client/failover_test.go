@@ -293,6 +293,27 @@ func TestOpenMovesOnNoLeader(t *testing.T) {
 	}
 }
 
+// A configured endpoint that never answers (its machine stopped: the
+// connection is accepted, or its packets dropped, and nothing comes back)
+// fails the attempt once connecting gives up, well before the call's
+// deadline (10 s, below gRPC's own 20 s bound), and the call moves on.
+func TestOpenLeavesASilentEndpoint(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // never accepts: silent
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	fc := startCluster(t, 1, nil)
+	fc.setLeader("n1")
+	c := openT(t, append([]string{ln.Addr().String()}, fc.addrs("n1")...))
+	if _, err := c.List(ctxT(t), &sessionpb.ListRequest{}); err != nil {
+		t.Fatalf("List with the first endpoint silent: %v", err)
+	}
+	if got := calls(fc, "List"); got["n1"] != 1 {
+		t.Fatalf("List calls by node = %v, want one on n1", got)
+	}
+}
+
 // Nodes that advertise addresses the client cannot reach (containers'
 // names): the configured endpoints win, found by node id.
 func TestOpenConfiguredEndpointsWin(t *testing.T) {

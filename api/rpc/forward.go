@@ -7,9 +7,11 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -26,6 +28,14 @@ import (
 // with NO_LEADER instead, and the client retries.
 const forwardedKey = "sessionstore-forwarded"
 
+// forwardConnectTimeout bounds one attempt to connect to the leader. gRPC's
+// own bound is 20 s, and a call waits while its connection is being made: a
+// leader whose machine stopped, or whose packets are dropped, would hold every
+// call forwarded to it until the caller's deadline, although an election
+// names a new leader within seconds. Once an attempt gives up, the calls
+// waiting on it fail with NO_LEADER (they never left), and the caller retries.
+const forwardConnectTimeout = 2 * time.Second
+
 // Forwarder sends calls a follower cannot serve to the leader over pooled
 // connections, so clients never need to know who leads.
 type Forwarder struct {
@@ -35,6 +45,9 @@ type Forwarder struct {
 	maxMsg int
 	dialer net.Dialer
 	creds  credentials.TransportCredentials
+	// connectTimeout bounds one attempt to connect to a leader
+	// (forwardConnectTimeout; tests shorten it).
+	connectTimeout time.Duration
 
 	ctx    context.Context // ends the forwarding streams (Close)
 	cancel context.CancelFunc
@@ -55,7 +68,7 @@ func NewForwarder(maxMsg int, dialer net.Dialer, creds credentials.TransportCred
 		creds = insecure.NewCredentials()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Forwarder{maxMsg: maxMsg, dialer: dialer, creds: creds, ctx: ctx, cancel: cancel,
+	return &Forwarder{maxMsg: maxMsg, dialer: dialer, creds: creds, connectTimeout: forwardConnectTimeout, ctx: ctx, cancel: cancel,
 		conns: map[string]*grpc.ClientConn{}, streams: map[string]*fwdStream{}, legacy: map[string]bool{}}
 }
 
@@ -84,6 +97,12 @@ func (f *Forwarder) connLocked(addr string) (*grpc.ClientConn, error) {
 	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(f.creds),
 		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, "tcp", a) }),
 		grpc.WithStatsHandler(sentTracker{}),
+		// A bounded attempt, and a leader back at this address is reached
+		// again within a second or two (gRPC's backoff grows to 2 minutes).
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+			MinConnectTimeout: f.connectTimeout,
+		}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(f.maxMsg), grpc.MaxCallSendMsgSize(f.maxMsg)))
 	if err != nil {
 		return nil, err
