@@ -292,17 +292,24 @@ func (n *Node) await(f raft.Future) error {
 	}
 }
 
-// convertLayout proposes ConvertLayout once every voter applies command
-// version 6 and the state is still in layout 1: every replica then converts
-// at the same index. Until then the state stays in layout 1, whose snapshots
-// an older voter reads (a rolling upgrade).
+// convertLayout proposes ConvertLayout once every voter applies the command
+// version of a newer state format: layout 2 (version 6), then format 3,
+// packed events (version 9); every replica then converts at the same index.
+// Until then the state keeps its format, whose snapshots an older voter
+// reads (a rolling upgrade).
 func (n *Node) convertLayout() {
-	if n.state.Layout() >= 2 || !n.votersSupport(fsm.LayoutVersion) {
+	have, target := n.state.Layout(), 0
+	switch {
+	case have < 3 && n.votersSupport(fsm.PackedEventsVersion):
+		target = 3
+	case have < 2 && n.votersSupport(fsm.LayoutVersion):
+		target = 2
+	default:
 		return
 	}
-	n.logger.Info("every voter supports layout 2: converting the state database")
-	if _, err := n.propose(n.ctx, &fsmpb.Command{Cmd: &fsmpb.Command_ConvertLayout{ConvertLayout: &fsmpb.ConvertLayout{Layout: 2}}}); err != nil {
-		n.logger.Warn("converting the state database to layout 2 failed; will retry", "err", err)
+	n.logger.Info("every voter supports a newer state format: converting the state database", "format", have, "to", target)
+	if _, err := n.propose(n.ctx, &fsmpb.Command{Cmd: &fsmpb.Command_ConvertLayout{ConvertLayout: &fsmpb.ConvertLayout{Layout: uint32(target)}}}); err != nil {
+		n.logger.Warn("converting the state database failed; will retry", "to", target, "err", err)
 	}
 }
 

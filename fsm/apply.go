@@ -465,17 +465,25 @@ func (a *applier) remove(id string, rec *fsmpb.SessionRecord, requestID string, 
 }
 
 // convertLayout converts the state to layout 2 (version 6; see
-// ConvertLayout). A state already converted, or a request for another
+// ConvertLayout) or state format 3 (version 9: layout 2, then new frames
+// pack their events). A state already there, or a request for another
 // layout, changes nothing.
 func (a *applier) convertLayout(c *fsmpb.ConvertLayout) (*fsmpb.Result, string, error) {
-	if c.Layout != 2 || a.tx.Layout() >= 2 {
+	if (c.Layout != 2 && c.Layout != 3) || a.tx.Layout() >= int(c.Layout) {
 		return &fsmpb.Result{}, "", nil
 	}
-	n, err := ConvertLayout(a.tx, a.index, a.repairer)
-	if err != nil {
-		return nil, "", fmt.Errorf("converting the state to layout 2: %w", err)
+	if a.tx.Layout() < 2 {
+		n, err := ConvertLayout(a.tx, a.index, a.repairer)
+		if err != nil {
+			return nil, "", fmt.Errorf("converting the state to layout 2: %w", err)
+		}
+		a.converted = n
 	}
-	a.converted = n
+	if c.Layout == 3 {
+		if err := a.tx.FinishLayout3(); err != nil {
+			return nil, "", err
+		}
+	}
 	return &fsmpb.Result{}, "", nil
 }
 

@@ -20,8 +20,9 @@ import (
 // the header and kept answers (Limits.count_stored, also on plan-mode calls),
 // version 6 ConvertLayout (the state's layout 2, layout.go), version 7
 // strict appends (Append.strict: refused when a read would refuse the log),
-// version 8 packed entries (pack.go).
-const CommandVersion = 8
+// version 8 packed entries (pack.go), version 9 ConvertLayout to state format
+// 3 (packed events, layout.go).
+const CommandVersion = 9
 
 // StrictVersion is the command version that carries Append.strict.
 const StrictVersion = 7
@@ -46,8 +47,11 @@ func Encode(e *fsmpb.Entry) ([]byte, error) {
 		if c.BindRequest || c.Limits.GetCountStored() {
 			e.Version = max(e.Version, 5)
 		}
-		if _, ok := c.Cmd.(*fsmpb.Command_ConvertLayout); ok {
+		if cl, ok := c.Cmd.(*fsmpb.Command_ConvertLayout); ok {
 			e.Version = max(e.Version, layoutVersion)
+			if cl.ConvertLayout.GetLayout() >= 3 {
+				e.Version = max(e.Version, PackedEventsVersion)
+			}
 		}
 		if c.GetAppend().GetStrict() {
 			e.Version = max(e.Version, StrictVersion)

@@ -243,8 +243,13 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 					return fmt.Errorf("apply index %d command %d: %w", l.Index, j, err)
 				}
 				if tx.Layout() != layout {
-					f.logger.Info("state database converted to layout 2 (events stored once, in apply order)",
-						"raft_index", l.Index, "sessions", a.converted, "dur", time.Since(start))
+					if layout < 2 {
+						f.logger.Info("state database converted to layout 2 (events stored once, in apply order)",
+							"raft_index", l.Index, "sessions", a.converted, "dur", time.Since(start))
+					}
+					if tx.Layout() == 3 {
+						f.logger.Info("state database in format 3: new events are stored packed", "raft_index", l.Index)
+					}
 					converted = true
 				}
 				res[j] = r

@@ -19,9 +19,11 @@ import (
 
 // newTestFSM returns an FSM over a new state database in layout 2 (what a
 // cluster converts to as soon as every voter can); newTestFSM1 keeps layout 1.
+// newTestFSM is an FSM on a new state in the format a new cluster reaches:
+// 3 (layout 2, packed events).
 func newTestFSM(t *testing.T) (*FSM, *storage.StateDB) {
 	t.Helper()
-	return newTestFSMLayout(t, 2)
+	return newTestFSMLayout(t, 3)
 }
 
 func newTestFSM1(t *testing.T) (*FSM, *storage.StateDB) {
@@ -36,8 +38,14 @@ func newTestFSMLayout(t testing.TB, layout int) (*FSM, *storage.StateDB) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	if layout == 2 {
-		if err := db.Update(func(tx *storage.Tx) error { _, err := ConvertLayout(tx, 1, nil); return err }); err != nil {
+	if layout >= 2 {
+		err := db.Update(func(tx *storage.Tx) error {
+			if _, err := ConvertLayout(tx, 1, nil); err != nil || layout == 2 {
+				return err
+			}
+			return tx.FinishLayout3()
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -172,19 +180,26 @@ func TestDeterministicAcrossBatching(t *testing.T) {
 			add(int64(40+i), appendCmd(id, 4, `{"type":"turn/start","seq":4,"time":9,"data":{"turn":2}}`))
 		}
 	}
+	var events string // s0's events, batch by batch
 	dump := func(batch int) string {
 		f, db := newTestFSM(t)
 		for i := 0; i < len(logs); i += batch {
 			f.ApplyBatch(logs[i:min(i+batch, len(logs))])
 		}
+		_ = db.View(func(tx *storage.Tx) error {
+			rec, _ := ReadRecord(tx, "s0")
+			evs, err := tx.Events("s0", rec.Incarnation, 0, rec.NextSeq)
+			events = fmt.Sprintf("%s%q %v\n", events, evs, err)
+			return nil
+		})
 		return logicalDump(t, db)
 	}
 	one, seven, all := dump(1), dump(7), dump(len(logs))
 	if one != seven || one != all {
 		t.Fatalf("state differs by batching:\n1: %s\n7: %s\nall: %s", one, seven, all)
 	}
-	if !strings.Contains(one, "interrupted") {
-		t.Fatalf("expected committed closers in state: %s", one)
+	if !strings.Contains(events, "interrupted") {
+		t.Fatalf("expected committed closers in state: %s", events)
 	}
 }
 

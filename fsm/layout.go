@@ -17,6 +17,11 @@ const layoutVersion = 6
 // leader proposes ConvertLayout.
 const LayoutVersion = layoutVersion
 
+// PackedEventsVersion is the command version every voter must apply before
+// the leader proposes ConvertLayout to state format 3 (packed events): a
+// replica of an older build refuses a format-3 snapshot.
+const PackedEventsVersion = 9
+
 var marshalRecord = proto.MarshalOptions{Deterministic: true}
 
 // EncodeRecord splits a record into its cold part (what an append leaves

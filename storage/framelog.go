@@ -23,6 +23,17 @@ package storage
 // of layout 1 (checksum.go), so a damaged event is named by its seq and can be
 // rewritten from an artifact (RepairEvent).
 //
+// State format 3 writes frames of version 2, whose events may be packed
+// (eventcodec.go):
+//
+//	version:1 (=2) | first seq:uvarint | count:uvarint
+//	| count × (stored len<<1 | packed:uvarint | [packed: size:uvarint] | event checksum:4 BE)
+//	| header CRC-32C:4 BE | stored bytes...
+//
+// A packed event's stored bytes unpack to size bytes; its checksum is that
+// of the unpacked event, as in version 1. Both versions are read in every
+// format from 2 on: format 3 changes only what new appends write.
+//
 // Index block value:
 //
 //	first seq:8 BE | indexBlock × (frame key:12 | count:uvarint) | CRC-32C:4 BE (id, incarnation, block, all before)
@@ -44,6 +55,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/klauspost/compress/s2"
 	"go.etcd.io/bbolt"
 )
 
@@ -55,6 +67,8 @@ const indexBlock = 32
 const (
 	frameKeyLen  = 12
 	frameVersion = 1
+	// framePacked is the frame version whose events may be packed.
+	framePacked = 2
 	hotVersion   = 1
 	hotFixed     = 1 + 8 + 8 + frameKeyLen + 1 + 1 + 4 // with an empty tail and fsm part
 )
@@ -201,80 +215,169 @@ func decodeHot(id string, v []byte) (hot, bool) {
 	return h, true
 }
 
-// frame is a decoded frame; events alias the stored value.
+// frame is a decoded frame; its unpacked events alias the stored value.
 type frame struct {
 	first  int64
-	events [][]byte
+	events [][]byte // nil: a packed event that does not unpack (damage)
 	sums   []uint32
 }
 
-func encodeFrame(first int64, events [][]byte, sums []uint32) []byte {
+// frameParts is a frame as stored: what decodeFrame unpacks and a repair
+// rewrites one event of.
+type frameParts struct {
+	version byte // frameVersion or framePacked
+	first   int64
+	stored  [][]byte // each event's stored bytes, aliasing the value
+	sizes   []uint64 // a packed event's unpacked size; 0: stored as is
+	sums    []uint32 // checksums of the unpacked events
+}
+
+// encodeFrame encodes events first.. with their checksums; packed selects
+// version 2 (state format 3), which packs each event that shrinks.
+func encodeFrame(first int64, events [][]byte, sums []uint32, packed bool) []byte {
+	fp := frameParts{version: frameVersion, first: first, stored: events, sums: sums}
+	if packed {
+		fp.version = framePacked
+		fp.stored, fp.sizes = make([][]byte, len(events)), make([]uint64, len(events))
+		for i, ev := range events {
+			fp.setEvent(i, ev)
+		}
+	}
+	return fp.encode()
+}
+
+// setEvent stores ev as event i of a packed frame: packed when it shrinks.
+func (fp *frameParts) setEvent(i int, ev []byte) {
+	fp.stored[i], fp.sizes[i] = ev, 0
+	if p, ok := packEvent(make([]byte, s2.MaxEncodedLen(len(ev))), ev); ok {
+		fp.stored[i], fp.sizes[i] = p, uint64(len(ev))
+	}
+}
+
+func (fp frameParts) encode() []byte {
 	size := 1 + 20 + 4
-	for _, ev := range events {
-		size += 9 + len(ev)
+	for _, st := range fp.stored {
+		size += 14 + len(st)
 	}
 	b := make([]byte, 0, size)
-	b = append(b, frameVersion)
-	b = binary.AppendUvarint(b, uint64(first))
-	b = binary.AppendUvarint(b, uint64(len(events)))
-	for i, ev := range events {
-		b = binary.AppendUvarint(b, uint64(len(ev)))
-		b = binary.BigEndian.AppendUint32(b, sums[i])
+	b = append(b, fp.version)
+	b = binary.AppendUvarint(b, uint64(fp.first))
+	b = binary.AppendUvarint(b, uint64(len(fp.stored)))
+	for i, st := range fp.stored {
+		switch {
+		case fp.version == frameVersion:
+			b = binary.AppendUvarint(b, uint64(len(st)))
+		case fp.sizes[i] > 0:
+			b = binary.AppendUvarint(b, uint64(len(st))<<1|1)
+			b = binary.AppendUvarint(b, fp.sizes[i])
+		default:
+			b = binary.AppendUvarint(b, uint64(len(st))<<1)
+		}
+		b = binary.BigEndian.AppendUint32(b, fp.sums[i])
 	}
 	b = binary.BigEndian.AppendUint32(b, crc32Update(0, b))
-	for _, ev := range events {
-		b = append(b, ev...)
+	for _, st := range fp.stored {
+		b = append(b, st...)
 	}
 	return b
 }
 
 var errFrame = errors.New("malformed frame")
 
-// decodeFrame parses a frame value; a header that fails its CRC or does not
-// parse is errFrame. Event bytes are not verified here (eventSum does).
-func decodeFrame(v []byte) (frame, error) {
-	var f frame
-	if len(v) < 1+2+4 || v[0] != frameVersion {
-		return f, errFrame
+// parseFrame parses a frame value of either version; a header that fails its
+// CRC or does not parse is errFrame.
+func parseFrame(v []byte) (frameParts, error) {
+	var fp frameParts
+	if len(v) < 1+2+4 || (v[0] != frameVersion && v[0] != framePacked) {
+		return fp, errFrame
 	}
+	fp.version = v[0]
 	p := 1
 	first, n := uvarint(v[p:])
 	if n <= 0 || first > 1<<62 {
-		return f, errFrame
+		return fp, errFrame
 	}
 	p += n
 	count, n := uvarint(v[p:])
 	if n <= 0 || count == 0 || count > uint64(len(v)) {
-		return f, errFrame
+		return fp, errFrame
 	}
 	p += n
 	lens := make([]uint64, count)
-	f.sums = make([]uint32, count)
-	total := uint64(0)
+	fp.sizes = make([]uint64, count)
+	fp.sums = make([]uint32, count)
+	total, unpacked := uint64(0), uint64(0)
 	for i := range lens {
 		l, n := uvarint(v[p:])
-		if n <= 0 || len(v)-p-n < 4 || l > uint64(len(v)) {
-			return f, errFrame
+		if n <= 0 || len(v)-p-n < 4 {
+			return fp, errFrame
 		}
 		p += n
+		if fp.version == framePacked {
+			if l&1 == 1 {
+				size, n := uvarint(v[p:])
+				if n <= 0 || len(v)-p-n < 4 || size == 0 || size > maxPackedEvent-unpacked {
+					return fp, errFrame
+				}
+				p += n
+				fp.sizes[i], unpacked = size, unpacked+size
+			}
+			l >>= 1
+		}
+		if l > uint64(len(v)) {
+			return fp, errFrame
+		}
 		lens[i], total = l, total+l
-		f.sums[i] = binary.BigEndian.Uint32(v[p:])
+		fp.sums[i] = binary.BigEndian.Uint32(v[p:])
 		p += 4
 	}
 	if len(v)-p < 4 || binary.BigEndian.Uint32(v[p:]) != crc32Update(0, v[:p]) {
-		return f, errFrame
+		return fp, errFrame
 	}
 	p += 4
 	if uint64(len(v)-p) != total {
-		return f, errFrame
+		return fp, errFrame
 	}
-	f.first = int64(first)
-	f.events = make([][]byte, count)
+	fp.first = int64(first)
+	fp.stored = make([][]byte, count)
 	for i, l := range lens {
-		f.events[i] = v[p : p+int(l) : p+int(l)]
+		fp.stored[i] = v[p : p+int(l) : p+int(l)]
 		p += int(l)
 	}
-	return f, nil
+	return fp, nil
+}
+
+// events unpacks the stored events (nil for one that does not unpack).
+func (fp frameParts) events() [][]byte {
+	total := uint64(0)
+	for _, s := range fp.sizes {
+		total += s
+	}
+	var buf []byte
+	if total > 0 {
+		buf = make([]byte, total)
+	}
+	evs := make([][]byte, len(fp.stored))
+	for i, st := range fp.stored {
+		size := int(fp.sizes[i])
+		if size == 0 {
+			evs[i] = st
+			continue
+		}
+		evs[i], _ = unpackEvent(buf[:size:size], st, size)
+		buf = buf[size:]
+	}
+	return evs
+}
+
+// decodeFrame parses and unpacks a frame value. Event bytes are not
+// verified here (eventSum does).
+func decodeFrame(v []byte) (frame, error) {
+	fp, err := parseFrame(v)
+	if err != nil {
+		return frame{}, err
+	}
+	return frame{first: fp.first, events: fp.events(), sums: fp.sums}, nil
 }
 
 // blockEntry is one frame of an index block.
@@ -431,7 +534,7 @@ func (t *Tx) appendFrame2(id string, inc, n uint64, first int64, events [][]byte
 	}
 	lb := t.tx.Bucket(bucketLog)
 	lb.FillPercent = 1.0 // keys only grow: pack pages full
-	if err := lb.Put(key[:], encodeFrame(first, events, sums)); err != nil {
+	if err := lb.Put(key[:], encodeFrame(first, events, sums, t.layout >= 3)); err != nil {
 		return err
 	}
 	h.tail = h.appendTail(key, int64(len(events)))
@@ -697,21 +800,32 @@ func (t *Tx) repairEvent2(id string, inc uint64, seq int64, ev []byte) (bool, er
 		return false, err
 	}
 	lb := t.tx.Bucket(bucketLog)
-	v := lb.Get(fs[0].key[:])
-	f, err := decodeFrame(v)
+	fp, err := parseFrame(lb.Get(fs[0].key[:]))
 	if err != nil {
 		return false, nil // the header is damaged: not repairable from one event
 	}
-	i := seq - f.first
-	if i < 0 || i >= int64(len(f.events)) || len(ev) != len(f.events[i]) {
+	i := seq - fp.first
+	if i < 0 || i >= int64(len(fp.stored)) {
 		return false, nil
 	}
-	if EventSum(id, inc, seq, ev) != f.sums[i] || EventSum(id, inc, seq, f.events[i]) == f.sums[i] {
+	cur := fp.events()[i] // nil: a packed event that does not unpack
+	// A flipped bit keeps a stored event's length; a packed event that does
+	// not unpack has none to compare.
+	if cur != nil && len(ev) != len(cur) {
 		return false, nil
 	}
-	events := slices.Clone(f.events)
-	events[i] = ev
-	return true, lb.Put(fs[0].key[:], encodeFrame(f.first, events, f.sums))
+	if EventSum(id, inc, seq, ev) != fp.sums[i] || EventSum(id, inc, seq, cur) == fp.sums[i] {
+		return false, nil
+	}
+	// The other events keep their stored bytes, damaged or not.
+	fp.stored = slices.Clone(fp.stored)
+	if fp.version == framePacked {
+		fp.sizes = slices.Clone(fp.sizes)
+		fp.setEvent(int(i), ev)
+	} else {
+		fp.stored[i] = ev
+	}
+	return true, lb.Put(fs[0].key[:], fp.encode())
 }
 
 // record2 returns the cold record followed by the fsm's hot part. b is the
@@ -919,5 +1033,19 @@ func (t *Tx) FinishLayout2() error {
 		return err
 	}
 	t.layout = 2
+	return nil
+}
+
+// FinishLayout3 marks a layout-2 state as state format 3: frames appended
+// from here on pack their events (eventcodec.go). Nothing stored changes:
+// format 3 reads the frames of format 2 as they are.
+func (t *Tx) FinishLayout3() error {
+	if t.layout < 2 {
+		return fmt.Errorf("state format 3 needs layout 2 first (this state is in layout %d)", t.layout)
+	}
+	if err := t.meta().Put(keyFormat, u64(3)); err != nil {
+		return err
+	}
+	t.layout = 3
 	return nil
 }

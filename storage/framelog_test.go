@@ -12,7 +12,10 @@ import (
 )
 
 // openLayout2 returns a new state database converted to layout 2.
-func openLayout2(t *testing.T) *StateDB {
+func openLayout2(t *testing.T) *StateDB { return openLayout(t, 2) }
+
+// openLayout returns a new state database converted to state format 2 or 3.
+func openLayout(t *testing.T, format int) *StateDB {
 	t.Helper()
 	s, err := OpenState(filepath.Join(t.TempDir(), "state.db"), StateOptions{})
 	if err != nil {
@@ -23,12 +26,25 @@ func openLayout2(t *testing.T) *StateDB {
 		if err := tx.PrepareLayout2(); err != nil {
 			return err
 		}
-		return tx.FinishLayout2()
+		if err := tx.FinishLayout2(); err != nil {
+			return err
+		}
+		if format == 3 {
+			return tx.FinishLayout3()
+		}
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// testEvent is event seq as the event log has it, a little longer as seq
+// grows, so that frames hold events of several sizes.
+func testEvent(seq int64) []byte {
+	return fmt.Appendf(nil, `{"type":"step/start","seq":%d,"time":%d,"data":{"turn":1,"step":%d,"note":"%s"}}`,
+		seq, 1780000000000+seq, seq, bytes.Repeat([]byte{'x'}, int(seq%7)))
 }
 
 // appendFrames stores frames of the given sizes for session id, one Raft
@@ -51,7 +67,7 @@ func appendFrames(t *testing.T, s *StateDB, id string, inc uint64, sizes []int, 
 			}
 			var evs [][]byte
 			for i := range n {
-				evs = append(evs, fmt.Appendf(nil, `{"seq":%d,"pad":"%s"}`, h.end+int64(i), bytes.Repeat([]byte{'x'}, int(h.end%7))))
+				evs = append(evs, testEvent(h.end+int64(i)))
 			}
 			if err := tx.AppendFrame(id, inc, h.frames+1, h.end, evs); err != nil {
 				return err
@@ -67,7 +83,13 @@ func appendFrames(t *testing.T, s *StateDB, id string, inc uint64, sizes []int, 
 }
 
 func TestLayout2ReadsEveryRange(t *testing.T) {
-	s := openLayout2(t)
+	for _, format := range []int{2, 3} {
+		t.Run(fmt.Sprintf("format %d", format), func(t *testing.T) { testLayout2ReadsEveryRange(t, format) })
+	}
+}
+
+func testLayout2ReadsEveryRange(t *testing.T, format int) {
+	s := openLayout(t, format)
 	var index uint64
 	rng := rand.New(rand.NewPCG(1, 2))
 	var sizes []int
@@ -204,17 +226,44 @@ func TestLayout2DeleteRemovesFramesAndIndex(t *testing.T) {
 	}
 }
 
+// storedAt returns the offset in frame value v of event i's stored bytes.
+func storedAt(t *testing.T, v []byte, i int) int {
+	t.Helper()
+	fp, err := parseFrame(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := len(v)
+	for _, st := range fp.stored[i:] {
+		off -= len(st)
+	}
+	return off
+}
+
 func TestLayout2DamageIsFoundAndRepaired(t *testing.T) {
-	s := openLayout2(t)
+	for _, format := range []int{2, 3} {
+		t.Run(fmt.Sprintf("format %d", format), func(t *testing.T) { testLayout2DamageIsFoundAndRepaired(t, format) })
+	}
+}
+
+func testLayout2DamageIsFoundAndRepaired(t *testing.T, format int) {
+	s := openLayout(t, format)
 	var index uint64
 	want := appendFrames(t, s, "s", 5, []int{2, 3}, &index)
-	// Flip a byte of event 3 in its frame.
+	// Flip a byte of events 3 and 4 in their frame (packed ones in format 3).
 	err := s.Update(func(tx *Tx) error {
 		h, _, _ := tx.hot2("s")
 		lb := tx.tx.Bucket(bucketLog)
 		v := bytes.Clone(lb.Get(h.last[:]))
-		i := bytes.Index(v, want[3])
-		v[i+2] ^= 0x20
+		fp, err := parseFrame(v)
+		if err != nil {
+			return err
+		}
+		if packed := fp.version == framePacked && fp.sizes[1] > 0 && fp.sizes[2] > 0; packed != (format == 3) {
+			return fmt.Errorf("format %d wrote frame version %d, sizes %v", format, fp.version, fp.sizes)
+		}
+		v[storedAt(t, v, 1)+2] ^= 0x20
+		v[storedAt(t, v, 2)+4] ^= 0x08
 		return lb.Put(h.last[:], v)
 	})
 	if err != nil {
@@ -231,12 +280,17 @@ func TestLayout2DamageIsFoundAndRepaired(t *testing.T) {
 		if ok, err := tx.RepairEvent("s", 5, 3, []byte("other bytes")); ok || err != nil {
 			return fmt.Errorf("repair with other bytes: %v, %v", ok, err)
 		}
-		if ok, err := tx.RepairEvent("s", 5, 3, want[3]); !ok || err != nil {
-			return fmt.Errorf("repair with the stored checksum's bytes: %v, %v", ok, err)
+		for _, seq := range []int64{3, 4} {
+			if ok, err := tx.RepairEvent("s", 5, seq, want[seq]); !ok || err != nil {
+				return fmt.Errorf("repair of %d with the stored checksum's bytes: %v, %v", seq, ok, err)
+			}
+			if ok, err := tx.RepairEvent("s", 5, seq, want[seq]); ok || err != nil {
+				return fmt.Errorf("repair of the repaired %d: %v, %v", seq, ok, err)
+			}
 		}
 		got, err := tx.Events("s", 5, 0, 5)
-		if err != nil || !bytes.Equal(got[3], want[3]) {
-			return fmt.Errorf("after the repair: %q, %v", got, err)
+		if err != nil || !bytes.Equal(got[3], want[3]) || !bytes.Equal(got[4], want[4]) {
+			return fmt.Errorf("after the repairs: %q, %v", got, err)
 		}
 		return nil
 	})
@@ -326,18 +380,35 @@ func TestLayout1HasNoCwdIndex(t *testing.T) {
 }
 
 func FuzzFrameDecode(f *testing.F) {
-	f.Add(encodeFrame(7, [][]byte{[]byte("a"), []byte(`{"x":1}`)}, []uint32{1, 2}))
-	f.Add(encodeFrame(0, [][]byte{nil}, []uint32{0}))
-	f.Add(encodeFrame(0, nil, nil)) // no events: refused
+	for _, packed := range []bool{false, true} {
+		f.Add(encodeFrame(7, [][]byte{[]byte("a"), []byte(`{"x":1}`)}, []uint32{1, 2}, packed))
+		f.Add(encodeFrame(0, [][]byte{nil}, []uint32{0}, packed))
+		f.Add(encodeFrame(0, nil, nil, packed)) // no events: refused
+		f.Add(encodeFrame(3, [][]byte{[]byte(`{"type":"step/start","seq":3,"time":1780000000000,"data":{"turn":1,"step":1}}`),
+			[]byte(`{"type":"turn/end","seq":4,"time":1780000000001,"data":{"turn":1,"reason":{"kind":"completed"}}}`)}, []uint32{5, 6}, packed))
+	}
 	f.Add([]byte{1})
+	f.Add([]byte{2})
 	f.Fuzz(func(t *testing.T, v []byte) {
-		fr, err := decodeFrame(v)
+		fp, err := parseFrame(v)
 		if err != nil {
 			return
 		}
-		// What decodes encodes back to the same bytes.
-		if got := encodeFrame(fr.first, fr.events, fr.sums); !bytes.Equal(got, v) {
+		// What parses encodes back to the same bytes.
+		if got := fp.encode(); !bytes.Equal(got, v) {
 			t.Fatalf("re-encoded %x, was %x", got, v)
+		}
+		fr, err := decodeFrame(v)
+		if err != nil {
+			t.Fatalf("parses but does not decode: %v", err)
+		}
+		for i, ev := range fr.events {
+			if ev == nil && fp.sizes[i] == 0 && len(fp.stored[i]) > 0 {
+				t.Fatalf("event %d is stored as is and decodes to nil", i)
+			}
+			if ev != nil && fp.sizes[i] > 0 && uint64(len(ev)) != fp.sizes[i] {
+				t.Fatalf("event %d unpacks to %d bytes, the header says %d", i, len(ev), fp.sizes[i])
+			}
 		}
 	})
 }

@@ -46,7 +46,12 @@ package storage
 // applies command version 6; so a cluster with an older voter keeps format
 // 1, whose snapshots that voter reads. A format-2 database or snapshot is
 // refused by older builds, by its format number.
-const StateFormatVersion = 2
+//
+// Format 3 is layout 2 whose new frames pack their events (frame version 2,
+// framelog.go and eventcodec.go); nothing else differs, and what format 2
+// stored is read as it is. ConvertLayout{layout: 3}, proposed once every
+// voter applies command version 9, only marks the state (FinishLayout3).
+const StateFormatVersion = 3
 
 var (
 	bucketMeta       = []byte("meta")

@@ -15,7 +15,7 @@ import (
 type Tx struct {
 	tx    *bbolt.Tx
 	fails *atomic.Uint64 // the StateDB's checksum failure count (nil: not counted)
-	// layout is the state format (1 or 2, schema.go) the transaction reads
+	// layout is the state format (1, 2 or 3, schema.go) the transaction reads
 	// and writes; ConvertLayout changes it.
 	layout int
 	// entryIndex and entryPos name the next frame (layout 2): the Raft
@@ -42,13 +42,17 @@ type staged struct {
 
 func newTx(tx *bbolt.Tx, fails *atomic.Uint64) *Tx {
 	t := &Tx{tx: tx, fails: fails, layout: 1}
-	if m := tx.Bucket(bucketMeta); m != nil && getU64(m.Get(keyFormat)) == 2 {
-		t.layout = 2
+	if m := tx.Bucket(bucketMeta); m != nil {
+		// OpenState and Restore refuse formats this build does not read.
+		if f := getU64(m.Get(keyFormat)); f >= 2 && f <= StateFormatVersion {
+			t.layout = int(f)
+		}
 	}
 	return t
 }
 
-// Layout is the state format this transaction works in (1 or 2).
+// Layout is the state format this transaction works in (1, 2 or 3; 3 is
+// layout 2 with packed events).
 func (t *Tx) Layout() int { return t.layout }
 
 // BeginEntry names the Raft entry whose commands are applied next: frames

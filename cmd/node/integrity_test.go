@@ -12,11 +12,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/api/sessionpb"
+	"github.com/sessionstore/sessionstore/storage"
 )
 
 // igArtifactPath is the one artifact under a node's data directory.
@@ -108,10 +110,17 @@ func TestStoredEventFlippedIsNotServed(t *testing.T) {
 	n.Close()
 
 	// "hello" becomes "hgllo": still valid JSON, so only a checksum can tell.
-	target := []byte(want[3])
-	at := bytes.Index(target, []byte(`"hello"`)) + 2
-	if at < 2 {
-		t.Fatalf("event 3 = %s, want the fixture's assistant message", target)
+	// The event is stored packed (state format 3), its text a literal there.
+	if !strings.Contains(want[3], `"hello"`) {
+		t.Fatalf("event 3 = %s, want the fixture's assistant message", want[3])
+	}
+	target, ok := storage.PackedEvent([]byte(want[3]))
+	if !ok {
+		t.Fatalf("event 3 is not stored packed: %s", want[3])
+	}
+	at := bytes.Index(target, []byte(`hello`)) + 1
+	if at < 1 {
+		t.Fatalf("the packed event 3 holds no literal hello: %q", target)
 	}
 	path := filepath.Join(n.dir, "state.db")
 	b, err := os.ReadFile(path)
@@ -156,10 +165,11 @@ func TestStoredEventFlippedIsNotServed(t *testing.T) {
 func TestStoredRecordFlippedIsRefusedUntilRebuilt(t *testing.T) {
 	n := startTestNode(t, "")
 	const id, cwd = "ig-record", "/ig/record-cwd"
-	// A new node converts to layout 2 before it serves (a damaged record met
-	// by the conversion itself stops the node: fsm.ConvertLayout).
-	if l := n.layout(); l != 2 {
-		t.Fatalf("a new node serves in layout %d, want 2", l)
+	// A new node converts to layout 2, state format 3, before it serves (a
+	// damaged record met by the conversion itself stops the node:
+	// fsm.ConvertLayout).
+	if l := n.layout(); l != 3 {
+		t.Fatalf("a new node serves in state format %d, want 3", l)
 	}
 	owCreate(t, n, owMeta(id, cwd))
 	owAppend(t, n, id, 0, owOneTurnLog()...)

@@ -34,12 +34,14 @@ import (
 type ufRelease struct {
 	Commit string
 	Dir    string // testdata/upgrade/<commit>
+	Format int    // the state format it writes (storage.StateFormatVersion)
 }
 
 // ufReleases are the releases with committed fixtures, oldest first.
 var ufReleases = []ufRelease{
-	{Commit: "2f2e872", Dir: filepath.Join("..", "..", "testdata", "upgrade", "2f2e872")},
-	{Commit: "2a3df2f", Dir: filepath.Join("..", "..", "testdata", "upgrade", "2a3df2f")}, // issue 13's build: checksums, relative watermarks, identity.json
+	{Commit: "2f2e872", Dir: filepath.Join("..", "..", "testdata", "upgrade", "2f2e872"), Format: 1},
+	{Commit: "2a3df2f", Dir: filepath.Join("..", "..", "testdata", "upgrade", "2a3df2f"), Format: 1}, // issue 13's build: checksums, relative watermarks, identity.json
+	{Commit: "f8cc0a4", Dir: filepath.Join("..", "..", "testdata", "upgrade", "f8cc0a4"), Format: 2}, // issue 14's layout 2 and packed Raft entries (command version 8)
 }
 
 // ufExpect is what the old node answered just before it was stopped.
@@ -238,8 +240,9 @@ func TestUpgrade_DataDirOfOlderRelease(t *testing.T) {
 				c := crDial(t, n.GRPCAddr)
 				n.WaitReady(c)
 				// The lone voter runs this build: the state is converted to
-				// layout 2 before the checks read it.
-				crWaitLog(t, n, "converted to layout 2", 30*time.Second)
+				// state format 3 (layout 2, packed events) before the checks
+				// read it.
+				crWaitLog(t, n, "state database in format 3", 30*time.Second)
 				ufCheckSessions(t, c, e, true)
 				ufCheckWrites(t, c, e)
 				// Restarted, the converted directory opens again.
@@ -268,7 +271,7 @@ func TestUpgrade_BackupOfOlderRelease(t *testing.T) {
 			n.Start()
 			c := crDial(t, n.GRPCAddr)
 			n.WaitReady(c)
-			crWaitLog(t, n, "converted to layout 2", 30*time.Second)
+			crWaitLog(t, n, "state database in format 3", 30*time.Second)
 			ufCheckSessions(t, c, e, false)
 			ufCheckWrites(t, c, e)
 		})
@@ -276,68 +279,87 @@ func TestUpgrade_BackupOfOlderRelease(t *testing.T) {
 }
 
 // ufOldBinary builds the node binary of an older release from this
-// repository's history (git archive of commit, go build), once per test run.
+// repository's history (git archive of commit, go build), once per commit
+// and test run.
 func ufOldBinary(t *testing.T, commit string) string {
 	t.Helper()
-	ufOld.once.Do(func() {
-		top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
-		if err != nil {
-			ufOld.err = fmt.Errorf("git rev-parse --show-toplevel: %v (the test builds an older release from the repository's history)", err)
-			return
+	ufOld.mu.Lock()
+	b := ufOld.builds[commit]
+	if b == nil {
+		b = &ufBuild{}
+		if ufOld.builds == nil {
+			ufOld.builds = map[string]*ufBuild{}
 		}
-		src, err := os.MkdirTemp("", crBinPrefix+"src-*")
-		if err != nil {
-			ufOld.err = err
-			return
-		}
-		defer os.RemoveAll(src)
-		arch := exec.Command("sh", "-c", "git -C \"$1\" archive --format=tar \"$2\" | tar -x -C \"$3\"", "sh", strings.TrimSpace(string(top)), commit, src)
-		if out, err := arch.CombinedOutput(); err != nil {
-			ufOld.err = fmt.Errorf("git archive %s: %v\n%s", commit, err, out)
-			return
-		}
-		dir, err := os.MkdirTemp("", crBinPrefix+"*")
-		if err != nil {
-			ufOld.err = err
-			return
-		}
-		bin := filepath.Join(dir, "sessionstore-"+commit)
-		b := exec.Command("go", "build", "-o", bin, "./cmd/node")
-		b.Dir = src
-		if out, err := b.CombinedOutput(); err != nil {
-			ufOld.err = fmt.Errorf("go build of %s: %v\n%s", commit, err, out)
-			return
-		}
-		ufOld.path = bin
-	})
-	if ufOld.err != nil {
-		t.Fatalf("build release %s: %v", commit, ufOld.err)
+		ufOld.builds[commit] = b
 	}
-	return ufOld.path
+	ufOld.mu.Unlock()
+	b.once.Do(func() { b.path, b.err = ufBuildRelease(commit) })
+	if b.err != nil {
+		t.Fatalf("build release %s: %v", commit, b.err)
+	}
+	return b.path
 }
 
-var ufOld struct {
+func ufBuildRelease(commit string) (string, error) {
+	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		return "", fmt.Errorf("git rev-parse --show-toplevel: %v (the test builds an older release from the repository's history)", err)
+	}
+	src, err := os.MkdirTemp("", crBinPrefix+"src-*")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(src)
+	arch := exec.Command("sh", "-c", "git -C \"$1\" archive --format=tar \"$2\" | tar -x -C \"$3\"", "sh", strings.TrimSpace(string(top)), commit, src)
+	if out, err := arch.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("git archive %s: %v\n%s", commit, err, out)
+	}
+	dir, err := os.MkdirTemp("", crBinPrefix+"*")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "sessionstore-"+commit)
+	b := exec.Command("go", "build", "-o", bin, "./cmd/node")
+	b.Dir = src
+	if out, err := b.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build of %s: %v\n%s", commit, err, out)
+	}
+	return bin, nil
+}
+
+type ufBuild struct {
 	once sync.Once
 	path string
 	err  error
 }
 
-// TestUpgrade_RollingFromOlderRelease upgrades a three-node cluster of the
-// oldest fixture release's real binary one node at a time. The first
-// upgraded node is stopped while an old leader compacts past it, so it is
-// sent the old leader's snapshot; then it leads, and one voter still on the
-// old build is stopped the same way, so it is sent a snapshot by the new
-// leader. Both must install it and hold artifacts of the same text (not the
-// same bytes: this build stores small frames raw where older ones
-// compressed them, and frames already written stay as they are). The state
-// stays in layout 1 while an old voter remains; once the last node is
-// upgraded every node converts it to layout 2, and the cluster goes on
-// writing and deleting.
+var ufOld struct {
+	mu     sync.Mutex
+	builds map[string]*ufBuild // by commit
+}
+
+// TestUpgrade_RollingFromOlderRelease upgrades a three-node cluster of an
+// older release's real binary one node at a time: the oldest fixture release
+// (state format 1) and the newest (format 2). The first upgraded node is
+// stopped while an old leader compacts past it, so it is sent the old
+// leader's snapshot; then it leads, and one voter still on the old build is
+// stopped the same way, so it is sent a snapshot by the new leader. Both must
+// install it and hold artifacts of the same text (not the same bytes: this
+// build stores small frames raw where older ones compressed them, and frames
+// already written stay as they are). The state keeps the old release's
+// format while an old voter remains; once the last node is upgraded every
+// node converts it to format 3 (layout 2 first, from format 1), and the
+// cluster goes on writing and deleting.
 func TestUpgrade_RollingFromOlderRelease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("three node processes of two releases")
 	}
-	r := ufReleases[0]
+	for _, r := range []ufRelease{ufReleases[0], ufReleases[len(ufReleases)-1]} {
+		t.Run(r.Commit, func(t *testing.T) { ufRolling(t, r) })
+	}
+}
+
+func ufRolling(t *testing.T, r ufRelease) {
 	oldBin, newBin := ufOldBinary(t, r.Commit), crBinary(t)
 	nodes := pcNewCluster(t, oldBin, 3)
 	for _, nd := range nodes {
@@ -421,10 +443,12 @@ func TestUpgrade_RollingFromOlderRelease(t *testing.T) {
 		t.Errorf("the old-release voter's snapshot restores: %s (before its stop: %s); it should have installed the new leader's snapshot", got, restores)
 	}
 
-	// While an old voter remains, the state keeps layout 1 (its snapshots
+	// While an old voter remains, the state keeps its format (its snapshots
 	// are what the old voter just read).
-	if l := crGrep(nodes[0].Log(), "converted to layout 2"); len(l) > 0 {
-		t.Errorf("n1 converted the state while old voters remained: %q", l)
+	for _, msg := range []string{"converted to layout 2", "state database in format 3"} {
+		if l := crGrep(nodes[0].Log(), msg); len(l) > 0 {
+			t.Errorf("n1 converted the state while old voters remained: %q", l)
+		}
 	}
 
 	// The rest of the cluster is upgraded; then every node converts.
@@ -436,7 +460,10 @@ func TestUpgrade_RollingFromOlderRelease(t *testing.T) {
 	}
 	write(nodes[2].C, 2)
 	for _, nd := range nodes {
-		crWaitLog(t, nd.crNode, "converted to layout 2", 30*time.Second)
+		if r.Format < 2 {
+			crWaitLog(t, nd.crNode, "converted to layout 2", 30*time.Second)
+		}
+		crWaitLog(t, nd.crNode, "state database in format 3", 30*time.Second)
 	}
 	write(nodes[2].C, 2)
 	pcCheckSameText(t, nodes, ss)

@@ -782,6 +782,9 @@ func (x *Sweep) GetPolicies() []*RetentionPolicy {
 // stored once, in apply order, with a per-session index; see storage's
 // framelog.go). The leader proposes it once every voter applies version 6;
 // every replica converts at the same index, so their states stay equal.
+// layout 3 (version 9) is state format 3: layout 2 whose new frames pack
+// their events (storage's eventcodec.go); it converts a layout-1 state to
+// layout 2 first.
 type ConvertLayout struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Layout        uint32                 `protobuf:"varint,1,opt,name=layout,proto3" json:"layout,omitempty"`

@@ -64,8 +64,10 @@ const (
 	longID      = "scaling-long"   // the session the append-cost phase grows
 	idleCores   = 0.1              // settled: the node used less CPU than this over a second
 	stopTimeout = 60 * time.Second // SIGTERM to kill: a large state may take a while to close
-	// converted is what a node that converts its state to layout 2 logs.
+	// converted and packed are what a node logs when it converts its state
+	// to layout 2 and to state format 3.
 	converted = "state database converted to layout 2"
+	packed    = "state database in format 3"
 )
 
 type config struct {
@@ -175,8 +177,14 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// A binary that never logs the conversion is not waited for.
-	converts := bytes.Contains(bin, []byte(converted))
+	// The newest format the binary converts to, waited for (1: none).
+	converts := 1
+	switch {
+	case bytes.Contains(bin, []byte(packed)):
+		converts = 3
+	case bytes.Contains(bin, []byte(converted)):
+		converts = 2
+	}
 	var results []result
 	for _, n := range cfg.counts {
 		dir := filepath.Join(work, fmt.Sprintf("s%d", n))
@@ -194,7 +202,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func measure(ctx context.Context, cfg config, dir string, count int, converts bool, logw io.Writer) (r result, err error) {
+func measure(ctx context.Context, cfg config, dir string, count int, converts int, logw io.Writer) (r result, err error) {
 	r.sessions, r.layout = count, 1
 	step := func(format string, args ...any) {
 		fmt.Fprintf(logw, "  %s %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
@@ -225,11 +233,12 @@ func measure(ctx context.Context, cfg config, dir string, count int, converts bo
 	if err != nil {
 		return r, err
 	}
-	if converts {
-		if err := n1.waitLog(ctx, converted, time.Minute); err != nil {
+	if converts > 1 {
+		msg := map[int]string{2: converted, 3: packed}[converts]
+		if err := n1.waitLog(ctx, msg, time.Minute); err != nil {
 			return r, err
 		}
-		r.layout = 2
+		r.layout = converts
 	}
 
 	step("fill: %d sessions × %d events, %d writers", count, cfg.events, cfg.writers)

@@ -33,7 +33,7 @@ func printTable(w io.Writer, cfg config, rs []result) {
 	ratio := func(a, b int64) string { return fmt.Sprintf("%.2f", float64(a)/float64(max(b, 1))) }
 	sec := func(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
 	row("sessions", func(r result) string { return fmt.Sprint(r.sessions) })
-	row("state layout", func(r result) string { return fmt.Sprint(r.layout) })
+	row("state format", func(r result) string { return fmt.Sprint(r.layout) })
 	row("events stored (fill)", func(r result) string { return fmt.Sprint(r.events) })
 	row("event text (JSONL)", func(r result) string { return mb(r.eventBytes) })
 	row("mean event bytes", func(r result) string { return fmt.Sprintf("%.0f", float64(r.eventBytes)/float64(max(r.events, 1))) })
