@@ -69,8 +69,8 @@ const (
 	frameVersion = 1
 	// framePacked is the frame version whose events may be packed.
 	framePacked = 2
-	hotVersion   = 1
-	hotFixed     = 1 + 8 + 8 + frameKeyLen + 1 + 1 + 4 // with an empty tail and fsm part
+	hotVersion  = 1
+	hotFixed    = 1 + 8 + 8 + frameKeyLen + 1 + 1 + 4 // with an empty tail and fsm part
 )
 
 var (
