@@ -215,7 +215,8 @@ func decodeHot(id string, v []byte) (hot, bool) {
 	return h, true
 }
 
-// frame is a decoded frame; its unpacked events alias the stored value.
+// frame is a decoded frame: events stored as they are alias the stored
+// value, packed ones are unpacked into memory of their own.
 type frame struct {
 	first  int64
 	events [][]byte // nil: a packed event that does not unpack (damage)
