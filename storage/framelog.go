@@ -55,7 +55,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/klauspost/compress/s2"
 	"go.etcd.io/bbolt"
 )
 
@@ -250,7 +249,7 @@ func encodeFrame(first int64, events [][]byte, sums []uint32, packed bool) []byt
 // setEvent stores ev as event i of a packed frame: packed when it shrinks.
 func (fp *frameParts) setEvent(i int, ev []byte) {
 	fp.stored[i], fp.sizes[i] = ev, 0
-	if p, ok := packEvent(make([]byte, s2.MaxEncodedLen(len(ev))), ev); ok {
+	if p, ok := PackedEvent(ev); ok {
 		fp.stored[i], fp.sizes[i] = p, uint64(len(ev))
 	}
 }
