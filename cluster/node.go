@@ -293,13 +293,16 @@ func (n *Node) await(f raft.Future) error {
 }
 
 // convertLayout proposes ConvertLayout once every voter applies the command
-// version of a newer state format: layout 2 (version 6), then format 3,
-// packed events (version 9); every replica then converts at the same index.
+// version of a newer state format: layout 2 (version 6), format 3, packed
+// events (version 9), format 4, rows keyed by session number (version 10);
+// every replica then converts at the same index.
 // Until then the state keeps its format, whose snapshots an older voter
 // reads (a rolling upgrade).
 func (n *Node) convertLayout() {
 	have, target := n.state.Layout(), 0
 	switch {
+	case have < 4 && n.votersSupport(fsm.NumberedRowsVersion):
+		target = 4
 	case have < 3 && n.votersSupport(fsm.PackedEventsVersion):
 		target = 3
 	case have < 2 && n.votersSupport(fsm.LayoutVersion):

@@ -428,16 +428,18 @@ func (a *applier) delete(c *fsmpb.Delete, bind bool) (*fsmpb.Result, string, err
 // tombstone (with the deleting request's answer) and tells the artifact
 // writer.
 func (a *applier) remove(id string, rec *fsmpb.SessionRecord, requestID string, res *fsmpb.Result) error {
+	// The cwd entry first: format 4 finds it by the session's number, which
+	// goes with the record.
+	if h := rec.GetHeader(); h.Cwd != nil {
+		if err := a.tx.IndexCwd(id, h.GetCwd(), true); err != nil {
+			return err
+		}
+	}
 	if err := a.tx.DeleteSession(id, rec.Incarnation); err != nil {
 		return err
 	}
 	if a.checks != nil {
 		a.checks.drop(id)
-	}
-	if h := rec.GetHeader(); h.Cwd != nil {
-		if err := a.tx.IndexCwd(id, h.GetCwd(), true); err != nil {
-			return err
-		}
 	}
 	if err := a.tx.AddPrincipalSession(rec.Creator, -1); err != nil {
 		return err
@@ -465,11 +467,12 @@ func (a *applier) remove(id string, rec *fsmpb.SessionRecord, requestID string, 
 }
 
 // convertLayout converts the state to layout 2 (version 6; see
-// ConvertLayout) or state format 3 (version 9: layout 2, then new frames
-// pack their events). A state already there, or a request for another
-// layout, changes nothing.
+// ConvertLayout), state format 3 (version 9: layout 2, then new frames
+// pack their events) or state format 4 (version 10: format 3, then every
+// session's rows keyed by its number). A state already there, or a request
+// for another layout, changes nothing.
 func (a *applier) convertLayout(c *fsmpb.ConvertLayout) (*fsmpb.Result, string, error) {
-	if (c.Layout != 2 && c.Layout != 3) || a.tx.Layout() >= int(c.Layout) {
+	if c.Layout < 2 || c.Layout > 4 || a.tx.Layout() >= int(c.Layout) {
 		return &fsmpb.Result{}, "", nil
 	}
 	if a.tx.Layout() < 2 {
@@ -479,10 +482,17 @@ func (a *applier) convertLayout(c *fsmpb.ConvertLayout) (*fsmpb.Result, string, 
 		}
 		a.converted = n
 	}
-	if c.Layout == 3 {
+	if c.Layout >= 3 && a.tx.Layout() < 3 {
 		if err := a.tx.FinishLayout3(); err != nil {
 			return nil, "", err
 		}
+	}
+	if c.Layout == 4 {
+		n, err := a.tx.ConvertLayout4()
+		if err != nil {
+			return nil, "", fmt.Errorf("converting the state to format 4: %w", err)
+		}
+		a.converted = n
 	}
 	return &fsmpb.Result{}, "", nil
 }

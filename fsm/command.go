@@ -21,8 +21,9 @@ import (
 // version 6 ConvertLayout (the state's layout 2, layout.go), version 7
 // strict appends (Append.strict: refused when a read would refuse the log),
 // version 8 packed entries (pack.go), version 9 ConvertLayout to state format
-// 3 (packed events, layout.go).
-const CommandVersion = 9
+// 3 (packed events, layout.go), version 10 ConvertLayout to state format 4
+// (rows keyed by session number, layout.go).
+const CommandVersion = 10
 
 // StrictVersion is the command version that carries Append.strict.
 const StrictVersion = 7
@@ -51,6 +52,9 @@ func Encode(e *fsmpb.Entry) ([]byte, error) {
 			e.Version = max(e.Version, layoutVersion)
 			if cl.ConvertLayout.GetLayout() >= 3 {
 				e.Version = max(e.Version, PackedEventsVersion)
+			}
+			if cl.ConvertLayout.GetLayout() >= 4 {
+				e.Version = max(e.Version, NumberedRowsVersion)
 			}
 		}
 		if c.GetAppend().GetStrict() {

@@ -247,8 +247,12 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 						f.logger.Info("state database converted to layout 2 (events stored once, in apply order)",
 							"raft_index", l.Index, "sessions", a.converted, "dur", time.Since(start))
 					}
-					if tx.Layout() == 3 {
+					if layout < 3 && tx.Layout() >= 3 {
 						f.logger.Info("state database in format 3: new events are stored packed", "raft_index", l.Index)
+					}
+					if tx.Layout() == 4 {
+						f.logger.Info("state database in format 4: session rows keyed by session number",
+							"raft_index", l.Index, "sessions", a.converted, "dur", time.Since(start))
 					}
 					converted = true
 				}

@@ -17,13 +17,12 @@ import (
 	"github.com/sessionstore/sessionstore/storage"
 )
 
-// newTestFSM returns an FSM over a new state database in layout 2 (what a
-// cluster converts to as soon as every voter can); newTestFSM1 keeps layout 1.
 // newTestFSM is an FSM on a new state in the format a new cluster reaches:
-// 3 (layout 2, packed events).
+// 4 (layout 2, packed events, rows keyed by session number); newTestFSM1
+// keeps layout 1, newTestFSMLayout any format.
 func newTestFSM(t *testing.T) (*FSM, *storage.StateDB) {
 	t.Helper()
-	return newTestFSMLayout(t, 3)
+	return newTestFSMLayout(t, 4)
 }
 
 func newTestFSM1(t *testing.T) (*FSM, *storage.StateDB) {
@@ -43,7 +42,11 @@ func newTestFSMLayout(t testing.TB, layout int) (*FSM, *storage.StateDB) {
 			if _, err := ConvertLayout(tx, 1, nil); err != nil || layout == 2 {
 				return err
 			}
-			return tx.FinishLayout3()
+			if err := tx.FinishLayout3(); err != nil || layout == 3 {
+				return err
+			}
+			_, err := tx.ConvertLayout4()
+			return err
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -50,43 +51,59 @@ func flipAll(t *testing.T, path string, needle []byte, off int, check func(b []b
 	return n
 }
 
-// A flipped byte of an event value, of an event key or of a session record in
-// state.db is never served: the read is a CORRUPTION error, the failure is
-// counted, a snapshot is refused, and a damaged event is rewritten from the
-// node's artifact with exactly the bytes first stored.
+// A flipped byte of an event value, of an event key (layout 1) or of a
+// session record in state.db is never served: the read is a CORRUPTION
+// error, the failure is counted, a snapshot is refused, and a damaged event
+// is rewritten from the node's artifact with exactly the bytes first stored.
+// In layout 1 and in format 4 (where the event is stored packed).
 func TestStateDamageIsCaughtAndRepaired(t *testing.T) {
 	ev1 := []byte(openTurn[1])
+	packed, ok := storage.PackedEvent(ev1)
+	if !ok {
+		t.Fatal("the test event does not pack")
+	}
 	for _, tc := range []struct {
 		name       string
+		format     uint32
 		damage     func(t *testing.T, path string)
 		repairable bool
 	}{
-		{"event value", func(t *testing.T, path string) {
+		{"event value", 1, func(t *testing.T, path string) {
 			flipAll(t, path, ev1, len(ev1)/2, nil)
 		}, true},
-		{"event key", func(t *testing.T, path string) {
+		{"event key", 1, func(t *testing.T, path string) {
 			// bbolt stores a key right before its value: seq 1 becomes seq 5.
 			flipAll(t, path, ev1, -1, func(b []byte, at int) bool {
 				return at >= 8 && binary.BigEndian.Uint64(b[at-8:at]) == 1
 			})
 		}, true},
-		{"session record", func(t *testing.T, path string) {
+		{"session record", 1, func(t *testing.T, path string) {
 			flipAll(t, path, []byte("/w"), 1, nil) // the record's header cwd
 		}, false},
+		{"packed event", 4, func(t *testing.T, path string) {
+			flipAll(t, path, packed, len(packed)/2, nil)
+		}, true},
+		{"session record", 4, func(t *testing.T, path string) {
+			flipAll(t, path, []byte("/w"), 1, nil) // the record's header cwd (and the cwd index key)
+		}, false},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(fmt.Sprintf("format %d %s", tc.format, tc.name), func(t *testing.T) {
 			dir := t.TempDir()
 			n := openArtifactNode(t, dir)
 			n.fsm.ApplyBatch([]*raft.Log{
 				entry(t, 1, 100, &fsmpb.Command{Cmd: &fsmpb.Command_SetClusterId{SetClusterId: &fsmpb.SetClusterID{ClusterId: "c1"}}}),
-				entry(t, 2, 100, createCmd("s")),
-				entry(t, 3, 100, appendCmd("s", 0, openTurn...)),
+				entry(t, 2, 100, &fsmpb.Command{Cmd: &fsmpb.Command_ConvertLayout{ConvertLayout: &fsmpb.ConvertLayout{Layout: tc.format}}}),
+				entry(t, 3, 100, createCmd("s")),
+				entry(t, 4, 100, appendCmd("s", 0, openTurn...)),
 			})
 			n.idle(t)
 			n.close()
 			tc.damage(t, filepath.Join(dir, "state.db"))
 			n = openArtifactNode(t, dir)
 			n.marksLoaded(t) // the writer may fail on the damage (and retry): no idle
+			if got := n.db.Layout(); got != int(tc.format) {
+				t.Fatalf("state format %d, want %d", got, tc.format)
+			}
 
 			read := func() ([][]byte, error) {
 				var evs [][]byte

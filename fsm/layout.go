@@ -22,6 +22,12 @@ const LayoutVersion = layoutVersion
 // replica of an older build refuses a format-3 snapshot.
 const PackedEventsVersion = 9
 
+// NumberedRowsVersion is the command version every voter must apply before
+// the leader proposes ConvertLayout to state format 4 (a session's rows keyed
+// by its number, storage/numbered.go): an older replica refuses a format-4
+// snapshot.
+const NumberedRowsVersion = 10
+
 var marshalRecord = proto.MarshalOptions{Deterministic: true}
 
 // EncodeRecord splits a record into its cold part (what an append leaves

@@ -53,11 +53,28 @@ func history(t *testing.T, first uint64) []*raft.Log {
 }
 
 // dump renders what a reader sees of a state: every record, every event,
-// the frame boundaries, tombstones and request results.
+// the frame boundaries, tombstones and request results, and the sessions
+// List finds under a cwd (from the index, or in layout 1 by a scan).
 func dump(t *testing.T, db *storage.StateDB) string {
 	t.Helper()
 	var b strings.Builder
 	err := db.View(func(tx *storage.Tx) error {
+		var under []string
+		if tx.CwdIndexed() {
+			under = tx.SessionsUnderCwd("/w")
+		} else {
+			err := tx.ForEachSession("", false, func(id string, raw []byte) error {
+				rec, err := DecodeRecord(raw)
+				if err == nil && strings.HasPrefix(rec.GetHeader().GetCwd(), "/w") {
+					under = append(under, id)
+				}
+				return err
+			})
+			if err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(&b, "under /w: %q\n", under)
 		return tx.ForEachSession("", false, func(id string, raw []byte) error {
 			rec, err := DecodeRecord(raw)
 			if err != nil {
@@ -130,34 +147,42 @@ func TestConvertLayoutKeepsWhatReadersSee(t *testing.T) {
 	}
 }
 
-// State format 3 (new frames pack their events) reads exactly as layout 2:
-// a layout-1 and a layout-2 state converted by ConvertLayout to 3, and a
-// state in format 3 from the start, read alike after the same entries, and
-// after more writes (which the converted ones now pack).
-func TestConvertToFormat3KeepsWhatReadersSee(t *testing.T) {
-	f1, db1 := newTestFSM1(t)
-	f2, db2 := newTestFSMLayout(t, 2)
-	f3, db3 := newTestFSM(t)
-	fsms, dbs := []*FSM{f1, f2, f3}, []*storage.StateDB{db1, db2, db3}
+// State format 3 (new frames pack their events) reads exactly as layout 2,
+// and format 4 (rows keyed by session number) as format 3: states in every
+// older format converted by ConvertLayout, and a state in the target format
+// from the start, read alike after the same entries, and after more writes
+// (which the converted ones now store in the new format).
+func TestConvertToFormat3KeepsWhatReadersSee(t *testing.T) { testConvertKeepsWhatReadersSee(t, 3) }
+
+func TestConvertToFormat4KeepsWhatReadersSee(t *testing.T) { testConvertKeepsWhatReadersSee(t, 4) }
+
+func testConvertKeepsWhatReadersSee(t *testing.T, target int) {
+	var fsms []*FSM
+	var dbs []*storage.StateDB
+	for format := 1; format <= target; format++ {
+		f, db := newTestFSMLayout(t, format)
+		fsms, dbs = append(fsms, f), append(dbs, db)
+	}
+	native := dbs[len(dbs)-1]
 	logs := history(t, 1)
 	for _, f := range fsms {
 		f.ApplyBatch(logs)
 	}
-	before := dump(t, db3)
-	for i, db := range dbs[:2] {
+	before := dump(t, native)
+	for i, db := range dbs[:len(dbs)-1] {
 		if got := dump(t, db); got != before {
-			t.Fatalf("layout %d and format 3 differ after the same entries:\n%s\n---\n%s", i+1, got, before)
+			t.Fatalf("format %d and format %d differ after the same entries:\n%s\n---\n%s", i+1, target, got, before)
 		}
 	}
 	next := uint64(len(logs) + 1)
-	conv := &fsmpb.Command{Cmd: &fsmpb.Command_ConvertLayout{ConvertLayout: &fsmpb.ConvertLayout{Layout: 3}}}
+	conv := &fsmpb.Command{Cmd: &fsmpb.Command_ConvertLayout{ConvertLayout: &fsmpb.ConvertLayout{Layout: uint32(target)}}}
 	for _, f := range fsms {
 		f.ApplyBatch([]*raft.Log{entry(t, next, 5000, conv)})
 	}
 	for i, db := range dbs {
 		_ = db.View(func(tx *storage.Tx) error {
-			if tx.Layout() != 3 {
-				t.Fatalf("state %d: format %d after ConvertLayout to 3", i+1, tx.Layout())
+			if tx.Layout() != target {
+				t.Fatalf("state %d: format %d after ConvertLayout to %d", i+1, tx.Layout(), target)
 			}
 			return nil
 		})
@@ -172,15 +197,17 @@ func TestConvertToFormat3KeepsWhatReadersSee(t *testing.T) {
 		entry(t, next+1, 6000, appendCmd("long", 80, `{"type":"message","seq":80,"time":1,"data":{"text":"the tests pass now"}}`)),
 		entry(t, next+2, 6000, appendCmd("gone", 0, `{"type":"message","seq":0,"time":1,"data":{}}`)),
 		entry(t, next+3, 6000, deleteCmd("short", "", "del-2")),
+		entry(t, next+4, 6000, createCmd("new")),
+		entry(t, next+5, 6000, keepAliveCmd("long", "host-b", 0)),
 	} {
 		for _, f := range fsms {
 			f.ApplyBatch([]*raft.Log{l})
 		}
 	}
-	after := dump(t, db3)
-	for i, db := range dbs[:2] {
+	after := dump(t, native)
+	for i, db := range dbs[:len(dbs)-1] {
 		if got := dump(t, db); got != after {
-			t.Fatalf("after more writes, converted state %d and native format 3 differ:\n%s\n---\n%s", i+1, got, after)
+			t.Fatalf("after more writes, converted state %d and native format %d differ:\n%s\n---\n%s", i+1, target, got, after)
 		}
 	}
 }
@@ -204,6 +231,24 @@ func TestFormat3NeedsVersion9(t *testing.T) {
 	defer func() {
 		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "command version 9 not supported") {
 			t.Fatalf("a version-8 node applying ConvertLayout to 3: recovered %v, want a version panic", r)
+		}
+	}()
+	old.ApplyBatch([]*raft.Log{l})
+}
+
+// ConvertLayout to format 4 is a version-10 command, refused by a replica
+// that applies only older versions.
+func TestFormat4NeedsVersion10(t *testing.T) {
+	l := entry(t, 2, 100, &fsmpb.Command{Cmd: &fsmpb.Command_ConvertLayout{ConvertLayout: &fsmpb.ConvertLayout{Layout: 4}}})
+	if e, err := Decode(l.Data); err != nil || e.Version != NumberedRowsVersion {
+		t.Fatalf("the entry is version %d (%v), want %d", e.GetVersion(), err, NumberedRowsVersion)
+	}
+	old, _ := newTestFSMLayout(t, 3)
+	old.LimitVersion(NumberedRowsVersion - 1)
+	old.ApplyBatch([]*raft.Log{entry(t, 1, 100, createCmd("s"))})
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "command version 10 not supported") {
+			t.Fatalf("a version-9 node applying ConvertLayout to 4: recovered %v, want a version panic", r)
 		}
 	}()
 	old.ApplyBatch([]*raft.Log{l})

@@ -58,7 +58,7 @@ type backupTrailer struct {
 }
 
 // Tx gives typed read access to the snapshot's transaction.
-func (sn *Snapshot) Tx() *Tx { return &Tx{tx: sn.tx, fails: &sn.s.fails} }
+func (sn *Snapshot) Tx() *Tx { return newTx(sn.tx, &sn.s.fails) }
 
 // DBBytes is the size of the database the snapshot copies.
 func (sn *Snapshot) DBBytes() int64 { return sn.tx.Size() }

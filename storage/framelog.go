@@ -103,6 +103,7 @@ type hot struct {
 	// without decoding the others (tailEntries decodes them).
 	tail []byte
 	fsm  []byte // fsm's part, opaque
+	num  uint64 // format 4: the session's number, its key (not stored in the value)
 }
 
 // tailLen is the number of entries in the tail.
@@ -452,6 +453,13 @@ func (t *Tx) hot2(id string) (hot, bool, error) {
 	if h, ok := t.hots[id]; ok {
 		return h, true, nil
 	}
+	if t.numbered() {
+		num, found, err := t.sessionNum(id)
+		if err != nil || !found {
+			return hot{}, false, err
+		}
+		return t.hotNum(id, num)
+	}
 	b := t.hotBucket()
 	if b == nil {
 		return hot{}, false, nil
@@ -464,6 +472,24 @@ func (t *Tx) hot2(id string) (hot, bool, error) {
 	if !ok {
 		return hot{}, false, t.fail(&ChecksumError{Session: id, Seq: -1, What: "session counters"})
 	}
+	return h, true, nil
+}
+
+// hotNum is hot2 in format 4 for a session whose number is known; a missing
+// record is a zero hot with that number.
+func (t *Tx) hotNum(id string, num uint64) (hot, bool, error) {
+	if h, ok := t.hots[id]; ok {
+		return h, true, nil
+	}
+	v := t.tx.Bucket(bucketCounters).Get(u64(num))
+	if v == nil {
+		return hot{num: num}, false, nil
+	}
+	h, ok := decodeHot(id, v)
+	if !ok {
+		return hot{}, false, t.fail(&ChecksumError{Session: id, Seq: -1, What: "session counters"})
+	}
+	h.num = num
 	return h, true, nil
 }
 
@@ -499,6 +525,20 @@ func (t *Tx) putHot2(id string, h hot) error {
 // or for deferred batches StateDB.commitLocked).
 func (t *Tx) flushHot() error {
 	if len(t.hots) == 0 {
+		return nil
+	}
+	if t.numbered() {
+		b := t.tx.Bucket(bucketCounters)
+		b.FillPercent = fillCounters
+		for id, h := range t.hots {
+			if h.num == 0 {
+				return fmt.Errorf("session %q: counters without a session number", id)
+			}
+			if err := b.Put(u64(h.num), encodeHot(id, h)); err != nil {
+				return err
+			}
+		}
+		t.hots = nil
 		return nil
 	}
 	b := t.hotBucket()
@@ -557,7 +597,8 @@ func (t *Tx) writeBlock(id string, inc uint64, h hot) error {
 		first -= e.count
 	}
 	block := h.frames/indexBlock - 1
-	return t.tx.Bucket(bucketIndex).Put(blockKey(id, inc, block), encodeBlock(id, inc, block, first, es))
+	b, k := t.indexBlockAt(id, inc, h.num, block)
+	return b.Put(k, encodeBlock(id, inc, block, first, es))
 }
 
 // frameAt reads and parses the frame at key of session id.
@@ -574,8 +615,9 @@ func (t *Tx) frameAt(id string, key frameKey) (frame, error) {
 }
 
 // block reads index block b of a session.
-func (t *Tx) block(id string, inc, b uint64) (int64, []blockEntry, error) {
-	v := t.tx.Bucket(bucketIndex).Get(blockKey(id, inc, b))
+func (t *Tx) block(id string, inc uint64, h hot, b uint64) (int64, []blockEntry, error) {
+	ib, k := t.indexBlockAt(id, inc, h.num, b)
+	v := ib.Get(k)
 	first, es, ok := decodeBlock(id, inc, b, v)
 	if !ok {
 		return 0, nil, t.fail(&ChecksumError{Session: id, Seq: -1, What: "frame index"})
@@ -607,7 +649,7 @@ func (t *Tx) framesFrom(id string, inc uint64, h hot, from, to int64) ([]framePo
 	lo, hi := uint64(0), blocks-1
 	for lo < hi {
 		mid := (lo + hi + 1) / 2
-		first, _, err := t.block(id, inc, mid)
+		first, _, err := t.block(id, inc, h, mid)
 		if err != nil {
 			return nil, err
 		}
@@ -619,7 +661,7 @@ func (t *Tx) framesFrom(id string, inc uint64, h hot, from, to int64) ([]framePo
 	}
 	var out []framePos
 	for b := lo; b < blocks; b++ {
-		first, es, err := t.block(id, inc, b)
+		first, es, err := t.block(id, inc, h, b)
 		if err != nil {
 			return nil, err
 		}
@@ -699,7 +741,7 @@ func (t *Tx) frameEnd2(id string, inc uint64, n uint64) int64 {
 	}
 	blocks := h.frames / indexBlock
 	if b := (n - 1) / indexBlock; b < blocks {
-		first, es, err := t.block(id, inc, b)
+		first, es, err := t.block(id, inc, h, b)
 		if err != nil {
 			return 0
 		}
@@ -738,7 +780,7 @@ func (t *Tx) frameEnds2(id string, inc uint64) []int64 {
 func (t *Tx) allFrameKeys(id string, inc uint64, h hot) ([]frameKey, error) {
 	var keys []frameKey
 	for b := uint64(0); b < h.frames/indexBlock; b++ {
-		_, es, err := t.block(id, inc, b)
+		_, es, err := t.block(id, inc, h, b)
 		if err != nil {
 			return nil, err
 		}
@@ -767,9 +809,9 @@ func (t *Tx) deleteSession2(id string, inc uint64) error {
 				return err
 			}
 		}
-		ib := t.tx.Bucket(bucketIndex)
 		for b := uint64(0); b < h.frames/indexBlock; b++ {
-			if err := ib.Delete(blockKey(id, inc, b)); err != nil {
+			ib, k := t.indexBlockAt(id, inc, h.num, b)
+			if err := ib.Delete(k); err != nil {
 				return err
 			}
 		}
@@ -777,6 +819,13 @@ func (t *Tx) deleteSession2(id string, inc uint64) error {
 	delete(t.hots, id)
 	delete(t.colds, id)
 	delete(t.reqBytes, id)
+	if t.numbered() {
+		num, found, err := t.sessionNum(id)
+		if err != nil || !found {
+			return err
+		}
+		return t.deleteRows4(id, num)
+	}
 	if err := t.hotBucket().Delete([]byte(id)); err != nil {
 		return err
 	}
@@ -854,7 +903,15 @@ func (t *Tx) RecordParts(id string) (cold, hotPart []byte, err error) {
 
 func (t *Tx) recordParts2(id string, b *bbolt.Bucket) (cold, hotPart []byte, err error) {
 	cold, staged := t.colds[id]
-	if !staged {
+	if !staged && t.numbered() {
+		num, c, found, err := t.record4(id)
+		if err != nil || !found {
+			return nil, nil, err
+		}
+		cold = c
+		t.stageCold(id, cold)
+		t.stageNum(id, num)
+	} else if !staged {
 		one := b == nil
 		if one {
 			if b = t.session(id); b == nil {
@@ -881,6 +938,9 @@ func (t *Tx) recordParts2(id string, b *bbolt.Bucket) (cold, hotPart []byte, err
 
 // putRecord2 stores the cold record when it changed and the hot part.
 func (t *Tx) putRecord2(id string, cold, hotPart []byte) error {
+	if t.numbered() {
+		return t.putRecord4(id, cold, hotPart)
+	}
 	if staged, ok := t.colds[id]; !ok || !bytes.Equal(staged, cold) {
 		b, err := t.sessions().CreateBucketIfNotExists([]byte(id))
 		if err != nil {
@@ -929,6 +989,9 @@ func (t *Tx) IndexCwd(id, cwd string, remove bool) error {
 	if t.layout < 2 {
 		return nil
 	}
+	if t.numbered() {
+		return t.indexCwd4(id, cwd, remove)
+	}
 	b := t.tx.Bucket(bucketCwd)
 	if remove {
 		return b.Delete(cwdKey(cwd, id))
@@ -943,6 +1006,11 @@ func (t *Tx) CwdIndexed() bool { return t.layout >= 2 }
 // prefix, from the cwd index, sorted by id.
 func (t *Tx) SessionsUnderCwd(prefix string) []string {
 	var ids []string
+	if t.numbered() {
+		ids = t.sessionsUnderCwd4(prefix)
+		slices.Sort(ids)
+		return ids // one entry per session
+	}
 	c := t.tx.Bucket(bucketCwd).Cursor()
 	for k, v := c.Seek([]byte(prefix)); k != nil && bytes.HasPrefix(k, []byte(prefix)); k, v = c.Next() {
 		if n := len(k) - len(v) - 1; n >= len(prefix) && k[n] == 0 && bytes.Equal(k[n+1:], v) {

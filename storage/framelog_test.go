@@ -9,12 +9,14 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"go.etcd.io/bbolt"
 )
 
 // openLayout2 returns a new state database converted to layout 2.
 func openLayout2(t *testing.T) *StateDB { return openLayout(t, 2) }
 
-// openLayout returns a new state database converted to state format 2 or 3.
+// openLayout returns a new state database converted to state format 2, 3 or 4.
 func openLayout(t *testing.T, format int) *StateDB {
 	t.Helper()
 	s, err := OpenState(filepath.Join(t.TempDir(), "state.db"), StateOptions{})
@@ -29,8 +31,14 @@ func openLayout(t *testing.T, format int) *StateDB {
 		if err := tx.FinishLayout2(); err != nil {
 			return err
 		}
-		if format == 3 {
-			return tx.FinishLayout3()
+		if format >= 3 {
+			if err := tx.FinishLayout3(); err != nil {
+				return err
+			}
+		}
+		if format >= 4 {
+			_, err := tx.ConvertLayout4()
+			return err
 		}
 		return nil
 	})
@@ -38,6 +46,19 @@ func openLayout(t *testing.T, format int) *StateDB {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// hotRow is where a session's hot record is stored: its bucket and key.
+func hotRow(t *testing.T, tx *Tx, id string) (*bbolt.Bucket, []byte) {
+	t.Helper()
+	if !tx.numbered() {
+		return tx.hotBucket(), []byte(id)
+	}
+	num, found, err := tx.sessionNum(id)
+	if err != nil || !found {
+		t.Fatalf("session %q: no number (%v)", id, err)
+	}
+	return tx.tx.Bucket(bucketCounters), u64(num)
 }
 
 // testEvent is event seq as the event log has it, a little longer as seq
@@ -83,7 +104,7 @@ func appendFrames(t *testing.T, s *StateDB, id string, inc uint64, sizes []int, 
 }
 
 func TestLayout2ReadsEveryRange(t *testing.T) {
-	for _, format := range []int{2, 3} {
+	for _, format := range []int{2, 3, 4} {
 		t.Run(fmt.Sprintf("format %d", format), func(t *testing.T) { testLayout2ReadsEveryRange(t, format) })
 	}
 }
@@ -156,7 +177,13 @@ func testLayout2ReadsEveryRange(t *testing.T, format int) {
 }
 
 func TestLayout2RecordIsColdThenHot(t *testing.T) {
-	s := openLayout2(t)
+	for _, format := range []int{2, 4} {
+		t.Run(fmt.Sprintf("format %d", format), func(t *testing.T) { testRecordIsColdThenHot(t, format) })
+	}
+}
+
+func testRecordIsColdThenHot(t *testing.T, format int) {
+	s := openLayout(t, format)
 	err := s.Update(func(tx *Tx) error {
 		if err := tx.PutRecord("s", []byte("C1"), []byte("H1")); err != nil {
 			return err
@@ -184,7 +211,13 @@ func TestLayout2RecordIsColdThenHot(t *testing.T) {
 }
 
 func TestLayout2DeleteRemovesFramesAndIndex(t *testing.T) {
-	s := openLayout2(t)
+	for _, format := range []int{2, 4} {
+		t.Run(fmt.Sprintf("format %d", format), func(t *testing.T) { testDeleteRemovesFramesAndIndex(t, format) })
+	}
+}
+
+func testDeleteRemovesFramesAndIndex(t *testing.T, format int) {
+	s := openLayout(t, format)
 	var index uint64
 	sizes := make([]int, 2*indexBlock+3)
 	for i := range sizes {
@@ -193,21 +226,33 @@ func TestLayout2DeleteRemovesFramesAndIndex(t *testing.T) {
 	appendFrames(t, s, "gone", 3, sizes, &index)
 	keep := appendFrames(t, s, "kept", 4, []int{1, 2}, &index)
 	err := s.Update(func(tx *Tx) error {
+		if err := tx.PutRequestResult("gone", "req-1", 1, []byte("answer"), true); err != nil {
+			return err
+		}
+		if err := tx.PutRequestResult("kept", "req-1", 1, []byte("answer"), true); err != nil {
+			return err
+		}
 		if err := tx.IndexCwd("gone", "/w", false); err != nil {
 			return err
 		}
-		if err := tx.DeleteSession("gone", 3); err != nil {
+		// The cwd entry goes first, as fsm removes it: format 4 finds it by
+		// the session's number.
+		if err := tx.IndexCwd("gone", "/w", true); err != nil {
 			return err
 		}
-		return tx.IndexCwd("gone", "/w", true)
+		return tx.DeleteSession("gone", 3)
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = s.View(func(tx *Tx) error {
-		for _, name := range [][]byte{bucketLog, bucketIndex, bucketHot, bucketCwd} {
-			n := tx.tx.Bucket(name).Stats().KeyN
-			want := map[string]int{"log": 2, "ix": 0, "hot": 1, "cwd": 0}[string(name)]
+		want := map[string]int{"log": 2, "ix": 0, "hot": 1, "cwd": 0}
+		if format >= 4 {
+			// The kept session's request result: k, o and n.
+			want = map[string]int{"log": 2, "blocks": 0, "counters": 1, "cwds": 0, "records": 1, "requests": 3}
+		}
+		for name, want := range want {
+			n := tx.tx.Bucket([]byte(name)).Stats().KeyN
 			if n != want {
 				return fmt.Errorf("bucket %s holds %d keys after the delete, want %d", name, n, want)
 			}
@@ -241,7 +286,7 @@ func storedAt(t *testing.T, v []byte, i int) int {
 }
 
 func TestLayout2DamageIsFoundAndRepaired(t *testing.T) {
-	for _, format := range []int{2, 3} {
+	for _, format := range []int{2, 3, 4} {
 		t.Run(fmt.Sprintf("format %d", format), func(t *testing.T) { testLayout2DamageIsFoundAndRepaired(t, format) })
 	}
 }
@@ -259,7 +304,7 @@ func testLayout2DamageIsFoundAndRepaired(t *testing.T, format int) {
 		if err != nil {
 			return err
 		}
-		if packed := fp.version == framePacked && fp.sizes[1] > 0 && fp.sizes[2] > 0; packed != (format == 3) {
+		if packed := fp.version == framePacked && fp.sizes[1] > 0 && fp.sizes[2] > 0; packed != (format >= 3) {
 			return fmt.Errorf("format %d wrote frame version %d, sizes %v", format, fp.version, fp.sizes)
 		}
 		v[storedAt(t, v, 1)+2] ^= 0x20
@@ -299,21 +344,26 @@ func testLayout2DamageIsFoundAndRepaired(t *testing.T, format int) {
 	}
 	// A lost hot record is damage, not an empty session.
 	err = s.Update(func(tx *Tx) error {
-		v := bytes.Clone(tx.hotBucket().Get([]byte("s")))
-		if err := tx.hotBucket().Delete([]byte("s")); err != nil {
+		b, k := hotRow(t, tx, "s")
+		v := bytes.Clone(b.Get(k))
+		if err := b.Delete(k); err != nil {
 			return err
 		}
 		var ce *ChecksumError
 		if _, err := tx.Record("s"); !errors.As(err, &ce) {
 			return fmt.Errorf("record without its hot part: %v, want a checksum error", err)
 		}
-		return tx.hotBucket().Put([]byte("s"), v)
+		return b.Put(k, v)
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A damaged frame header, a damaged hot record: errors, not panics.
-	for _, bucket := range [][]byte{bucketLog, bucketHot} {
+	hotName := bucketHot
+	if format >= 4 {
+		hotName = bucketCounters
+	}
+	for _, bucket := range [][]byte{bucketLog, hotName} {
 		err = s.Update(func(tx *Tx) error {
 			c := tx.tx.Bucket(bucket).Cursor()
 			k, v := c.Last()
@@ -333,17 +383,27 @@ func testLayout2DamageIsFoundAndRepaired(t *testing.T, format int) {
 }
 
 func TestSessionsUnderCwd(t *testing.T) {
-	s := openLayout2(t)
+	for _, format := range []int{2, 4} {
+		t.Run(fmt.Sprintf("format %d", format), func(t *testing.T) { testSessionsUnderCwd(t, format) })
+	}
+}
+
+func testSessionsUnderCwd(t *testing.T, format int) {
+	s := openLayout(t, format)
 	err := s.Update(func(tx *Tx) error {
 		for _, e := range []struct{ id, cwd string }{
-			{"z", "/w/a"}, {"y", "/w/a/b"}, {"x", "/w/ab"}, {"w", "/v"}, {"v\x00w", "/w/a"}, {"u", "/w"},
+			{"z", "/w/a"}, {"y", "/w/a/b"}, {"x", "/w/ab"}, {"w", "/v"}, {"v\x00w", "/w/a"}, {"u", "/w"}, {"t\x00", "/w/a\x00"},
 		} {
+			if err := tx.PutRecord(e.id, []byte("cold"), []byte("hot")); err != nil {
+				return err
+			}
 			if err := tx.IndexCwd(e.id, e.cwd, false); err != nil {
 				return err
 			}
 		}
 		for prefix, want := range map[string]string{
-			"/w/a": "[v\x00w x y z]", "/w/a/": "[y]", "/v": "[w]", "/none": "[]", "": "[u v\x00w w x y z]",
+			"/w/a": "[t\x00 v\x00w x y z]", "/w/a/": "[y]", "/v": "[w]", "/none": "[]", "": "[t\x00 u v\x00w w x y z]",
+			"/w/a\x00": "[t\x00]",
 		} {
 			if got := fmt.Sprint(tx.SessionsUnderCwd(prefix)); got != want {
 				return fmt.Errorf("under %q: %q, want %q", prefix, got, want)

@@ -58,7 +58,7 @@ import (
 // StoreLogs encodes its entries into one buffer, writes it with one pwrite at the
 // end of the current segment and calls fdatasync once; only then does it publish
 // the new entries to readers. A new segment (when the current one would grow past
-// segmentSize, 64 MiB by default; a batch is never split) is created, fsynced and
+// segmentSize, 16 MiB by default; a batch is never split) is created, fsynced and
 // its directory fsynced before records go into it.
 //
 // DeleteRange accepts what raft asks for: a prefix (compaction after a snapshot:
@@ -170,8 +170,10 @@ type walLoc struct {
 }
 
 const (
-	walFormatVersion      = 1
-	walDefaultSegmentSize = 64 << 20
+	walFormatVersion = 1
+	// A compaction frees the log a whole segment at a time: after a
+	// snapshot, up to a segment more than the trailing entries stays on disk.
+	walDefaultSegmentSize = 16 << 20
 
 	walLockName    = "wal.lock"
 	walMetaName    = "wal.meta"

@@ -51,7 +51,13 @@ package storage
 // framelog.go and eventcodec.go); nothing else differs, and what format 2
 // stored is read as it is. ConvertLayout{layout: 3}, proposed once every
 // voter applies command version 9, only marks the state (FinishLayout3).
-const StateFormatVersion = 3
+//
+// Format 4 is format 3 with a session's rows keyed by a number instead of
+// its id (numbered.go): records/, counters/, requests/, cwds/ and blocks/
+// replace sessions/, hot/, reqs/, cwd/ and ix/. ConvertLayout{layout: 4},
+// proposed once every voter applies command version 10, rewrites them
+// (ConvertLayout4).
+const StateFormatVersion = 4
 
 var (
 	bucketMeta       = []byte("meta")

@@ -106,11 +106,11 @@ func openStateFile(path string, opts StateOptions) (*bbolt.DB, error) {
 		if err != nil {
 			return err
 		}
-		if _, err := tx.CreateBucketIfNotExists(bucketSessions); err != nil {
-			return err
-		}
 		switch v := meta.Get(keyFormat); {
 		case v == nil:
+			if _, err := tx.CreateBucketIfNotExists(bucketSessions); err != nil {
+				return err
+			}
 			// A new file: nothing lacks a checksum (sums at applied index 0).
 			if err := meta.Put(keySums, u64(0)); err != nil {
 				return err
@@ -298,7 +298,7 @@ func (s *StateDB) Update(fn func(*Tx) error) error {
 	})
 }
 
-// Layout is the state format (1 or 2) of everything applied so far,
+// Layout is the state format (1 to 4) of everything applied so far,
 // deferred batches included, read without committing them: the leader asks
 // every 100 ms, and a View would commit the deferred batches each time.
 func (s *StateDB) Layout() int {

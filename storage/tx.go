@@ -15,7 +15,7 @@ import (
 type Tx struct {
 	tx    *bbolt.Tx
 	fails *atomic.Uint64 // the StateDB's checksum failure count (nil: not counted)
-	// layout is the state format (1, 2 or 3, schema.go) the transaction reads
+	// layout is the state format (1 to 4, schema.go) the transaction reads
 	// and writes; ConvertLayout changes it.
 	layout int
 	// entryIndex and entryPos name the next frame (layout 2): the Raft
@@ -38,6 +38,7 @@ type staged struct {
 	hots     map[string]hot
 	colds    map[string][]byte
 	reqBytes map[string]int64
+	nums     map[string]uint64 // format 4: the numbers of the sessions read or written
 }
 
 func newTx(tx *bbolt.Tx, fails *atomic.Uint64) *Tx {
@@ -51,8 +52,8 @@ func newTx(tx *bbolt.Tx, fails *atomic.Uint64) *Tx {
 	return t
 }
 
-// Layout is the state format this transaction works in (1, 2 or 3; 3 is
-// layout 2 with packed events).
+// Layout is the state format this transaction works in (1 to 4; 3 is
+// layout 2 with packed events, 4 is 3 with rows keyed by session number).
 func (t *Tx) Layout() int { return t.layout }
 
 // BeginEntry names the Raft entry whose commands are applied next: frames
@@ -113,10 +114,11 @@ func (t *Tx) Clock() int64 { return int64(getU64(t.meta().Get(keyClock))) }
 func (t *Tx) SetClock(ms int64) error { return t.meta().Put(keyClock, u64(uint64(ms))) }
 
 func (t *Tx) session(id string) *bbolt.Bucket {
-	if id == "" {
+	b := t.sessions()
+	if id == "" || b == nil { // format 4 has no sessions/
 		return nil
 	}
-	return t.sessions().Bucket([]byte(id))
+	return b.Bucket([]byte(id))
 }
 
 // Record returns a session's encoded record, or nil when the id is unknown. A
@@ -144,8 +146,12 @@ func (t *Tx) checkRecord(id string, b *bbolt.Bucket) ([]byte, error) {
 	return rec, nil
 }
 
-// RecordUnchecked returns a session's encoded record without verifying it.
+// RecordUnchecked returns a session's encoded record without verifying it
+// (layout 1: what a build without checksums wrote).
 func (t *Tx) RecordUnchecked(id string) []byte {
+	if t.layout >= 2 {
+		return nil
+	}
 	b := t.session(id)
 	if b == nil {
 		return nil
@@ -154,7 +160,12 @@ func (t *Tx) RecordUnchecked(id string) []byte {
 }
 
 // HasSession reports whether a session id has a bucket (a record).
-func (t *Tx) HasSession(id string) bool { return t.session(id) != nil }
+func (t *Tx) HasSession(id string) bool {
+	if t.numbered() {
+		return id != "" && t.tx.Bucket(bucketRecords).Get([]byte(id)) != nil
+	}
+	return t.session(id) != nil
+}
 
 // PutRecord stores a session's record given as its cold part (what an
 // append does not change) and its hot part; fsm encodes both so that cold
@@ -387,11 +398,11 @@ func (t *Tx) RequestResult(id, requestID string) []byte {
 	if requestID == "" {
 		return nil
 	}
-	b, _ := t.sub(id, bucketReqs, false)
-	if b == nil {
+	r, ok, _ := t.reqs(id, false)
+	if !ok {
 		return nil
 	}
-	v := b.Get(append([]byte("k"), requestID...))
+	v := r.get(append([]byte("k"), requestID...))
 	if len(v) < 16 {
 		return nil
 	}
@@ -406,8 +417,8 @@ func (t *Tx) RequestBytes(id string) int64 {
 		return n
 	}
 	var n int64
-	if b, _ := t.sub(id, bucketReqs, false); b != nil {
-		n = int64(requestBytes(b))
+	if r, ok, _ := t.reqs(id, false); ok {
+		n = int64(requestBytes(r))
 	}
 	if t.stage && t.layout >= 2 {
 		if t.reqBytes == nil {
@@ -420,17 +431,31 @@ func (t *Tx) RequestBytes(id string) int64 {
 
 // requestBytes is q/b's sum when it was kept up to date (it names the q/n it
 // was summed at: a build that stored results without keeping it left n
-// ahead), else the sum of the k entries.
-func requestBytes(b *bbolt.Bucket) uint64 {
-	if v := b.Get(keyReqBytes); len(v) == 16 && bytes.Equal(v[8:], b.Get(keyReqNext)) {
+// ahead), else the sum of the k entries. Format 4 keeps it in n, always.
+func requestBytes(r reqTable) uint64 {
+	if r.merged() {
+		if v := r.get(keyReqNext); len(v) == 16 {
+			return getU64(v[8:])
+		}
+		return 0
+	}
+	if v := r.get(keyReqBytes); len(v) == 16 && bytes.Equal(v[8:], r.get(keyReqNext)) {
 		return getU64(v[:8])
 	}
 	var n uint64
-	c := b.Cursor()
-	for k, v := c.Seek([]byte("k")); k != nil && k[0] == 'k'; k, v = c.Next() {
+	c := r.cursor()
+	for k, v := c.seek([]byte("k")); k != nil && k[0] == 'k'; k, v = c.next() {
 		n += requestEntryBytes(k, v)
 	}
 	return n
+}
+
+// nextOrder is the order number the next result is stored under.
+func nextOrder(r reqTable) uint64 {
+	if v := r.get(keyReqNext); len(v) == 8 || r.merged() && len(v) == 16 {
+		return binary.BigEndian.Uint64(v)
+	}
+	return 0
 }
 
 // requestEntryBytes is what one q/k entry counts: its request id and result.
@@ -443,50 +468,54 @@ func requestEntryBytes(k, v []byte) uint64 {
 // leader-stamped clock, so every replica prunes the same entries). With
 // keepSum (version-5 commands) it also keeps q/b, the running size of the
 // results; without, q/b falls behind q/n and is summed again when read.
+// Format 4 keeps the size always (with the next order, in n).
 func (t *Tx) PutRequestResult(id, requestID string, nowMs int64, result []byte, keepSum bool) error {
 	if requestID == "" {
 		return nil
 	}
 	delete(t.reqBytes, id)
-	b, err := t.sub(id, bucketReqs, true)
+	b, _, err := t.reqs(id, true)
 	if err != nil {
 		return err
 	}
+	keepSum = keepSum || b.merged()
 	var total uint64
 	if keepSum {
 		total = requestBytes(b)
 	}
-	order := getU64(b.Get(keyReqNext))
-	if err := b.Put(keyReqNext, u64(order+1)); err != nil {
-		return err
+	order := nextOrder(b)
+	if !b.merged() {
+		if err := b.put(keyReqNext, u64(order+1)); err != nil {
+			return err
+		}
 	}
 	val := make([]byte, 16+len(result))
 	binary.BigEndian.PutUint64(val, order)
 	binary.BigEndian.PutUint64(val[8:], uint64(nowMs))
 	copy(val[16:], result)
 	key := append([]byte("k"), requestID...)
-	if old := b.Get(key); len(old) >= 8 {
+	if old := b.get(key); len(old) >= 8 {
 		total -= requestEntryBytes(key, old)
-		if err := b.Delete(append([]byte("o"), old[:8]...)); err != nil {
+		if err := b.del(append([]byte("o"), old[:8]...)); err != nil {
 			return err
 		}
 	}
-	if err := b.Put(key, val); err != nil {
+	if err := b.put(key, val); err != nil {
 		return err
 	}
 	total += requestEntryBytes(key, val)
-	if err := b.Put(append([]byte("o"), u64(order)...), []byte(requestID)); err != nil {
+	if err := b.put(append([]byte("o"), u64(order)...), []byte(requestID)); err != nil {
 		return err
 	}
 	// Prune the oldest entries: past the count bound or the lifetime.
-	c := b.Cursor()
+	c := b.cursor()
 	count := 0
-	for k, _ := c.Seek([]byte("o")); k != nil && k[0] == 'o'; k, _ = c.Next() {
+	for k, _ := c.seek([]byte("o")); k != nil && k[0] == 'o'; k, _ = c.next() {
 		count++
 	}
-	for k, v := c.Seek([]byte("o")); k != nil && k[0] == 'o'; k, v = c.Seek([]byte("o")) {
+	for k, v := c.seek([]byte("o")); k != nil && k[0] == 'o'; k, v = c.seek([]byte("o")) {
 		rk := append([]byte("k"), v...)
-		rv := b.Get(rk)
+		rv := b.get(rk)
 		expired := len(rv) >= 16 && nowMs-int64(getU64(rv[8:16])) > RequestIDLifetime
 		if count <= MaxRequestIDs && !expired {
 			break
@@ -494,18 +523,21 @@ func (t *Tx) PutRequestResult(id, requestID string, nowMs int64, result []byte, 
 		if rv != nil {
 			total -= requestEntryBytes(rk, rv)
 		}
-		if err := b.Delete(rk); err != nil {
+		if err := b.del(rk); err != nil {
 			return err
 		}
-		if err := b.Delete(bytes.Clone(k)); err != nil {
+		if err := b.del(bytes.Clone(k)); err != nil {
 			return err
 		}
 		count--
 	}
-	if !keepSum {
+	switch {
+	case b.merged():
+		return b.put(keyReqNext, append(u64(order+1), u64(total)...))
+	case !keepSum:
 		return nil
 	}
-	return b.Put(keyReqBytes, append(u64(total), u64(order+1)...))
+	return b.put(keyReqBytes, append(u64(total), u64(order+1)...))
 }
 
 // ForEachSession calls fn for every session id >= after (exclusive when
@@ -516,12 +548,17 @@ func (t *Tx) ForEachSession(after string, exclusive bool, fn func(id string, rec
 }
 
 // ForEachSessionUnchecked is ForEachSession without verifying records: for
-// converting data written without checksums.
+// converting data written without checksums (layout 1), and for listing ids
+// whatever a record holds. From layout 2 on, rec is the stored cold record
+// alone, unverified.
 func (t *Tx) ForEachSessionUnchecked(fn func(id string, rec []byte) error) error {
 	return t.forEachSession("", false, false, fn)
 }
 
 func (t *Tx) forEachSession(after string, exclusive, check bool, fn func(id string, rec []byte) error) error {
+	if t.numbered() {
+		return t.forEachSession4(after, exclusive, check, fn)
+	}
 	c := t.sessions().Cursor()
 	var k []byte
 	if after == "" {
@@ -539,7 +576,7 @@ func (t *Tx) forEachSession(after string, exclusive, check bool, fn func(id stri
 		}
 		rec := b.Get(keyRecord)
 		switch {
-		case t.layout >= 2:
+		case t.layout >= 2 && check:
 			var err error
 			if rec, err = t.record2(string(k), b); err != nil {
 				return err
@@ -632,7 +669,7 @@ func (t *Tx) AddPrincipalSession(name string, delta int64) error {
 // inc): record, events, frame ends and request results. Freed pages are
 // reused by later writes; the file shrinks only by compaction.
 func (t *Tx) DeleteSession(id string, inc uint64) error {
-	if t.session(id) == nil {
+	if !t.HasSession(id) {
 		return nil
 	}
 	if t.layout >= 2 {

@@ -110,7 +110,7 @@ func TestStoredEventFlippedIsNotServed(t *testing.T) {
 	n.Close()
 
 	// "hello" becomes "hgllo": still valid JSON, so only a checksum can tell.
-	// The event is stored packed (state format 3), its text a literal there.
+	// The event is stored packed (state formats 3 and 4), its text a literal there.
 	if !strings.Contains(want[3], `"hello"`) {
 		t.Fatalf("event 3 = %s, want the fixture's assistant message", want[3])
 	}
@@ -165,11 +165,11 @@ func TestStoredEventFlippedIsNotServed(t *testing.T) {
 func TestStoredRecordFlippedIsRefusedUntilRebuilt(t *testing.T) {
 	n := startTestNode(t, "")
 	const id, cwd = "ig-record", "/ig/record-cwd"
-	// A new node converts to layout 2, state format 3, before it serves (a
+	// A new node converts to this build's state format before it serves (a
 	// damaged record met by the conversion itself stops the node:
-	// fsm.ConvertLayout).
-	if l := n.layout(); l != 3 {
-		t.Fatalf("a new node serves in state format %d, want 3", l)
+	// fsm.ConvertLayout, storage.ConvertLayout4).
+	if l := n.layout(); l != storage.StateFormatVersion {
+		t.Fatalf("a new node serves in state format %d, want %d", l, storage.StateFormatVersion)
 	}
 	owCreate(t, n, owMeta(id, cwd))
 	owAppend(t, n, id, 0, owOneTurnLog()...)

@@ -42,7 +42,15 @@ var ufReleases = []ufRelease{
 	{Commit: "2f2e872", Dir: filepath.Join("..", "..", "testdata", "upgrade", "2f2e872"), Format: 1},
 	{Commit: "2a3df2f", Dir: filepath.Join("..", "..", "testdata", "upgrade", "2a3df2f"), Format: 1}, // issue 13's build: checksums, relative watermarks, identity.json
 	{Commit: "f8cc0a4", Dir: filepath.Join("..", "..", "testdata", "upgrade", "f8cc0a4"), Format: 2}, // issue 14's layout 2 and packed Raft entries (command version 8)
+	{Commit: "4b22bf8", Dir: filepath.Join("..", "..", "testdata", "upgrade", "4b22bf8"), Format: 3}, // issue 14's packed events (command version 9)
 }
+
+// ufFormatLogs is what a node logs when its state reaches each format; the
+// last is the newest (storage.StateFormatVersion).
+var ufFormatLogs = []string{2: "converted to layout 2", 3: "state database in format 3", 4: "state database in format 4"}
+
+// ufNewestFormatLog is what a node logs once its state is in this build's format.
+var ufNewestFormatLog = ufFormatLogs[len(ufFormatLogs)-1]
 
 // ufExpect is what the old node answered just before it was stopped.
 type ufExpect struct {
@@ -240,9 +248,8 @@ func TestUpgrade_DataDirOfOlderRelease(t *testing.T) {
 				c := crDial(t, n.GRPCAddr)
 				n.WaitReady(c)
 				// The lone voter runs this build: the state is converted to
-				// state format 3 (layout 2, packed events) before the checks
-				// read it.
-				crWaitLog(t, n, "state database in format 3", 30*time.Second)
+				// this build's format before the checks read it.
+				crWaitLog(t, n, ufNewestFormatLog, 30*time.Second)
 				ufCheckSessions(t, c, e, true)
 				ufCheckWrites(t, c, e)
 				// Restarted, the converted directory opens again.
@@ -271,7 +278,7 @@ func TestUpgrade_BackupOfOlderRelease(t *testing.T) {
 			n.Start()
 			c := crDial(t, n.GRPCAddr)
 			n.WaitReady(c)
-			crWaitLog(t, n, "state database in format 3", 30*time.Second)
+			crWaitLog(t, n, ufNewestFormatLog, 30*time.Second)
 			ufCheckSessions(t, c, e, false)
 			ufCheckWrites(t, c, e)
 		})
@@ -340,7 +347,7 @@ var ufOld struct {
 
 // TestUpgrade_RollingFromOlderRelease upgrades a three-node cluster of an
 // older release's real binary one node at a time: the oldest fixture release
-// (state format 1) and the newest (format 2). The first upgraded node is
+// (state format 1) and the newest (format 3). The first upgraded node is
 // stopped while an old leader compacts past it, so it is sent the old
 // leader's snapshot; then it leads, and one voter still on the old build is
 // stopped the same way, so it is sent a snapshot by the new leader. Both must
@@ -348,7 +355,7 @@ var ufOld struct {
 // build stores small frames raw where older ones compressed them, and frames
 // already written stay as they are). The state keeps the old release's
 // format while an old voter remains; once the last node is upgraded every
-// node converts it to format 3 (layout 2 first, from format 1), and the
+// node converts it to this build's format (layout 2 first, from format 1), and the
 // cluster goes on writing and deleting.
 func TestUpgrade_RollingFromOlderRelease(t *testing.T) {
 	if testing.Short() {
@@ -445,7 +452,7 @@ func ufRolling(t *testing.T, r ufRelease) {
 
 	// While an old voter remains, the state keeps its format (its snapshots
 	// are what the old voter just read).
-	for _, msg := range []string{"converted to layout 2", "state database in format 3"} {
+	for _, msg := range ufFormatLogs[r.Format+1:] {
 		if l := crGrep(nodes[0].Log(), msg); len(l) > 0 {
 			t.Errorf("n1 converted the state while old voters remained: %q", l)
 		}
@@ -460,10 +467,9 @@ func ufRolling(t *testing.T, r ufRelease) {
 	}
 	write(nodes[2].C, 2)
 	for _, nd := range nodes {
-		if r.Format < 2 {
-			crWaitLog(t, nd.crNode, "converted to layout 2", 30*time.Second)
+		for _, msg := range ufFormatLogs[r.Format+1:] {
+			crWaitLog(t, nd.crNode, msg, 30*time.Second)
 		}
-		crWaitLog(t, nd.crNode, "state database in format 3", 30*time.Second)
 	}
 	write(nodes[2].C, 2)
 	pcCheckSameText(t, nodes, ss)

@@ -64,10 +64,11 @@ const (
 	longID      = "scaling-long"   // the session the append-cost phase grows
 	idleCores   = 0.1              // settled: the node used less CPU than this over a second
 	stopTimeout = 60 * time.Second // SIGTERM to kill: a large state may take a while to close
-	// converted and packed are what a node logs when it converts its state
-	// to layout 2 and to state format 3.
+	// converted, packed and numbered are what a node logs when it converts
+	// its state to layout 2, to state format 3 and to state format 4.
 	converted = "state database converted to layout 2"
 	packed    = "state database in format 3"
+	numbered  = "state database in format 4"
 )
 
 type config struct {
@@ -180,6 +181,8 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	// The newest format the binary converts to, waited for (1: none).
 	converts := 1
 	switch {
+	case bytes.Contains(bin, []byte(numbered)):
+		converts = 4
 	case bytes.Contains(bin, []byte(packed)):
 		converts = 3
 	case bytes.Contains(bin, []byte(converted)):
@@ -234,7 +237,7 @@ func measure(ctx context.Context, cfg config, dir string, count int, converts in
 		return r, err
 	}
 	if converts > 1 {
-		msg := map[int]string{2: converted, 3: packed}[converts]
+		msg := map[int]string{2: converted, 3: packed, 4: numbered}[converts]
 		if err := n1.waitLog(ctx, msg, time.Minute); err != nil {
 			return r, err
 		}
