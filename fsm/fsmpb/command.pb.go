@@ -784,7 +784,9 @@ func (x *Sweep) GetPolicies() []*RetentionPolicy {
 // every replica converts at the same index, so their states stay equal.
 // layout 3 (version 9) is state format 3: layout 2 whose new frames pack
 // their events (storage's eventcodec.go); it converts a layout-1 state to
-// layout 2 first.
+// layout 2 first. layout 4 (version 10) is state format 4: format 3 with a
+// session's rows keyed by its number (storage's numbered.go); it takes an
+// older state through the earlier steps first.
 type ConvertLayout struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Layout        uint32                 `protobuf:"varint,1,opt,name=layout,proto3" json:"layout,omitempty"`
