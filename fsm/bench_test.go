@@ -15,11 +15,18 @@ import (
 // BenchmarkApplyBatch applies batches in which each of w sessions appends one
 // event of about 180 bytes (prose in an event's framing, as the load
 // generators write): the FSM's share of the append path (one bbolt commit
-// each), in each state format (3 packs every event).
+// each), in each state format (3 packs every event, 4 keys rows by session
+// number).
 func BenchmarkApplyBatch(b *testing.B) {
 	defer func(v bool) { checkRecordCache = v }(checkRecordCache)
 	checkRecordCache = false // the tests' extra decode is not the FSM's cost
-	for _, bc := range []struct{ layout, w int }{{1, 1}, {2, 1}, {3, 1}, {1, 16}, {2, 16}, {3, 16}, {1, 256}, {2, 256}, {3, 256}} {
+	var cases []struct{ layout, w int }
+	for _, w := range []int{1, 16, 256} {
+		for layout := 1; layout <= storage.StateFormatVersion; layout++ {
+			cases = append(cases, struct{ layout, w int }{layout, w})
+		}
+	}
+	for _, bc := range cases {
 		w := bc.w
 		b.Run(fmt.Sprintf("layout=%d/sessions=%d", bc.layout, w), func(b *testing.B) {
 			f, db := newTestFSMLayout(b, bc.layout)
@@ -48,10 +55,11 @@ func BenchmarkApplyBatch(b *testing.B) {
 
 // BenchmarkListUnderCwd lists the 1 % of 100,000 sessions under one cwd
 // prefix the way List does: a scan of every record (layout 1) or the cwd
-// index and the matching records (layout 2).
+// index and the matching records (layout 2; format 4 keys the index by
+// session number).
 func BenchmarkListUnderCwd(b *testing.B) {
 	const sessions = 100_000
-	for _, layout := range []int{1, 2} {
+	for _, layout := range []int{1, 2, 4} {
 		b.Run(fmt.Sprintf("layout=%d", layout), func(b *testing.B) {
 			_, db := newTestFSMLayout(b, layout)
 			err := db.Update(func(tx *storage.Tx) error {
