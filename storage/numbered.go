@@ -122,26 +122,23 @@ func (t *Tx) putRecord4(id string, cold, hotPart []byte) error {
 	if err != nil {
 		return err
 	}
-	staged, ok := t.colds[id]
 	if !found {
 		if num, err = t.mintNum(); err != nil {
 			return err
 		}
-		ok = false
 	}
-	if !ok || !bytes.Equal(staged, cold) {
-		stored := []byte(nil)
-		if found && !ok {
-			_, stored, _, err = t.record4(id)
-			if err != nil {
-				return err
-			}
+	prev, staged := t.colds[id]
+	if found && !staged {
+		if _, prev, _, err = t.record4(id); err != nil {
+			return err
 		}
-		if !found || !bytes.Equal(stored, cold) {
-			if err := t.tx.Bucket(bucketRecords).Put([]byte(id), encodeRecord4(id, num, cold)); err != nil {
-				return err
-			}
+	}
+	if !found || !bytes.Equal(prev, cold) {
+		if err := t.tx.Bucket(bucketRecords).Put([]byte(id), encodeRecord4(id, num, cold)); err != nil {
+			return err
 		}
+	}
+	if !staged || !bytes.Equal(prev, cold) {
 		t.stageCold(id, cold)
 	}
 	t.stageNum(id, num)
