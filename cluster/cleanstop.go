@@ -9,7 +9,7 @@ import (
 )
 
 // The clean-stop stamp lets the start-up guard skip the walk over every page
-// of state.db (guard.go). closeStores writes it after the state database
+// of state.db (guard.go). Stores.Close writes it after the state database
 // closed cleanly; it names the file as it was left: device, inode, size,
 // modification and change times. The guard removes it before anything opens
 // the file, and trusts the file's unread pages only when the stamp matches the

@@ -57,7 +57,7 @@ func guardDir(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
-	if err := closeStores(dir, nil, nil, s); err != nil {
+	if err := (&Stores{Dir: dir, State: s}).Close(); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -276,7 +276,7 @@ func TestCheckStateLater(t *testing.T) {
 				t.Fatal(err)
 			}
 			var buf bytes.Buffer
-			n := &Node{cfg: Config{DataDir: dir}, state: s, logger: slog.New(slog.NewTextHandler(&buf, nil))}
+			n := &Node{cfg: Config{DataDir: dir}, stores: &Stores{Dir: dir, State: s}, state: s, logger: slog.New(slog.NewTextHandler(&buf, nil))}
 			n.ctx, n.cancel = context.WithCancel(context.Background())
 			defer n.cancel()
 			n.checkStateLater()

@@ -182,8 +182,11 @@ func admitCluster(local, peer string, peerDialled bool) error {
 	}
 }
 
-// handshaker runs the handshake for one node.
-type handshaker struct {
+// Handshaker runs the handshake for one node: who it is, which cluster it
+// belongs to, the cluster key. The node makes it and hands it to its
+// transport (TransportMaker); a transport that needs no handshake (the
+// in-memory one of cluster/clustertest) ignores it.
+type Handshaker struct {
 	nodeID    string
 	key       []byte        // cluster key; nil: none
 	optional  bool          // a peer without a key is admitted (turning the key on)
@@ -203,11 +206,11 @@ type handshaker struct {
 	logged map[string]time.Time // refusal → when last logged
 }
 
-func newHandshaker(nodeID string, key []byte, clusterID func() string, logger *slog.Logger) *handshaker {
-	return &handshaker{nodeID: nodeID, key: key, clusterID: clusterID, logger: logger, logged: map[string]time.Time{}}
+func newHandshaker(nodeID string, key []byte, clusterID func() string, logger *slog.Logger) *Handshaker {
+	return &Handshaker{nodeID: nodeID, key: key, clusterID: clusterID, logger: logger, logged: map[string]time.Time{}}
 }
 
-func (h *handshaker) mac(label string, first, second [hsNonceLen]byte, clusterID, nodeID string) []byte {
+func (h *Handshaker) mac(label string, first, second [hsNonceLen]byte, clusterID, nodeID string) []byte {
 	if h.key == nil {
 		return nil
 	}
@@ -222,7 +225,7 @@ func (h *handshaker) mac(label string, first, second [hsNonceLen]byte, clusterID
 // checkMAC verifies a peer's proof. A node without a key authenticates no
 // one and ignores a proof (a peer that already has the key while the cluster
 // turns it on); a node with one requires it unless optional.
-func (h *handshaker) checkMAC(got, want []byte) error {
+func (h *Handshaker) checkMAC(got, want []byte) error {
 	switch {
 	case h.key == nil:
 		return nil
@@ -237,7 +240,7 @@ func (h *handshaker) checkMAC(got, want []byte) error {
 }
 
 // dial runs the dialling side on conn, dialled at addr.
-func (h *handshaker) dial(conn net.Conn, addr string) error {
+func (h *Handshaker) dial(conn net.Conn, addr string) error {
 	if h.key == nil && h.legacyPeer != nil && h.legacyPeer(addr) {
 		return nil
 	}
@@ -270,7 +273,7 @@ func (h *handshaker) dial(conn net.Conn, addr string) error {
 // accept runs the accepting side on conn; legacy is set when the connection
 // carries raft's bytes without a handshake and is taken (its first byte is
 // then in first).
-func (h *handshaker) accept(conn net.Conn) (legacy bool, first byte, err error) {
+func (h *Handshaker) accept(conn net.Conn) (legacy bool, first byte, err error) {
 	var b [1]byte
 	if _, err := io.ReadFull(conn, b[:]); err != nil {
 		return false, 0, err
@@ -284,7 +287,7 @@ func (h *handshaker) accept(conn net.Conn) (legacy bool, first byte, err error) 
 	return false, 0, h.acceptHello(io.MultiReader(bytes.NewReader(b[:]), conn), conn)
 }
 
-func (h *handshaker) acceptHello(r io.Reader, conn net.Conn) error {
+func (h *Handshaker) acceptHello(r io.Reader, conn net.Conn) error {
 	hello, err := readHello(r)
 	if err != nil {
 		return err
@@ -315,7 +318,7 @@ func (h *handshaker) acceptHello(r io.Reader, conn net.Conn) error {
 
 // refused logs a refused connection, once a minute per reason (which names
 // the peer node and clusters; its port changes with every connection).
-func (h *handshaker) refused(dir, peer string, err error) {
+func (h *Handshaker) refused(dir, peer string, err error) {
 	if h.refusals != nil {
 		h.refusals.WithLabelValues(dir).Inc()
 	}
@@ -341,7 +344,7 @@ func (h *handshaker) refused(dir, peer string, err error) {
 // would otherwise hold up).
 type hsConn struct {
 	net.Conn
-	h      *handshaker
+	h      *Handshaker
 	once   sync.Once
 	err    error
 	legacy []byte // the first byte of a connection without handshake, not yet read
@@ -382,7 +385,7 @@ func (c *hsConn) Write(p []byte) (int, error) {
 }
 
 // dialled runs the dialling side with deadline, clearing it after.
-func (h *handshaker) dialled(conn net.Conn, deadline time.Time, addr string) (net.Conn, error) {
+func (h *Handshaker) dialled(conn net.Conn, deadline time.Time, addr string) (net.Conn, error) {
 	_ = conn.SetDeadline(deadline)
 	err := h.dial(conn, addr)
 	if err == nil {

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -14,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -29,18 +27,19 @@ type Node struct {
 	cfg    Config
 	logger *slog.Logger
 
+	stores    *Stores            // closed by Close
 	local     *storage.RaftStore // stable store (term, vote) and node-local buckets
 	logs      *storage.RaftWAL   // the Raft log: one fdatasync per append
 	state     *storage.StateDB
 	snaps     raft.SnapshotStore
-	transport *raft.NetworkTransport
+	transport Transport
 	fsm       *fsm.FSM
 	artifacts *fsm.Artifacts
 	raft      *raft.Raft
 	gossip    *gossip
 	metrics   *Metrics
-	disk      *diskMonitor   // free space of DataDir's filesystem (issue 8)
-	peerCheck *raftPeerCheck // handshake (and TLS) probe before adding a server
+	disk      *diskMonitor // free space of DataDir's filesystem (issue 8)
+	remover   Remover      // set once by New
 
 	proposals  chan *proposal
 	slots      chan struct{}
@@ -73,7 +72,6 @@ type Node struct {
 	clusterID   string
 	readyTerm   uint64               // term in which this leader's barrier completed (0: none)
 	deadSince   map[string]time.Time // reconcile goroutine only
-	remover     func(ctx context.Context, leaderAPI, nodeID string) error
 	closed      bool
 	closeOnce   sync.Once
 	closeResult error
@@ -88,56 +86,71 @@ func artifactsDir(dir string) string  { return filepath.Join(dir, "artifacts") }
 func raftStorePath(dir string) string { return filepath.Join(raftDir(dir), "raft.db") }
 func raftWALDir(dir string) string    { return filepath.Join(raftDir(dir), "wal") }
 
-// Open starts a node: it opens (and if needed restores) its state, starts Raft
-// and, for a new lone node, bootstraps a one-voter cluster.
-func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, error) {
+// Open starts the node of a data directory the product's way (cmd/node): its
+// stores (OpenStores, creating the directory if needed) and Raft over TCP
+// (TCPTransport). Tests build nodes from other parts with New.
+func Open(cfg Config, remover Remover, logger *slog.Logger, reg prometheus.Registerer) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("cluster config: %w", err)
+	}
+	if cfg.RaftAddr == "" {
+		return nil, errors.New("cluster config: raft address must not be empty")
 	}
 	if err := os.MkdirAll(raftDir(cfg.DataDir), 0o700); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, logger: logger.With("component", "cluster", "node_id", cfg.NodeID),
+	st, err := OpenStores(cfg.DataDir, nodeLogger(logger, cfg), cfg.raftLogger())
+	if err != nil {
+		return nil, err
+	}
+	return New(cfg, Parts{Stores: st, Transport: TCPTransport(cfg), Remover: remover, Logger: logger, Registry: reg})
+}
+
+// Parts are what a node is built from besides its configuration.
+type Parts struct {
+	Stores    *Stores        // opened (OpenStores); the node owns them from New on
+	Transport TransportMaker // TCPTransport in the product
+	// Remover asks the leader to remove this node (Leave); nil: Leave fails
+	// with ErrNoLeader.
+	Remover  Remover
+	Logger   *slog.Logger
+	Registry prometheus.Registerer // the node's and the FSM's metrics
+}
+
+// A Remover asks the leader, at its API address, to remove server nodeID from
+// the configuration; cmd/node calls the Cluster service's RemoveMember.
+type Remover func(ctx context.Context, leaderAPI, nodeID string) error
+
+func nodeLogger(logger *slog.Logger, cfg Config) *slog.Logger {
+	return logger.With("component", "cluster", "node_id", cfg.NodeID)
+}
+
+// New builds a node from its parts (it owns the stores from now on: they are
+// closed by Close, or here when New fails), then starts its transport, Raft,
+// gossip and goroutines; a new lone node bootstraps a one-voter cluster.
+func New(cfg Config, p Parts) (_ *Node, err error) {
+	st, logger, reg := p.Stores, p.Logger, p.Registry
+	if err := cfg.Validate(); err != nil {
+		return nil, errors.Join(fmt.Errorf("cluster config: %w", err), st.Close())
+	}
+	n := &Node{cfg: cfg, logger: nodeLogger(logger, cfg), stores: st, local: st.Local, logs: st.Logs, snaps: st.Snaps, state: st.State, remover: p.Remover,
 		proposals: make(chan *proposal, 4096), pendingFreed: make(chan struct{}), slots: make(chan struct{}, cfg.InFlight), pacer: newGroupPacer(cfg.MaxGroupWait), commandIDs: newCommandIDs(),
 		metrics: NewMetrics(reg)}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.dialCtx, n.dialCancel = context.WithCancel(context.Background())
-	ok := false
 	defer func() {
-		if !ok {
+		if err != nil {
 			n.dialCancel()
 			n.cancel()
-			n.closeStores()
+			if n.transport != nil {
+				_ = n.transport.Close()
+			}
+			err = errors.Join(err, n.closeStores())
 		}
 	}()
+	hl := cfg.raftLogger()
 
-	out := cfg.RaftLogOutput
-	if out == nil {
-		out = io.Discard
-	}
-	hl := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Info, Output: out, JSONFormat: cfg.RaftLogJSON})
-
-	var err error
-	if n.local, err = storage.OpenRaftStore(raftStorePath(cfg.DataDir)); err != nil {
-		return nil, err
-	}
-	if n.snaps, err = raft.NewFileSnapshotStoreWithLogger(raftDir(cfg.DataDir), 1, hl); err != nil {
-		return nil, err
-	}
-	guardStart := time.Now()
-	var restored, shallow bool
-	n.logs, restored, shallow, err = guardState(cfg.DataDir, n.snaps, n.logger, needsVerify(cfg.DataDir)) // guard.go: opens the WAL too
-	guardDur := time.Since(guardStart)
-	if err != nil {
-		return nil, err
-	}
-	if err := writeBootMarker(cfg.DataDir, false); err != nil {
-		return nil, err
-	}
-	if n.state, err = storage.OpenState(statePath(cfg.DataDir), storage.DefaultStateOptions()); err != nil {
-		return nil, err
-	}
-	if restored {
+	if st.Restored {
 		n.logger.Info("state restored from the latest snapshot before start")
 	}
 	adopted := false
@@ -145,9 +158,9 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 		return nil, err
 	}
 	fm := fsm.NewMetrics(reg)
-	if restored {
+	if st.Restored {
 		fm.Restores.Inc()
-		fm.RestoreSeconds.Observe(guardDur.Seconds())
+		fm.RestoreSeconds.Observe(st.GuardTime.Seconds())
 	}
 	n.disk = newDiskMonitor(cfg.DataDir, cfg.MinFreeBytes, n.logger, reg)
 	if cfg.ArtifactsOff {
@@ -164,11 +177,9 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 	hs := newHandshaker(cfg.NodeID, cfg.ClusterKey, n.raftClusterID, n.logger)
 	hs.legacyPeer, hs.legacyAccept, hs.optional = n.legacyPeer, n.legacyAccept, cfg.ClusterKeyOptional
 	hs.refusals = n.metrics.HandshakeRefusals
-	var stream *streamLayer
-	if n.transport, stream, err = newTransport(n.dialCtx, cfg.RaftAddr, cfg.RaftAdvertise, cfg.RaftTLS, hs, hl); err != nil {
-		return nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
+	if n.transport, err = p.Transport(n.dialCtx, hs, hl); err != nil {
+		return nil, err
 	}
-	n.peerCheck = newRaftPeerCheck(stream, n.logger)
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.NodeID)
@@ -193,6 +204,7 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	if err := n.checkAdoptedID(adopted); err != nil { // identity.go
+		_ = n.raft.Shutdown().Error()
 		return nil, err
 	}
 	version := uint32(fsm.CommandVersion)
@@ -212,28 +224,39 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, er
 	n.disk.onChange = publishDisk
 	n.disk.mu.Unlock()
 	publishDisk() // a transition before the hook was set
-	n.wg.Add(8)
-	go func() { defer n.wg.Done(); n.disk.run(n.ctx) }()
-	go func() { defer n.wg.Done(); n.runSyncer() }()
-	go func() { defer n.wg.Done(); n.artifacts.Run(n.ctx) }()
-	go func() { defer n.wg.Done(); n.runProposer() }()
-	go func() { defer n.wg.Done(); n.runLeadership() }()
-	go func() { defer n.wg.Done(); n.runJoin() }()
-	go func() { defer n.wg.Done(); n.runReconcile() }()
-	go func() { defer n.wg.Done(); n.runBootstrap(hasState) }()
-	n.wg.Add(1)
-	go func() { defer n.wg.Done(); n.runSeedSnapshot() }() // backup.go
-	n.wg.Add(2)
-	go func() { defer n.wg.Done(); n.runExpiry() }()    // expire.go
-	go func() { defer n.wg.Done(); n.runRetention() }() // retention.go
-	if shallow {
-		n.wg.Add(1)
-		go func() { defer n.wg.Done(); n.checkStateLater() }() // statecheck.go
+
+	// Every goroutine the node owns: each ends when n.ctx does, and Close
+	// waits for all of them.
+	n.spawn(func() { n.disk.run(n.ctx) })
+	n.spawn(n.runSyncer)
+	n.spawn(func() { n.artifacts.Run(n.ctx) })
+	n.spawn(n.runProposer)                       // propose.go
+	n.spawn(n.runLeadership)                     // cluster id, barrier, state format
+	n.spawn(n.runJoin)                           // gossip seeds
+	n.spawn(n.runReconcile)                      // reconcile.go: gossip into the configuration
+	n.spawn(func() { n.runBootstrap(hasState) }) // bootstrap.go
+	n.spawn(n.runSeedSnapshot)                   // backup.go
+	n.spawn(n.runExpiry)                         // expire.go
+	n.spawn(n.runRetention)                      // retention.go
+	if st.Shallow {
+		n.spawn(n.checkStateLater) // statecheck.go
 	}
-	ok = true
+	if reg != nil {
+		n.registerCollectors(reg)
+	}
 	n.logger.Info("node started", "raft_addr", n.transport.LocalAddr(), "gossip_addr", cfg.GossipAddr,
 		"data_dir", cfg.DataDir, "has_state", hasState, "bootstrap_expect", cfg.bootstrapExpect(), "join", cfg.Join)
 	return n, nil
+}
+
+// spawn runs fn on a goroutine the node owns: Close waits for it after
+// cancelling n.ctx, on which fn must end.
+func (n *Node) spawn(fn func()) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		fn()
+	}()
 }
 
 // runLeadership mints the cluster id once and confirms each new leadership
@@ -411,14 +434,6 @@ func (n *Node) SetAuthHash(h string) {
 	}
 }
 
-// SetRemover gives the node the way to ask the leader (over its API) to remove
-// a server; cmd/node wires it to the Cluster service's RemoveMember.
-func (n *Node) SetRemover(fn func(ctx context.Context, leaderAPI, nodeID string) error) {
-	n.mu.Lock()
-	n.remover = fn
-	n.mu.Unlock()
-}
-
 func (n *Node) askLeaderToRemove(ctx context.Context) error {
 	// Right after a leadership transfer the new leader may not be known yet.
 	_, api := n.leaderAPI()
@@ -426,13 +441,10 @@ func (n *Node) askLeaderToRemove(ctx context.Context) error {
 		time.Sleep(50 * time.Millisecond)
 		_, api = n.leaderAPI()
 	}
-	n.mu.Lock()
-	fn := n.remover
-	n.mu.Unlock()
-	if api == "" || fn == nil {
+	if api == "" || n.remover == nil {
 		return sessionstore.ErrNoLeader
 	}
-	return fn(ctx, api, n.cfg.NodeID)
+	return n.remover(ctx, api, n.cfg.NodeID)
 }
 
 // FirstLogIndex is the first index still in the local Raft log.
@@ -538,32 +550,10 @@ func (n *Node) voters() int {
 }
 
 func (n *Node) closeStores() error {
-	err := closeStores(n.cfg.DataDir, n.local, n.logs, n.state)
+	err := n.stores.Close()
 	if n.stateDamage.Load() != nil {
 		// Not a clean stop for the guard: the next start checks every page.
 		err = errors.Join(err, removeCleanStamp(n.cfg.DataDir))
 	}
 	return err
-}
-
-// closeStores closes the stores of a data directory that were opened (nil:
-// not opened) and, when state.db closed cleanly, records the clean stop (the
-// clean-stop stamp and the boot marker): the node, `sessionstore recover` and `node
-// repair` all end this way.
-func closeStores(dataDir string, local *storage.RaftStore, logs *storage.RaftWAL, state *storage.StateDB) error {
-	var errs []error
-	if state != nil {
-		err := state.Close()
-		errs = append(errs, err)
-		if err == nil {
-			errs = append(errs, writeCleanStamp(dataDir), writeBootMarker(dataDir, true))
-		}
-	}
-	if logs != nil {
-		errs = append(errs, logs.Close())
-	}
-	if local != nil {
-		errs = append(errs, local.Close())
-	}
-	return errors.Join(errs...)
 }

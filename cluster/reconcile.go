@@ -81,7 +81,7 @@ func (n *Node) reconcile() {
 			n.closedOnce.Do(func() {
 				n.logger.Error("not adding servers learnt of through gossip: client authentication is on and node-to-node authentication is off, so a server could be anyone; set --cluster-key-file or TLS on every node", "peer_id", id)
 			})
-		case (!ok || s.Address != addr) && !n.peerCheck.admit(n.dialCtx, id, addr):
+		case (!ok || s.Address != addr) && !n.transport.Admit(n.dialCtx, id, addr):
 			// With Raft TLS: not added, and a configured server keeps its
 			// address, until that address shows a node certificate of our CA.
 		case !ok:

@@ -3,14 +3,11 @@ package cluster
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"strings"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/sessionstore/sessionstore/fsm"
 	"github.com/sessionstore/sessionstore/storage"
@@ -57,47 +54,20 @@ func Recover(cfg Config, servers []raft.Server, logger *slog.Logger, confirm fun
 		}
 	}
 	logger = logger.With("component", "recover")
-
-	out := cfg.RaftLogOutput
-	if out == nil {
-		out = io.Discard
+	hl := cfg.raftLogger()
+	st, err := OpenStores(cfg.DataDir, logger, hl)
+	if err != nil {
+		if errors.Is(err, storage.ErrInUse) {
+			return res, fmt.Errorf("%s: %w (%v)", cfg.DataDir, ErrDataDirInUse, err)
+		}
+		return res, err
 	}
-	hl := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Info, Output: out, JSONFormat: cfg.RaftLogJSON})
-
-	var (
-		local *storage.RaftStore
-		logs  *storage.RaftWAL
-		state *storage.StateDB
-	)
 	defer func() {
-		if cerr := closeStores(cfg.DataDir, local, logs, state); cerr != nil {
+		if cerr := st.Close(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("close stores: %w", cerr))
 		}
 	}()
-	inUse := func(err error) error {
-		if errors.Is(err, berrors.ErrTimeout) || strings.Contains(err.Error(), "open elsewhere?") {
-			return fmt.Errorf("%s: %w (%v)", cfg.DataDir, ErrDataDirInUse, err)
-		}
-		return err
-	}
-	// The Raft store first: its lock is the node's, and nothing below writes
-	// before it is held.
-	if local, err = storage.OpenRaftStore(raftStorePath(cfg.DataDir)); err != nil {
-		return res, inUse(err)
-	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(raftDir(cfg.DataDir), 1, hl)
-	if err != nil {
-		return res, err
-	}
-	if logs, _, _, err = guardState(cfg.DataDir, snaps, logger, needsVerify(cfg.DataDir)); err != nil {
-		return res, inUse(err)
-	}
-	if err := writeBootMarker(cfg.DataDir, false); err != nil {
-		return res, err
-	}
-	if state, err = storage.OpenState(statePath(cfg.DataDir), storage.DefaultStateOptions()); err != nil {
-		return res, inUse(err)
-	}
+	local, logs, snaps, state := st.Local, st.Logs, st.Snaps, st.State
 	f, err := fsm.New(state, logger, nil, nil)
 	if err != nil {
 		return res, err

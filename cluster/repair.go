@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
 	"github.com/sessionstore/sessionstore/fsm"
@@ -53,26 +52,26 @@ func Repair(cfg Config, logger *slog.Logger) (res RepairResult, err error) {
 		}
 	}
 	logger = logger.With("component", "repair")
-	out := cfg.RaftLogOutput
-	if out == nil {
-		out = io.Discard
-	}
-	hl := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Info, Output: out})
+	hl := cfg.raftLogger()
 
+	// Not OpenStores: the start-up guard would refuse exactly the log this
+	// repairs. The stores are opened one by one below; Close is the same.
+	st := &Stores{Dir: cfg.DataDir}
+	defer func() {
+		if cerr := st.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("close stores: %w", cerr))
+		}
+	}()
 	var (
 		local *storage.RaftStore
 		logs  *storage.RaftWAL
 		state *storage.StateDB
 	)
-	defer func() {
-		if cerr := closeStores(cfg.DataDir, local, logs, state); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("close stores: %w", cerr))
-		}
-	}()
 	// The Raft store's lock is the node's: nothing below runs while it serves.
 	if local, err = storage.OpenRaftStore(raftStorePath(cfg.DataDir)); err != nil {
 		return res, fmt.Errorf("%s: %w (%v)", cfg.DataDir, ErrDataDirInUse, err)
 	}
+	st.Local = local
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(raftDir(cfg.DataDir), 1, hl)
 	if err != nil {
 		return res, err
@@ -98,6 +97,7 @@ func Repair(cfg Config, logger *slog.Logger) (res RepairResult, err error) {
 			if state, err = storage.OpenState(sp, storage.DefaultStateOptions()); err != nil {
 				return res, err
 			}
+			st.State = state
 			if res.Applied, res.AppliedTerm, err = state.AppliedIndex(); err != nil {
 				return res, err
 			}
@@ -117,6 +117,7 @@ func Repair(cfg Config, logger *slog.Logger) (res RepairResult, err error) {
 	if logs, err = storage.OpenRaftWAL(walDir, 0); err != nil {
 		return res, fmt.Errorf("the Raft log is damaged in a way this command does not repair: %w", err)
 	}
+	st.Logs = logs
 	if tr, ok := logs.Truncation(); ok {
 		res.Truncation = &tr
 		logger.Warn("cut the damaged tail of the Raft log", "segment", tr.Segment, "offset", tr.Offset, "bytes", tr.Bytes, "index", tr.Index, "reason", tr.Reason)

@@ -29,7 +29,7 @@ type streamLayer struct {
 	dialer    net.Dialer
 	tls       *tls.Config     // client side; nil: plaintext
 	ctx       context.Context // cancelled at shutdown: no dial outlives the node
-	hs        *handshaker
+	hs        *Handshaker
 }
 
 func (s *streamLayer) Addr() net.Addr { return s.advertise }
@@ -86,10 +86,47 @@ func LocalDialer(bind string) net.Dialer {
 	return net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}}
 }
 
+// Transport carries Raft's messages between nodes and vets a server before the
+// leader adds it to the configuration.
+type Transport interface {
+	raft.Transport
+	// Admit reports whether server id at addr may be added (or get a new
+	// address): it answers on its Raft address as a member of this cluster.
+	Admit(ctx context.Context, id string, addr raft.ServerAddress) bool
+	Close() error
+}
+
+// A TransportMaker starts a node's transport when the node is built (New):
+// ctx ends when the node stops (no dial outlives it) and hs is the node's side
+// of the handshake.
+type TransportMaker func(ctx context.Context, hs *Handshaker, hl hclog.Logger) (Transport, error)
+
+// TCPTransport is the product's transport: Raft over TCP on cfg.RaftAddr,
+// advertised as cfg.RaftAdvertise, mutual TLS with cfg.RaftTLS, and the
+// handshake on every connection both ways.
+func TCPTransport(cfg Config) TransportMaker {
+	return func(ctx context.Context, hs *Handshaker, hl hclog.Logger) (Transport, error) {
+		nt, stream, err := newTransport(ctx, cfg.RaftAddr, cfg.RaftAdvertise, cfg.RaftTLS, hs, hl)
+		if err != nil {
+			return nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
+		}
+		return &tcpTransport{NetworkTransport: nt, check: newRaftPeerCheck(stream, hs.logger)}, nil
+	}
+}
+
+type tcpTransport struct {
+	*raft.NetworkTransport
+	check *raftPeerCheck
+}
+
+func (t *tcpTransport) Admit(ctx context.Context, id string, addr raft.ServerAddress) bool {
+	return t.check.admit(ctx, id, addr)
+}
+
 // newTransport listens on bind and advertises advertise (default: the
 // listener's own address, which must then not be a wildcard). With pair set,
 // connections both ways are mutual TLS. Every connection runs hs's handshake.
-func newTransport(ctx context.Context, bind, advertise string, pair *TLSPair, hs *handshaker, hl hclog.Logger) (*raft.NetworkTransport, *streamLayer, error) {
+func newTransport(ctx context.Context, bind, advertise string, pair *TLSPair, hs *Handshaker, hl hclog.Logger) (*raft.NetworkTransport, *streamLayer, error) {
 	l, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, nil, err

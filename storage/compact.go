@@ -15,9 +15,9 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 )
 
-// ErrInUse is returned by the offline operations (CompactState,
-// CompactRaftStore) when another process, normally the running node, holds
-// the database file's lock.
+// ErrInUse is returned when another process, normally the running node,
+// holds a store's lock: by the opens (OpenRaftStore, OpenState, OpenRaftWAL)
+// and the offline operations (CompactState, CompactRaftStore).
 var ErrInUse = errors.New("the database is in use by another process (is the node running? stop the node first)")
 
 // CompactResult reports one offline compaction.

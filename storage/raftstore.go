@@ -2,11 +2,13 @@ package storage
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/hashicorp/raft"
 	"go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // The Raft store's file (docs/design.md "Storage layout"): the Raft
@@ -58,6 +60,9 @@ func OpenRaftStore(path string) (*RaftStore, error) {
 		NoFreelistSync: true,
 		FreelistType:   bbolt.FreelistMapType,
 	})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return nil, fmt.Errorf("open raft store %s: %w", path, ErrInUse)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open raft store %s: %w", path, err)
 	}

@@ -267,7 +267,7 @@ func walOpen(dir string, committed uint64) (_ *RaftWAL, err error) {
 	}
 	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		lock.Close()
-		return nil, fmt.Errorf("lock %s (open elsewhere?): %w", lock.Name(), err)
+		return nil, fmt.Errorf("lock %s: %w (%w)", lock.Name(), ErrInUse, err)
 	}
 	w := &RaftWAL{dir: dir, segmentSize: walDefaultSegmentSize, recentEntries: walRecentEntries, recentBytes: walRecentBytes, lock: lock}
 	defer func() {

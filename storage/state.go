@@ -14,6 +14,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	"go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // StateOptions tune the state database.
@@ -98,6 +99,9 @@ func openStateFile(path string, opts StateOptions) (*bbolt.DB, error) {
 		FreelistType:    bbolt.FreelistMapType,
 		NoSync:          opts.NoSync,
 	})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return nil, fmt.Errorf("open state database %s: %w", path, ErrInUse)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open state database %s: %w", path, err)
 	}

@@ -167,7 +167,7 @@ func fzStart() (*fzEnv, error) {
 	cfg.RaftLogOutput = logOut
 	// Small limits, so that short inputs reach the size refusals.
 	cfg.MaxEventBytes, cfg.MaxBatchBytes, cfg.MaxBatchCount = 2048, 8192, 16
-	node, err := cluster.Open(cfg, logger, prometheus.NewRegistry())
+	node, err := cluster.Open(cfg, nil, logger, prometheus.NewRegistry())
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err

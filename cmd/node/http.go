@@ -11,7 +11,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -174,31 +173,11 @@ func httpError(w http.ResponseWriter, err error) {
 	http.Error(w, err.Error(), code)
 }
 
-// registerNodeMetrics exports raft and state-database gauges read at scrape time.
-func registerNodeMetrics(reg *prometheus.Registry, node *cluster.Node) {
-	reg.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sessionstore_raft_is_leader", Help: "1 when this node is the Raft leader."},
-			func() float64 {
-				if node.Raft().State() == raft.Leader {
-					return 1
-				}
-				return 0
-			}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sessionstore_raft_commit_index", Help: "Raft commit index."},
-			func() float64 { return float64(node.Raft().CommitIndex()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sessionstore_raft_applied_index", Help: "Raft index applied to the state database."},
-			func() float64 { return float64(node.Raft().AppliedIndex()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sessionstore_state_db_bytes", Help: "Size of the state database file."},
-			func() float64 { return float64(node.State().Size()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sessionstore_checksum_failures_total", Help: "Stored records and events that failed their checksum when read (a damaged state database): never served."},
-			func() float64 { return float64(node.State().ChecksumFailures()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sessionstore_ready", Help: "1 when /readyz would answer 200."},
-			func() float64 {
-				if node.Ready() == nil {
-					return 1
-				}
-				return 0
-			}),
-	)
-	registerOperatorMetrics(reg, node)
+// registerNodeMetrics exports a chosen few of hashicorp/raft's and
+// memberlist's own go-metrics (see bridgedFamilies); the node's own gauges
+// are registered by cluster.New on the same registry.
+func registerNodeMetrics(reg *prometheus.Registry) {
+	if b := raftGoMetrics(); b != nil {
+		_ = reg.Register(b) // AlreadyRegistered cannot happen: one bridge per registry
+	}
 }

@@ -270,7 +270,16 @@ func startServer(cfg serveConfig, logger *slog.Logger, raftLog io.Writer) (*serv
 	cfg.Cluster.AuthHash = authn.Hash()
 	cfg.Cluster.RaftLogOutput = raftLog
 	cfg.Cluster.RaftLogJSON = cfg.LogFormat == "json"
-	node, err := cluster.Open(cfg.Cluster, logger, reg)
+	remover := func(ctx context.Context, leaderAPI, nodeID string) error {
+		c, err := client.Dial(ctx, leaderAPI, sec.peerDialOptions()...)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		// On behalf of the operator who called Leave: their credentials go along.
+		return c.RemoveMember(auth.Outgoing(ctx), nodeID)
+	}
+	node, err := cluster.Open(cfg.Cluster, remover, logger, reg)
 	if err != nil {
 		gl.Close()
 		hl.Close()
@@ -308,19 +317,10 @@ func startServer(cfg serveConfig, logger *slog.Logger, raftLog io.Writer) (*serv
 	persistence.Register(services)
 	rpc.NewClusterService(node, s.fwd).Register(services)
 	rpc.NewPlanMode(node, s.fwd).Register(services)
-	node.SetRemover(func(ctx context.Context, leaderAPI, nodeID string) error {
-		c, err := client.Dial(ctx, leaderAPI, sec.peerDialOptions()...)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		// On behalf of the operator who called Leave: their credentials go along.
-		return c.RemoveMember(auth.Outgoing(ctx), nodeID)
-	})
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
-	registerNodeMetrics(reg, node)
+	registerNodeMetrics(reg)
 	rpcs, err := newConnectHandler(s.grpc, cfg.MaxMessageBytes)
 	if err != nil {
 		gl.Close()
