@@ -51,6 +51,7 @@ var layers = map[string]int{
 	"api/rpc":             3, // the gRPC and HTTP service, over a backend interface
 	"cluster":             4, // Raft, gossip, proposals, reads
 	"jepsen":              4,
+	"cluster/clustertest": 5, // in-process clusters for tests
 	"cmd/node":            5, // wires everything
 	"jepsen/cmd/jepsen":   5,
 	"scripts/exportbench": 5,

@@ -180,9 +180,6 @@ func (c Config) Validate() error {
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("data dir must not be empty"))
 	}
-	if c.RaftAddr == "" {
-		errs = append(errs, errors.New("raft address must not be empty"))
-	}
 	if c.BootstrapExpect < 0 {
 		errs = append(errs, fmt.Errorf("bootstrap-expect must be >= 0, got %d", c.BootstrapExpect))
 	}

@@ -1,0 +1,257 @@
+package cluster_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/cluster"
+	"github.com/sessionstore/sessionstore/cluster/clustertest"
+	"github.com/sessionstore/sessionstore/storage"
+)
+
+// The cluster's own tests: real nodes in one process, Raft over the
+// in-memory network of clustertest (partitions without root).
+
+const testCwd = "/w/cluster"
+
+func mark(seq int64, m string) []byte {
+	return fmt.Appendf(nil, `{"type":"x-test/mark","seq":%d,"time":%d,"data":{"m":%q},"ignorable":true}`, seq, 1000+seq, m)
+}
+
+func create(t *testing.T, nd *clustertest.Node, id string) {
+	t.Helper()
+	cwd := testCwd
+	if _, err := nd.Create(context.Background(), sessionstore.Header{ID: id, CreatedAt: 1, Cwd: &cwd}, "", sessionstore.ValidateStrict); err != nil {
+		t.Fatalf("create %s on %s: %v", id, nd.ID, err)
+	}
+}
+
+func appendMarks(t *testing.T, nd *clustertest.Node, id string, from, n int64) {
+	t.Helper()
+	for k := from; k < from+n; k++ {
+		if _, err := nd.Append(context.Background(), id, [][]byte{mark(k, id)}, 0, "", sessionstore.ValidateStrict); err != nil {
+			t.Fatalf("append %s/%d on %s: %v", id, k, nd.ID, err)
+		}
+	}
+}
+
+// converged reports (as an error, for Eventually) whether every running node
+// holds exactly next[id] events of each session, the same events, and a whole
+// artifact of the same text.
+func converged(c *clustertest.Cluster, next map[string]int64) error {
+	var ref map[string]string
+	for _, nd := range c.Running() {
+		got := map[string]string{}
+		for id, want := range next {
+			var s sessionstore.Suffix
+			err := nd.ReadFrom(context.Background(), id, 0, sessionstore.Stale, func(x sessionstore.Suffix) error {
+				s.Events = append(s.Events, x.Events...)
+				return nil
+			})
+			if err != nil || int64(len(s.Events)) != want {
+				return fmt.Errorf("%s holds %d events of %s (%v), want %d", nd.ID, len(s.Events), id, err, want)
+			}
+			b, err := os.ReadFile(filepath.Join(nd.Dir, "artifacts", "--w-cluster--", id, storage.ArtifactName))
+			if err != nil {
+				return fmt.Errorf("%s: artifact of %s: %v", nd.ID, id, err)
+			}
+			text, err := storage.ArtifactText(b)
+			if err != nil {
+				return fmt.Errorf("%s: artifact of %s is being written: %v", nd.ID, id, err)
+			}
+			got[id] = fmt.Sprintf("%q|%s", s.Events, text)
+		}
+		if ref == nil {
+			ref = got
+		} else if !maps(ref, got) {
+			return fmt.Errorf("%s differs from the first node", nd.ID)
+		}
+	}
+	return nil
+}
+
+func maps(a, b map[string]string) bool {
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return len(a) == len(b)
+}
+
+// smallSnapshots makes nodes snapshot and compact their log after a few
+// hundred entries, so catch-up by snapshot install is quick to reach.
+func smallSnapshots(c *cluster.Config) {
+	c.SnapshotThreshold = 200
+	c.SnapshotInterval = 200 * time.Millisecond
+	c.TrailingLogs = 50
+}
+
+// A follower refuses a write with the leader's address (the API forwards
+// there); losing the leader costs an election, after which the survivors take
+// writes; the old leader, restarted, catches up.
+func TestLeaderLossAndNotLeader(t *testing.T) {
+	t.Parallel()
+	c := clustertest.Start(t, 3, nil)
+	leader := c.Leader()
+	create(t, leader, "s")
+	appendMarks(t, leader, "s", 0, 3)
+
+	f := c.Followers(leader)[0]
+	_, err := f.Append(context.Background(), "s", [][]byte{mark(3, "s")}, 0, "", sessionstore.ValidateStrict)
+	var nl *sessionstore.NotLeaderError
+	if !errors.As(err, &nl) || nl.LeaderID != leader.ID || nl.LeaderAPI != leader.API {
+		t.Fatalf("append on follower %s: %v, want not-leader naming %s at %s", f.ID, err, leader.ID, leader.API)
+	}
+
+	leader.Stop()
+	next := c.Leader()
+	if next == leader {
+		t.Fatal("the stopped node still leads")
+	}
+	appendMarks(t, next, "s", 3, 2)
+	leader.Start()
+	c.WaitVoters(3)
+	clustertest.Eventually(t, 30*time.Second, func() error { return converged(c, map[string]int64{"s": 5}) })
+}
+
+// A leader cut off from both followers acknowledges nothing: its write ends
+// in an error, never a success, while the majority elects a leader that takes
+// writes. Healed, the old leader follows and holds exactly what the majority
+// acknowledged: its own write, never committed, is gone.
+func TestIsolatedLeaderAcknowledgesNothing(t *testing.T) {
+	t.Parallel()
+	c := clustertest.Start(t, 3, nil)
+	old := c.Leader()
+	create(t, old, "p")
+	appendMarks(t, old, "p", 0, 1)
+	others := c.Followers(old)
+	c.Net.Partition(
+		[]raft.ServerAddress{old.Addr},
+		[]raft.ServerAddress{others[0].Addr, others[1].Addr})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_, err := old.Append(ctx, "p", [][]byte{mark(1, "isolated")}, 0, "", sessionstore.ValidateStrict)
+	cancel()
+	if err == nil {
+		t.Fatal("the isolated leader acknowledged a write")
+	}
+	var maj *clustertest.Node
+	clustertest.Eventually(t, 30*time.Second, func() error {
+		for _, nd := range others {
+			if nd.ReadyForReads() {
+				maj = nd
+				return nil
+			}
+		}
+		return errors.New("the majority has no ready leader")
+	})
+	// The isolated write may still be in the old leader's log; the majority's
+	// next seq tells, and the majority writes from there.
+	var have int64
+	if err := maj.ReadFrom(context.Background(), "p", 0, sessionstore.Linearizable, func(s sessionstore.Suffix) error {
+		have = s.NextSeq
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if have != 1 {
+		t.Fatalf("the majority holds %d events, want 1 (the isolated write cannot have committed)", have)
+	}
+	appendMarks(t, maj, "p", 1, 2)
+	c.Net.Heal()
+	clustertest.Eventually(t, 30*time.Second, func() error { return converged(c, map[string]int64{"p": 3}) })
+}
+
+// A follower that was down while more than a snapshot's worth of entries
+// committed (the log compacted past them) catches up by snapshot install.
+func TestLaggingFollowerCatchesUpBySnapshot(t *testing.T) {
+	t.Parallel()
+	c := clustertest.Start(t, 3, smallSnapshots)
+	leader := c.Leader()
+	down := c.Followers(leader)[0]
+	down.Stop()
+	create(t, leader, "lag")
+	appendMarks(t, leader, "lag", 0, 400)
+	if err := leader.Snapshot(); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	if first, _ := leader.FirstLogIndex(); first < 100 {
+		t.Fatalf("the leader's log should be compacted past the follower (first index %d)", first)
+	}
+	down.Start()
+	clustertest.Eventually(t, 30*time.Second, func() error { return converged(c, map[string]int64{"lag": 400}) })
+	if down.SnapshotRestores() == 0 {
+		t.Error("the lagging follower caught up without installing a snapshot")
+	}
+}
+
+// A fourth, empty node joining a cluster whose log was compacted past a
+// snapshot catches up by snapshot install, is made a voter, and holds every
+// event.
+func TestNewNodeCatchesUpBySnapshot(t *testing.T) {
+	t.Parallel()
+	c := clustertest.Start(t, 3, smallSnapshots)
+	leader := c.Leader()
+	next := map[string]int64{}
+	for s := range 10 {
+		id := fmt.Sprintf("snap-%d", s)
+		create(t, leader, id)
+		appendMarks(t, leader, id, 0, 60)
+		next[id] = 60
+	}
+	if err := leader.Snapshot(); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	if first, err := leader.FirstLogIndex(); err != nil || first <= 1 {
+		t.Fatalf("the leader's log should be compacted (first index %d, %v)", first, err)
+	}
+	fourth := c.Add()
+	c.WaitVoters(4)
+	clustertest.Eventually(t, 30*time.Second, func() error { return converged(c, next) })
+	if fourth.SnapshotRestores() == 0 {
+		t.Error("the fourth node caught up without installing a snapshot")
+	}
+}
+
+// Leave on a follower asks the leader to remove it; the leader does not add
+// it back from gossip, and the two remaining voters take writes.
+func TestLeaveRemovesTheNode(t *testing.T) {
+	t.Parallel()
+	c := clustertest.Start(t, 3, nil)
+	leader := c.Leader()
+	leaving := c.Followers(leader)[0]
+	if err := leaving.Leave(context.Background()); err != nil {
+		t.Fatalf("leave: %v", err)
+	}
+	members := func() []string {
+		ms, _ := leader.Members(context.Background())
+		var ids []string
+		for _, m := range ms {
+			ids = append(ids, m.NodeID)
+		}
+		return ids
+	}
+	clustertest.Eventually(t, 20*time.Second, func() error {
+		if got := members(); len(got) != 2 || slices.Contains(got, leaving.ID) {
+			return fmt.Errorf("members after leave: %v", got)
+		}
+		return nil
+	})
+	// Several reconcile rounds later it is still out.
+	time.Sleep(3 * time.Second)
+	if got := members(); len(got) != 2 {
+		t.Fatalf("the node that left was added back: %v", got)
+	}
+	create(t, leader, "after-leave")
+	appendMarks(t, leader, "after-leave", 0, 1)
+}
