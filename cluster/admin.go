@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -74,7 +73,7 @@ func (n *Node) TransferLeadership(ctx context.Context, toNodeID string) error {
 		f = n.raft.LeadershipTransferToServer(raft.ServerID(toNodeID), addr)
 	}
 	if err := f.Error(); err != nil {
-		return sessionstore.Errorf(sessionstore.ReasonOutcomeUnknown, "leadership transfer: %v", err)
+		return raftErr("leadership transfer", err)
 	}
 	return nil
 }
@@ -92,10 +91,7 @@ func (n *Node) RemoveMember(ctx context.Context, nodeID string) error {
 		return sessionstore.Errorf(sessionstore.ReasonInvalidArgument, "node %s is the only voter; removing it would leave no cluster", sessionstore.Quote(nodeID))
 	}
 	if err := n.raft.RemoveServer(raft.ServerID(nodeID), 0, 10*time.Second).Error(); err != nil {
-		if errors.Is(err, raft.ErrNotLeader) {
-			return sessionstore.ErrNoLeader
-		}
-		return sessionstore.Errorf(sessionstore.ReasonOutcomeUnknown, "remove %s: %v", nodeID, err)
+		return raftErr("remove "+nodeID, err)
 	}
 	n.mu.Lock()
 	if n.removed == nil {
@@ -134,7 +130,7 @@ func (n *Node) Leave(ctx context.Context) (err error) {
 	}()
 	if n.raft.State() == raft.Leader && n.voters() > 1 {
 		if err := n.raft.LeadershipTransfer().Error(); err != nil {
-			return sessionstore.Errorf(sessionstore.ReasonOutcomeUnknown, "hand leadership over before leaving: %v", err)
+			return raftErr("hand leadership over before leaving", err)
 		}
 	}
 	if n.raft.State() == raft.Leader {

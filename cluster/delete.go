@@ -6,12 +6,10 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/fsm"
 	"github.com/sessionstore/sessionstore/fsm/fsmpb"
 	"github.com/sessionstore/sessionstore/sessionlog"
 )
-
-// deleteVersion is the command version that introduced Delete.
-const deleteVersion = 4
 
 // Delete removes a session through Raft: every replica drops its record,
 // events and request results in the same apply and removes its artifact
@@ -20,11 +18,11 @@ func (n *Node) Delete(ctx context.Context, id, expectedRevision, requestID strin
 	if err := sessionlog.ValidateSessionID(id); err != nil {
 		return "", err
 	}
-	if n.raft.State() == raft.Leader && !n.votersSupport(deleteVersion) {
+	if n.raft.State() == raft.Leader && !n.votersSupport(fsm.DeleteVersion) {
 		// An older voter could not apply the entry: refuse before proposing
 		// (FORMAT_UNSUPPORTED: the versions of the cluster do not allow it).
 		return "", sessionstore.Errorf(sessionstore.ReasonFormatUnsupported,
-			"delete needs every voter at command version %d or later, and at least one has not advertised it (an older build?): upgrade every node first", deleteVersion)
+			"delete needs every voter at command version %d or later, and at least one has not advertised it (an older build?): upgrade every node first", fsm.DeleteVersion)
 	}
 	res, err := n.propose(ctx, &fsmpb.Command{Cmd: &fsmpb.Command_Delete{Delete: &fsmpb.Delete{
 		SessionId: id, ExpectedRevision: expectedRevision, RequestId: requestID}}})

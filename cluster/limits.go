@@ -5,11 +5,9 @@ import (
 	"time"
 
 	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/fsm"
 	"github.com/sessionstore/sessionstore/fsm/fsmpb"
 )
-
-// limitsVersion is the command version that carries principals and limits.
-const limitsVersion = 3
 
 // stamp adds the caller and this node's quotas to a Create or Append, once
 // every voter has said (in gossip) that it applies command version 3: an
@@ -26,14 +24,14 @@ func (n *Node) stamp(ctx context.Context, cmd *fsmpb.Command) *fsmpb.Command {
 		return cmd
 	}
 	v := n.votersVersion()
-	if v < limitsVersion {
+	if v < fsm.PrincipalsVersion {
 		n.warnOnce.Do(func() {
 			n.logger.Warn("quotas are not enforced yet: a voter has not advertised command version 3 (an older build?); they start once every voter runs this version")
 		})
 		return cmd
 	}
 	// Version 5: the byte quota counts the header and kept answers too.
-	lim.CountStored = v >= requestsVersion
+	lim.CountStored = v >= fsm.RequestsVersion
 	cmd.Principal, cmd.Limits = caller.Name, lim
 	return cmd
 }
@@ -42,7 +40,7 @@ func (n *Node) stamp(ctx context.Context, cmd *fsmpb.Command) *fsmpb.Command {
 // voter applies version 5, so the answer it keeps (ExitPlan feedback, /plan
 // input) counts against --max-session-bytes.
 func (n *Node) stampStored(cmd *fsmpb.Command) {
-	if n.cfg.MaxSessionBytes > 0 && n.votersSupport(requestsVersion) {
+	if n.cfg.MaxSessionBytes > 0 && n.votersSupport(fsm.RequestsVersion) {
 		cmd.Limits = &fsmpb.Limits{MaxSessionBytes: n.cfg.MaxSessionBytes, CountStored: true}
 	}
 }

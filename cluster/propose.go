@@ -251,7 +251,7 @@ func (n *Node) submit(group []*proposal) {
 		<-n.slots
 		n.pacer.committed(took)
 		if err != nil {
-			err = translate(err)
+			err = raftErr("", err)
 			for _, p := range group {
 				p.done <- proposalResult{err: err}
 			}
@@ -268,16 +268,18 @@ func (n *Node) submit(group []*proposal) {
 	}()
 }
 
-// translate maps raft errors to domain errors (the one raft → domain table).
-func translate(err error) error {
+// raftErr maps the error of a Raft future to the domain's, the one raft →
+// domain table: refused before anything reached the log (not the leader, the
+// queue full) is NO_LEADER; anything else (leadership lost, shut down,
+// aborted by a restore, a timeout) may have taken effect: OUTCOME_UNKNOWN,
+// with what, when set, naming the operation in the message.
+func raftErr(what string, err error) error {
 	switch {
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrEnqueueTimeout):
-		// Refused before the entry was appended to the log.
 		return sessionstore.ErrNoLeader
-	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrRaftShutdown),
-		errors.Is(err, raft.ErrAbortedByRestore):
+	case what == "":
 		return sessionstore.ErrOutcomeUnknown
 	default:
-		return sessionstore.ErrOutcomeUnknown
+		return sessionstore.Errorf(sessionstore.ReasonOutcomeUnknown, "%s: %v", what, err)
 	}
 }

@@ -1,18 +1,16 @@
 package cluster
 
-import "github.com/sessionstore/sessionstore/fsm/fsmpb"
-
-// requestsVersion is the command version that binds a request id to its
-// operation (fsm/requests.go): another operation under a used id is
-// refused instead of getting the stored answer.
-const requestsVersion = 5
+import (
+	"github.com/sessionstore/sessionstore/fsm"
+	"github.com/sessionstore/sessionstore/fsm/fsmpb"
+)
 
 // bindRequest marks a command that carries a request id as bound to its
 // operation, once every voter has advertised version 5; an older replica
 // would replay another operation's answer where this one refuses, and the
 // replicas' answers and stored results would differ.
 func (n *Node) bindRequest(cmd *fsmpb.Command) {
-	if requestIDOf(cmd) != "" && n.votersSupport(requestsVersion) {
+	if requestIDOf(cmd) != "" && n.votersSupport(fsm.RequestsVersion) {
 		cmd.BindRequest = true
 	}
 }

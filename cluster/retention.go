@@ -83,9 +83,9 @@ func (n *Node) Retention(ctx context.Context, dryRun bool) ([]string, error) {
 		})
 		return due, err
 	}
-	if n.raft.State() == raft.Leader && !n.votersSupport(deleteVersion) {
+	if n.raft.State() == raft.Leader && !n.votersSupport(fsm.DeleteVersion) {
 		return nil, sessionstore.Errorf(sessionstore.ReasonFormatUnsupported,
-			"retention needs every voter at command version %d or later, and at least one has not advertised it (an older build?): upgrade every node first", deleteVersion)
+			"retention needs every voter at command version %d or later, and at least one has not advertised it (an older build?): upgrade every node first", fsm.DeleteVersion)
 	}
 	res, err := n.propose(ctx, &fsmpb.Command{Cmd: &fsmpb.Command_Sweep{Sweep: &fsmpb.Sweep{Policies: pol}}})
 	if err != nil {
@@ -105,7 +105,7 @@ func (n *Node) runRetention() {
 		return
 	}
 	n.every(n.cfg.RetentionSweep, func() bool {
-		if n.raft.State() != raft.Leader || !n.votersSupport(deleteVersion) {
+		if n.raft.State() != raft.Leader || !n.votersSupport(fsm.DeleteVersion) {
 			return false
 		}
 		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.ApplyTimeout)

@@ -820,7 +820,8 @@ func sizeIs(path string, n int64) bool {
 	return err == nil && st.Size() == n
 }
 
-// EncodeHeaderFrame is frame 1 of every artifact: exactly the header line.
+// EncodeHeaderFrame is the first frame of every artifact (frame 0): exactly
+// the header line.
 func EncodeHeaderFrame(h sessionstore.Header) []byte {
 	return storage.EncodeFrame(nil, append(sessionlog.HeaderLine(h), '\n'))
 }

@@ -10,23 +10,42 @@ import (
 	"github.com/sessionstore/sessionstore/fsm/fsmpb"
 )
 
-// CommandVersion is the newest command encoding this build applies.
-// Entries of a newer version make Apply panic: a replica must never apply a
-// command it does not understand (rolling upgrades propose a new version only
-// once every voter supports it). Version 2 added the plan-mode commands.
-// Version 3 added principals and limits to Create and Append, version 4
-// Delete and Sweep, version 5 request ids bound to their operation
-// (Command.bind_request, requests.go) and a session byte quota that counts
-// the header and kept answers (Limits.count_stored, also on plan-mode calls),
-// version 6 ConvertLayout (the state's layout 2, layout.go), version 7
-// strict appends (Append.strict: refused when a read would refuse the log),
-// version 8 packed entries (pack.go), version 9 ConvertLayout to state format
-// 3 (packed events, layout.go), version 10 ConvertLayout to state format 4
-// (rows keyed by session number, layout.go).
-const CommandVersion = 10
+// Command versions, in one place: what each one added. Entries of a newer
+// version than CommandVersion make Apply panic: a replica must never apply a
+// command it does not understand. A leader proposes a command of version v
+// only once every voter advertises v (cluster's votersSupport), and Encode
+// stamps each entry with the oldest version that knows all its commands, so
+// an older replica refuses it by number rather than misreading it.
+// docs/upgrading.md lists them for operators.
+const (
+	// PlanVersion: the plan-mode commands.
+	PlanVersion = 2
+	// PrincipalsVersion: principals and limits on Create and Append.
+	PrincipalsVersion = 3
+	// DeleteVersion: Delete and Sweep.
+	DeleteVersion = 4
+	// RequestsVersion: a request id bound to its operation (Command.
+	// bind_request, requests.go: another operation under a used id is
+	// refused instead of getting the stored answer), and a session byte
+	// quota that counts the header and kept answers (Limits.count_stored).
+	RequestsVersion = 5
+	// LayoutVersion: ConvertLayout, to the state's layout 2 (layout.go).
+	LayoutVersion = 6
+	// StrictVersion: Append.strict (refused when a read would refuse the log).
+	StrictVersion = 7
+	// PackedVersion: packed entries (pack.go).
+	PackedVersion = 8
+	// PackedEventsVersion: ConvertLayout to state format 3, packed events; a
+	// replica of an older build refuses a format-3 snapshot.
+	PackedEventsVersion = 9
+	// NumberedRowsVersion: ConvertLayout to state format 4, a session's rows
+	// keyed by its number (storage/numbered.go); an older replica refuses a
+	// format-4 snapshot.
+	NumberedRowsVersion = 10
 
-// StrictVersion is the command version that carries Append.strict.
-const StrictVersion = 7
+	// CommandVersion is the newest command version this build applies.
+	CommandVersion = NumberedRowsVersion
+)
 
 // Encode serialises an entry for the Raft log, stamped with the oldest
 // version that knows all its commands, so an entry an older replica cannot
@@ -36,20 +55,20 @@ func Encode(e *fsmpb.Entry) ([]byte, error) {
 	for _, c := range e.Commands {
 		switch c.Cmd.(type) {
 		case *fsmpb.Command_PlanSet, *fsmpb.Command_PlanPreStep, *fsmpb.Command_PlanCommand, *fsmpb.Command_PlanExit:
-			e.Version = max(e.Version, 2)
+			e.Version = max(e.Version, PlanVersion)
 		}
 		if c.Principal != "" || c.Limits != nil {
-			e.Version = max(e.Version, 3)
+			e.Version = max(e.Version, PrincipalsVersion)
 		}
 		switch c.Cmd.(type) {
 		case *fsmpb.Command_Delete, *fsmpb.Command_Sweep:
-			e.Version = max(e.Version, 4)
+			e.Version = max(e.Version, DeleteVersion)
 		}
 		if c.BindRequest || c.Limits.GetCountStored() {
-			e.Version = max(e.Version, 5)
+			e.Version = max(e.Version, RequestsVersion)
 		}
 		if cl, ok := c.Cmd.(*fsmpb.Command_ConvertLayout); ok {
-			e.Version = max(e.Version, layoutVersion)
+			e.Version = max(e.Version, LayoutVersion)
 			if cl.ConvertLayout.GetLayout() >= 3 {
 				e.Version = max(e.Version, PackedEventsVersion)
 			}

@@ -10,24 +10,6 @@ import (
 	"github.com/sessionstore/sessionstore/storage"
 )
 
-// layoutVersion is the command version that carries ConvertLayout.
-const layoutVersion = 6
-
-// LayoutVersion is the command version every voter must apply before the
-// leader proposes ConvertLayout.
-const LayoutVersion = layoutVersion
-
-// PackedEventsVersion is the command version every voter must apply before
-// the leader proposes ConvertLayout to state format 3 (packed events): a
-// replica of an older build refuses a format-3 snapshot.
-const PackedEventsVersion = 9
-
-// NumberedRowsVersion is the command version every voter must apply before
-// the leader proposes ConvertLayout to state format 4 (a session's rows keyed
-// by its number, storage/numbered.go): an older replica refuses a format-4
-// snapshot.
-const NumberedRowsVersion = 10
-
 var marshalRecord = proto.MarshalOptions{Deterministic: true}
 
 // EncodeRecord splits a record into its cold part (what an append leaves

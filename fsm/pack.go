@@ -23,8 +23,7 @@ import (
 // The packed form is an Entry of its own, {version 8, packed, packed_size},
 // so a build that predates it refuses it by version like any newer command
 // (its FSM panics rather than skip it); the leader packs only once every
-// voter advertises version 8.
-const PackedVersion = 8
+// voter advertises version 8 (PackedVersion).
 
 const (
 	// packMin is the smallest encoded entry worth packing: below it, a Create or

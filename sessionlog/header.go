@@ -82,9 +82,11 @@ func rawLogSuffix(rawLogPath string) string {
 	return " (raw log: " + rawLogPath + ")"
 }
 
-// versionRefusal is the direction-aware text of docs/events.md#format-version.
-func versionRefusal(id string, version int64, rawLogPath string) error {
-	v := jsNumber(float64(version))
+// versionRefusal is the direction-aware text of docs/events.md#format-version,
+// for any numeric version: the reference interpolates `v${version}`, so 0.5
+// or Infinity are possible in a header read from a file.
+func versionRefusal(id string, version float64, rawLogPath string) error {
+	v := jsNumber(version)
 	var msg string
 	if version > sessionstore.FormatVersion {
 		msg = "session " + sessionstore.Quote(id) + " uses log format v" + v +
@@ -114,7 +116,7 @@ func CheckStoredHeader(requestedID string, h sessionstore.Header, rawLogPath str
 		return WrapCorruption(requestedID, identityMismatch(requestedID, h.ID))
 	}
 	if h.Version != sessionstore.FormatVersion {
-		return versionRefusal(h.ID, h.Version, rawLogPath)
+		return versionRefusal(h.ID, float64(h.Version), rawLogPath)
 	}
 	if msg := headerFieldProblem(h); msg != "" {
 		return WrapCorruption(requestedID, sessionstore.Errorf(sessionstore.ReasonInvalidStored, "%s", msg))
@@ -131,7 +133,7 @@ func CheckReadFromHeader(requestedID string, h sessionstore.Header, rawLogPath s
 		return identityMismatch(requestedID, h.ID)
 	}
 	if h.Version != sessionstore.FormatVersion {
-		return versionRefusal(h.ID, h.Version, rawLogPath)
+		return versionRefusal(h.ID, float64(h.Version), rawLogPath)
 	}
 	return nil
 }

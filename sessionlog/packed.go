@@ -456,7 +456,7 @@ func ParseHeaderLine(line []byte, rawLogPath string) (sessionstore.Header, error
 		if ver := v.get("version"); ver != nil && ver.k == kNumber && ver.n != 0 {
 			id := v.get("id")
 			name := jsString(id)
-			return sessionstore.Header{}, headerVersionRefusal(name, ver.n, rawLogPath)
+			return sessionstore.Header{}, versionRefusal(name, ver.n, rawLogPath)
 		}
 	}
 	if !isHeaderShape(v) {
@@ -526,24 +526,6 @@ func isHeaderShape(v *value) bool {
 		nonNegInt(v.get("delegationDepth")) &&
 		(origin == nil || origin.strEq("subagent")) &&
 		(preset == nil || preset.isString())
-}
-
-// headerVersionRefusal is the docs/events.md#format-version refusal for any numeric version (the
-// reference interpolates `v${version}`, so 0.5 or Infinity are possible).
-func headerVersionRefusal(id string, version float64, rawLogPath string) error {
-	if version == math.Trunc(version) && math.Abs(version) <= maxSafe {
-		return versionRefusal(id, int64(version), rawLogPath)
-	}
-	v := jsNumber(version)
-	var msg string
-	if version > sessionstore.FormatVersion {
-		msg = "session " + sessionstore.Quote(id) + " uses log format v" + v +
-			", but this harness reads only v0: the log was written by a newer harness \u2014 upgrade the harness to open it"
-	} else {
-		msg = "session " + sessionstore.Quote(id) + " uses log format v" + v +
-			", older than the supported v0, and this build ships no upgrade path for it"
-	}
-	return sessionstore.Errorf(sessionstore.ReasonFormatUnsupported, "%s%s", msg, rawLogSuffix(rawLogPath))
 }
 
 // ---------------------------------------------------------------------------

@@ -11,8 +11,8 @@ import (
 	"github.com/sessionstore/sessionstore/planmode"
 )
 
-// Backend is what the services need from a node; *cluster.Node satisfies it
-// through a small adapter in cmd/node.
+// Backend is what the services need from a node; cmd/node passes a
+// *cluster.Node, which satisfies it as it is.
 type Backend interface {
 	Locate(ctx context.Context, h sessionstore.Header) (kind, path, url string, err error)
 	Create(ctx context.Context, h sessionstore.Header, requestID string, v sessionstore.Validation) (sessionstore.CreateResult, error)

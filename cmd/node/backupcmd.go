@@ -45,7 +45,7 @@ func backupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var cfg backupConfig
 	fs := flag.NewFlagSet("sessionstore backup", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:7400", "gRPC address of any node of the cluster (a follower forwards to the leader); a host without a port means port 7400")
+	fs.StringVar(&cfg.addr, "addr", defaultGRPCAddr, "gRPC address of any node of the cluster (a follower forwards to the leader); a host without a port means port 7400")
 	fs.StringVar(&cfg.out, "out", "", "backup file to write (required; must not exist)")
 	fs.DurationVar(&cfg.timeout, "timeout", 0, "give up after this long (0: no limit)")
 	conn := addClientFlags(fs)

@@ -65,7 +65,7 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var cfg benchConfig
 	fs := flag.NewFlagSet("sessionstore bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:7400", "gRPC address of the node to measure, or a comma-separated list of nodes (writer i uses address i mod n); a host without a port means port 7400; with --client http the nodes' HTTP addresses, host:port (default 127.0.0.1:7480)")
+	fs.StringVar(&cfg.addr, "addr", defaultGRPCAddr, "gRPC address of the node to measure, or a comma-separated list of nodes (writer i uses address i mod n); a host without a port means port 7400; with --client http the nodes' HTTP addresses, host:port (default 127.0.0.1:7480)")
 	fs.StringVar(&cfg.client, "client", "grpc", "how the writers call the node: grpc (the Go client on the gRPC port) or http (the Connect protocol with JSON on the HTTP port, as a browser or Node.js client would; not with --replay)")
 	fs.StringVar(&cfg.writers, "writers", "1,16,64", "comma-separated writer counts, one level each; every writer owns one session")
 	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "measured time per level")
@@ -114,7 +114,7 @@ Flags:
 	addrSet := false
 	fs.Visit(func(f *flag.Flag) { addrSet = addrSet || f.Name == "addr" })
 	if _, env := os.LookupEnv(envName("addr")); cfg.client == "http" && !addrSet && !env {
-		cfg.addr = "127.0.0.1:7480"
+		cfg.addr = defaultHTTPAddr
 	}
 	var err error
 	if cfg.addrs, err = parseAddrs(cfg.addr); err == nil {

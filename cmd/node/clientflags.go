@@ -57,8 +57,13 @@ func (f *clientFlags) dialOptions() ([]grpc.DialOption, error) {
 	return opts, nil
 }
 
-// defaultAPIPort is the port of a node's gRPC API (serve --grpc-addr's).
-const defaultAPIPort = "7400"
+// The addresses a node serves on by default (serve --grpc-addr and
+// --http-addr), which the client commands' --addr defaults to.
+const (
+	defaultAPIPort  = "7400"
+	defaultGRPCAddr = "127.0.0.1:" + defaultAPIPort
+	defaultHTTPAddr = "127.0.0.1:7480"
+)
 
 // withDefaultPort gives each comma-separated address of an --addr value
 // without a port the API's default port: gRPC would otherwise dial

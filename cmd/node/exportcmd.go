@@ -52,7 +52,7 @@ func parseExportFlags(args []string, stderr io.Writer) (exportConfig, error) {
 	var since string
 	fs := flag.NewFlagSet("sessionstore export", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:7400", "gRPC address of a node of the cluster to export; a host without a port means port 7400")
+	fs.StringVar(&cfg.addr, "addr", defaultGRPCAddr, "gRPC address of a node of the cluster to export; a host without a port means port 7400")
 	fs.StringVar(&cfg.out, "out", "", "output: a directory (absent or empty), FILE.tar or FILE.tar.zst (required)")
 	fs.Var(&sessions, "session", "export only this session id (repeatable)")
 	fs.StringVar(&cfg.opts.CwdPrefix, "cwd", "", "export only sessions whose cwd starts with this prefix")

@@ -39,7 +39,7 @@ func parseImportFlags(args []string, stderr io.Writer) (importConfig, error) {
 	var cfg importConfig
 	fs := flag.NewFlagSet("sessionstore import", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:7400", "gRPC address of a node of the cluster to import into; a host without a port means port 7400")
+	fs.StringVar(&cfg.addr, "addr", defaultGRPCAddr, "gRPC address of a node of the cluster to import into; a host without a port means port 7400")
 	fs.StringVar(&cfg.opts.OnConflict, "on-conflict", archive.OnConflictSkip, "a session that exists with different content: skip (report it and go on) or fail (stop, exit status 1)")
 	fs.BoolVar(&cfg.opts.DryRun, "dry-run", false, "read and validate every session, as a read of it would, and report what would be refused; write nothing (the node is not contacted)")
 	fs.BoolVar(&cfg.opts.KeepUnreadable, "keep-unreadable", false, "also import sessions a read would refuse (unknown event types, other format versions, malformed messages), with the reference's write rules; they stay readable raw only (default: refuse them, status refused)")

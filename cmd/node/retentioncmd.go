@@ -15,7 +15,7 @@ import (
 func retentionCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("sessionstore retention", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("addr", "127.0.0.1:7400", "gRPC address of any node; a host without a port means port 7400")
+	addr := fs.String("addr", defaultGRPCAddr, "gRPC address of any node; a host without a port means port 7400")
 	apply := fs.Bool("apply", false, "delete the expired sessions (default: only list them)")
 	timeout := fs.Duration("timeout", 60*time.Second, "give up waiting after this long")
 	conn := addClientFlags(fs)

@@ -57,8 +57,8 @@ type serveConfig struct {
 func defaultServeConfig() serveConfig {
 	return serveConfig{
 		Cluster:         cluster.DefaultConfig(),
-		GRPCAddr:        "127.0.0.1:7400",
-		HTTPAddr:        "127.0.0.1:7480",
+		GRPCAddr:        defaultGRPCAddr,
+		HTTPAddr:        defaultHTTPAddr,
 		MaxMessageBytes: 16 << 20,
 		LogFormat:       "text",
 		LogLevel:        "info",

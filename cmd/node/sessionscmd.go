@@ -99,7 +99,7 @@ func sessionsFlagSet(name, usage string, sio sessionsIO) (*flag.FlagSet, *sessio
 	fs := flag.NewFlagSet("sessionstore sessions "+name, flag.ContinueOnError)
 	fs.SetOutput(sio.err)
 	sc := &sessionsConn{}
-	fs.StringVar(&sc.addr, "addr", "127.0.0.1:7400", "gRPC address of a node of the cluster")
+	fs.StringVar(&sc.addr, "addr", defaultGRPCAddr, "gRPC address of a node of the cluster")
 	fs.DurationVar(&sc.timeout, "timeout", 30*time.Second, "give up after this long (retries of an unreachable node included)")
 	sc.conn = addClientFlags(fs)
 	fs.Usage = func() {

@@ -22,7 +22,7 @@ import (
 func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("sessionstore status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("addr", "127.0.0.1:7400", "gRPC address of the node to ask; a host without a port means port 7400")
+	addr := fs.String("addr", defaultGRPCAddr, "gRPC address of the node to ask; a host without a port means port 7400")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
 	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long (retries of an unreachable node included)")
 	conn := addClientFlags(fs)
@@ -89,7 +89,7 @@ Flags:
 func leaveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("sessionstore leave", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("addr", "127.0.0.1:7400", "gRPC address of the node that leaves; a host without a port means port 7400")
+	addr := fs.String("addr", defaultGRPCAddr, "gRPC address of the node that leaves; a host without a port means port 7400")
 	timeout := fs.Duration("timeout", 60*time.Second, "give up waiting after this long")
 	conn := addClientFlags(fs)
 	fs.Usage = func() {
