@@ -30,6 +30,7 @@ import (
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/api/client"
 	pb "github.com/sessionstore/sessionstore/api/sessionpb"
+	"github.com/sessionstore/sessionstore/cluster/clustertest"
 	"github.com/sessionstore/sessionstore/internal/dockertest"
 	"github.com/sessionstore/sessionstore/storage"
 )
@@ -293,16 +294,13 @@ func TestCompose_ClusterSurvivesKillRestartDownUp(t *testing.T) {
 
 	// Writes go on through the survivors.
 	var firstAfter time.Time
-	for deadline := time.Now().Add(45 * time.Second); ; {
-		if ft, ok := firstAckStartedAfter(writers, killAt); ok {
-			firstAfter = ft
-			break
+	clustertest.Eventually(t, 45*time.Second, func() error {
+		var ok bool
+		if firstAfter, ok = firstAckStartedAfter(writers, killAt); !ok {
+			return fmt.Errorf("no write succeeded after the leader %s was killed", leader.name)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no write succeeded within 45s after the leader %s was killed", leader.name)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	t.Logf("first successful write after the kill: %v later", firstAfter.Sub(killAt).Round(time.Millisecond))
 	time.Sleep(3 * time.Second)
 	survivorAcks := totalAcked(writers)
@@ -467,18 +465,14 @@ func waitReady(t *testing.T, nodes []*node, limit time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for _, n := range nodes {
-		for {
+		clustertest.Eventually(t, time.Until(deadline), func() error { // what is left of limit
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			code, body, err := n.httpGet(ctx, "/readyz")
-			cancel()
-			if err == nil && code == http.StatusOK {
-				break
+			defer cancel()
+			if code, body, err := n.httpGet(ctx, "/readyz"); err != nil || code != http.StatusOK {
+				return fmt.Errorf("%s not ready within %v: %d %s %v", n.name, limit, code, bytes.TrimSpace(body), err)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s not ready after %v: %d %s %v", n.name, limit, code, bytes.TrimSpace(body), err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 }
 
@@ -487,23 +481,20 @@ func waitVoters(t *testing.T, nodes []*node, limit time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for _, n := range nodes {
-		for {
+		clustertest.Eventually(t, time.Until(deadline), func() error { // what is left of limit
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
 			ms, err := n.c.Members(ctx)
-			cancel()
 			var got []string
 			for _, m := range ms {
 				got = append(got, fmt.Sprintf("%s/%s/%s", m.NodeId, m.Suffrage, m.Health))
 			}
 			sort.Strings(got)
-			if err == nil && slices.Equal(got, []string{"node1/Voter/alive", "node2/Voter/alive", "node3/Voter/alive"}) {
-				break
+			if err != nil || !slices.Equal(got, []string{"node1/Voter/alive", "node2/Voter/alive", "node3/Voter/alive"}) {
+				return fmt.Errorf("members via %s within %v: %v, %v; want node1..node3 alive voters", n.name, limit, got, err)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("members via %s after %v: %v, %v; want node1..node3 alive voters", n.name, limit, got, err)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 }
 
@@ -521,8 +512,8 @@ func status(t *testing.T, n *node) *pb.StatusResponse {
 // leaderNode asks the nodes in turn until one names a leader.
 func leaderNode(t *testing.T, nodes []*node) *node {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var leader *node
+	clustertest.Eventually(t, 30*time.Second, func() error {
 		for _, n := range nodes {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			st, err := n.fast.Status(ctx)
@@ -532,16 +523,15 @@ func leaderNode(t *testing.T, nodes []*node) *node {
 			}
 			for _, l := range nodes {
 				if l.name == st.LeaderId {
-					return l
+					leader = l
+					return nil
 				}
 			}
 			t.Fatalf("%s names an unknown leader %q", n.name, st.LeaderId)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no node names a leader")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return errors.New("no node names a leader")
+	})
+	return leader
 }
 
 // verify waits (30 s at most) until every node holds exactly want (stale local

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/api/sessionpb"
+	"github.com/sessionstore/sessionstore/cluster/clustertest"
 )
 
 // fakeCluster is a set of fake nodes on loopback TCP whose every answer
@@ -168,22 +169,15 @@ func openT(t *testing.T, endpoints []string) *Client {
 // endpoint (the health checks Open sends).
 func waitKnown(t *testing.T, c *Client) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	clustertest.Eventually(t, 10*time.Second, func() error {
 		eps, _ := c.Endpoints()
-		known := true
 		for _, e := range eps {
 			if e.Configured && e.NodeID == "" {
-				known = false
+				return fmt.Errorf("endpoints never all known: %+v", eps)
 			}
 		}
-		if known {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("endpoints never all known: %+v", eps)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func appendReq(seq int) *sessionpb.AppendRequest {
@@ -530,10 +524,10 @@ func TestLeaseKeeperLosesAnExpiredLease(t *testing.T) {
 
 func waitCalls(t *testing.T, f *fake, method string, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); f.callCount(method) < n; {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s called %d times, want %d", method, f.callCount(method), n)
+	clustertest.Eventually(t, 10*time.Second, func() error {
+		if got := f.callCount(method); got < n {
+			return fmt.Errorf("%s called %d times, want %d", method, got, n)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/sessionstore/sessionstore"
 	pb "github.com/sessionstore/sessionstore/api/sessionpb"
@@ -47,16 +46,13 @@ const BackupChunkSize = 1 << 20
 // ClusterService serves sessionstore.v1.Cluster.
 type ClusterService struct {
 	pb.UnimplementedClusterServer
-	b   ClusterBackend
-	fwd *Forwarder
+	b ClusterBackend
 }
 
-// NewClusterService returns the service over b.
-//
-// Membership changes a follower cannot make go to the leader through fwd
-// (nil: answer NO_LEADER instead).
-func NewClusterService(b ClusterBackend, fwd *Forwarder) *ClusterService {
-	return &ClusterService{b: b, fwd: fwd}
+// NewClusterService returns the service over b. Membership changes a follower
+// cannot make go to the leader through the interceptors (forwardUnary).
+func NewClusterService(b ClusterBackend) *ClusterService {
+	return &ClusterService{b: b}
 }
 
 // Register adds the service to g.
@@ -99,10 +95,6 @@ func (s *ClusterService) Members(ctx context.Context, _ *pb.MembersRequest) (*pb
 
 func (s *ClusterService) TransferLeadership(ctx context.Context, r *pb.TransferLeadershipRequest) (*pb.TransferLeadershipResponse, error) {
 	if err := s.b.TransferLeadership(ctx, r.ToNodeId); err != nil {
-		if nl := leaderOf(err); nl != nil {
-			out := new(pb.TransferLeadershipResponse)
-			return out, s.fwd.unary(ctx, nl, pb.Cluster_TransferLeadership_FullMethodName, r, out, true)
-		}
 		return nil, toStatus(err)
 	}
 	return &pb.TransferLeadershipResponse{}, nil
@@ -113,10 +105,6 @@ func (s *ClusterService) RemoveMember(ctx context.Context, r *pb.RemoveMemberReq
 		return nil, toStatus(sessionstore.Errorf(sessionstore.ReasonInvalidArgument, "remove member needs a node_id"))
 	}
 	if err := s.b.RemoveMember(ctx, r.NodeId); err != nil {
-		if nl := leaderOf(err); nl != nil {
-			out := new(pb.RemoveMemberResponse)
-			return out, s.fwd.unary(ctx, nl, pb.Cluster_RemoveMember_FullMethodName, r, out, true)
-		}
 		return nil, toStatus(err)
 	}
 	return &pb.RemoveMemberResponse{}, nil
@@ -132,10 +120,6 @@ func (s *ClusterService) Leave(ctx context.Context, _ *pb.LeaveRequest) (*pb.Lea
 func (s *ClusterService) Retention(ctx context.Context, r *pb.RetentionRequest) (*pb.RetentionResponse, error) {
 	ids, err := s.b.Retention(ctx, r.DryRun)
 	if err != nil {
-		if nl := leaderOf(err); nl != nil {
-			out := new(pb.RetentionResponse)
-			return out, s.fwd.unary(ctx, nl, pb.Cluster_Retention_FullMethodName, r, out, !r.DryRun)
-		}
 		return nil, toStatus(err)
 	}
 	return &pb.RetentionResponse{SessionIds: ids}, nil
@@ -147,12 +131,10 @@ func (s *ClusterService) Backup(r *pb.BackupRequest, stream grpc.ServerStreaming
 		return pb.UnimplementedClusterServer{}.Backup(r, stream)
 	}
 	ctx := stream.Context()
-	sent := false
 	w := &chunkWriter{send: func(p []byte) error {
 		return stream.Send(&pb.BackupChunk{Part: &pb.BackupChunk_Data{Data: p}})
 	}, buf: make([]byte, 0, BackupChunkSize)}
 	t, err := b.Backup(ctx, func(m sessionstore.BackupMeta) error {
-		sent = true
 		return stream.Send(&pb.BackupChunk{Part: &pb.BackupChunk_Meta{Meta: &pb.BackupMeta{
 			ClusterId: m.ClusterID, AppliedIndex: m.AppliedIndex, Term: m.Term, TimeUnixMs: m.Time.UnixMilli(),
 			DbBytes: m.DBBytes, NodeId: m.NodeID, StateFormat: m.StateFormat}}})
@@ -161,11 +143,6 @@ func (s *ClusterService) Backup(r *pb.BackupRequest, stream grpc.ServerStreaming
 		err = w.flush()
 	}
 	if err != nil {
-		if nl := leaderOf(err); nl != nil && !sent {
-			return s.fwd.stream(ctx, nl, pb.Cluster_Backup_FullMethodName, r,
-				func() proto.Message { return new(pb.BackupChunk) },
-				func(m proto.Message) error { return stream.Send(m.(*pb.BackupChunk)) }, false)
-		}
 		return toStatus(err)
 	}
 	return stream.Send(&pb.BackupChunk{Part: &pb.BackupChunk_Trailer{Trailer: &pb.BackupTrailer{

@@ -71,8 +71,8 @@ func (f *fakeCluster) Retention(context.Context, bool) ([]string, error) {
 func startCluster(t *testing.T, f *fakeCluster) pb.ClusterClient {
 	t.Helper()
 	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer(NewInterceptors(slog.New(slog.NewTextHandler(io.Discard, nil)), NewMetrics(nil)).ServerOptions()...)
-	NewClusterService(f, nil).Register(srv)
+	srv := grpc.NewServer(NewInterceptors(slog.New(slog.NewTextHandler(io.Discard, nil)), NewMetrics(nil), nil, nil).ServerOptions()...)
+	NewClusterService(f).Register(srv)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	conn, err := grpc.NewClient("passthrough:///bufnet",

@@ -51,7 +51,10 @@ func toStatus(err error) error {
 		return err
 	}
 	var de *sessionstore.Error
+	var nl *sessionstore.NotLeaderError
 	switch {
+	case errors.As(err, &nl) && nl.LeaderAPI != "":
+		return notLeaderStatus{nl}
 	case errors.As(err, &de):
 		code, ok := codeOf[de.Reason]
 		if !ok {
@@ -69,6 +72,18 @@ func toStatus(err error) error {
 	default:
 		return status.Error(codes.Internal, err.Error())
 	}
+}
+
+// notLeaderStatus is a handler's "not the leader" answer on its way to the
+// forwarding interceptor (forwardUnary), which finds the leader in it
+// (leaderOf). Should it reach gRPC instead (a stream, a server without a
+// forwarder), it is NO_LEADER, which a client retries.
+type notLeaderStatus struct{ nl *sessionstore.NotLeaderError }
+
+func (e notLeaderStatus) Error() string { return e.nl.Error() }
+func (e notLeaderStatus) Unwrap() error { return e.nl }
+func (e notLeaderStatus) GRPCStatus() *status.Status {
+	return status.Convert(toStatus(sessionstore.ErrNoLeader))
 }
 
 func isDomain(err error) bool {

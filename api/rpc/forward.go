@@ -3,8 +3,10 @@ package rpc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +20,8 @@ import (
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/api/auth"
@@ -172,6 +176,62 @@ func failure(err error, mutating bool) error {
 		return toStatus(sessionstore.ErrOutcomeUnknown)
 	}
 	return toStatus(sessionstore.ErrNoLeader)
+}
+
+// forwardUnary is the innermost unary interceptor: a call the handler
+// answered "not the leader" (toStatus keeps the backend's NotLeaderError in
+// the status it returns) goes, as it came, to the leader that answer names,
+// where it runs through the same interceptors and handler; the method table
+// (guard.go) says whether it may have taken effect there if it fails once
+// sent. f nil: NO_LEADER instead.
+func forwardUnary(f *Forwarder) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		resp, err := h(ctx, req)
+		nl := leaderOf(err)
+		if nl == nil {
+			return resp, err
+		}
+		rule, known := methods[info.FullMethod]
+		out, rerr := newResponse(info.FullMethod)
+		pm, ok := req.(proto.Message)
+		if !known || rerr != nil || !ok {
+			return nil, toStatus(sessionstore.ErrNoLeader)
+		}
+		return out, f.unary(ctx, nl, info.FullMethod, pm, out, rule.mutating(ctx, req))
+	}
+}
+
+// responses caches, per full method name, the type of its response message.
+var responses sync.Map // string → protoreflect.MessageType
+
+// newResponse returns an empty response message of the unary method
+// ("/package.Service/Method"), found in the registry of generated types.
+func newResponse(method string) (proto.Message, error) {
+	if mt, ok := responses.Load(method); ok {
+		return mt.(protoreflect.MessageType).New().Interface(), nil
+	}
+	svc, name, ok := strings.Cut(strings.TrimPrefix(method, "/"), "/")
+	if !ok {
+		return nil, fmt.Errorf("method %q: want /package.Service/Method", method)
+	}
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(svc))
+	if err != nil {
+		return nil, err
+	}
+	sd, ok := d.(protoreflect.ServiceDescriptor)
+	if !ok {
+		return nil, fmt.Errorf("%s is not a service", svc)
+	}
+	md := sd.Methods().ByName(protoreflect.Name(name))
+	if md == nil {
+		return nil, fmt.Errorf("service %s has no method %s", svc, name)
+	}
+	mt, err := protoregistry.GlobalTypes.FindMessageByName(md.Output().FullName())
+	if err != nil {
+		return nil, err
+	}
+	responses.Store(method, mt)
+	return mt.New().Interface(), nil
 }
 
 // unary forwards one unary call to the leader named by nl: as a message on

@@ -80,7 +80,7 @@ func startLeaderServer(t *testing.T, e *echoLeader, stream bool) (string, *Forwa
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m := NewMetrics(nil)
-	ic := NewInterceptors(logger, m, NewGuard(a, GuardConfig{}, m, logger))
+	ic := NewInterceptors(logger, m, NewGuard(a, GuardConfig{}, m, logger), nil)
 	srv := grpc.NewServer(ic.ServerOptions()...)
 	var reg grpc.ServiceRegistrar = srv
 	var fs *ForwardServer

@@ -174,9 +174,9 @@ func fzStart() (*fzEnv, error) {
 	}
 	e := &fzEnv{dir: dir, node: node, methods: fzMethods()}
 	// No forwarder: the only node is the leader, nothing is forwarded.
-	p := rpc.NewPersistence(node, fzMaxMessage, nil)
+	p := rpc.NewPersistence(node, fzMaxMessage)
 	p.WatchProgress = 20 * time.Millisecond // a Watch of nothing new answers at once
-	e.srv = []any{p, rpc.NewPlanMode(node, nil), rpc.NewClusterService(node, nil)}
+	e.srv = []any{p, rpc.NewPlanMode(node), rpc.NewClusterService(node)}
 	deadline := time.Now().Add(30 * time.Second)
 	for node.Ready() != nil || !node.ReadyForReads() {
 		if time.Now().After(deadline) {
@@ -774,7 +774,7 @@ func TestStreamsFitMessageLimit(t *testing.T) {
 	for seq := 0; seq < 1000; seq++ {
 		events = append(events, fmt.Appendf(nil, `{"type":"x","seq":%d,"time":1,"data":"%s","ignorable":true}`, seq, strings.Repeat("p", 2000)))
 	}
-	p := rpc.NewPersistence(fzBigBackend{events: events}, limit, nil)
+	p := rpc.NewPersistence(fzBigBackend{events: events}, limit)
 	for _, c := range []struct {
 		name string
 		call func(s *fzStream) error

@@ -21,40 +21,58 @@ type Authenticator interface {
 	Authenticate(ctx context.Context) (*auth.Principal, error)
 }
 
-// methodPerm is the permission each rpc needs. Every method of the three
-// services is listed (a test checks it): a method missing here is refused.
-// Load needs only read: without write it answers as Inspect (no repair).
-var methodPerm = map[string]auth.Perm{
-	pb.SessionPersistence_Locate_FullMethodName:        auth.Read,
-	pb.SessionPersistence_Create_FullMethodName:        auth.Write,
-	pb.SessionPersistence_Append_FullMethodName:        auth.Write,
-	pb.SessionPersistence_Load_FullMethodName:          auth.Read,
-	pb.SessionPersistence_Inspect_FullMethodName:       auth.Read,
-	pb.SessionPersistence_Prepare_FullMethodName:       auth.Write,
-	pb.SessionPersistence_KeepAlive_FullMethodName:     auth.Write,
-	pb.SessionPersistence_Release_FullMethodName:       auth.Write,
-	pb.SessionPersistence_List_FullMethodName:          auth.Read,
-	pb.SessionPersistence_ListSnapshots_FullMethodName: auth.Read,
-	pb.SessionPersistence_LoadStream_FullMethodName:    auth.Read,
-	pb.SessionPersistence_InspectStream_FullMethodName: auth.Read,
-	pb.SessionPersistence_PrepareStream_FullMethodName: auth.Write,
-	pb.SessionPersistence_ReadFrom_FullMethodName:      auth.Read,
-	pb.SessionPersistence_ReadRaw_FullMethodName:       auth.Read,
-	pb.SessionPersistence_Watch_FullMethodName:         auth.Read,
-	pb.SessionPersistence_Delete_FullMethodName:        auth.Write,
-	pb.PlanMode_Get_FullMethodName:                     auth.Read,
-	pb.PlanMode_Set_FullMethodName:                     auth.Write,
-	pb.PlanMode_PreStep_FullMethodName:                 auth.Write,
-	pb.PlanMode_Command_FullMethodName:                 auth.Write,
-	pb.PlanMode_ExitPlan_FullMethodName:                auth.Write,
-	pb.PlanMode_Projection_FullMethodName:              auth.Read,
-	pb.Cluster_Status_FullMethodName:                   auth.Admin,
-	pb.Cluster_Members_FullMethodName:                  auth.Admin,
-	pb.Cluster_TransferLeadership_FullMethodName:       auth.Admin,
-	pb.Cluster_RemoveMember_FullMethodName:             auth.Admin,
-	pb.Cluster_Leave_FullMethodName:                    auth.Admin,
-	pb.Cluster_Retention_FullMethodName:                auth.Admin,
-	pb.Cluster_Backup_FullMethodName:                   auth.Admin,
+// methodRule is what the guard and the forwarder need to know of an rpc: the
+// permission it needs, and whether a call of it may change state. A mutating
+// call a follower forwarded that fails once sent may have been applied
+// (OUTCOME_UNKNOWN); any other forwarding failure is NO_LEADER (safe to
+// retry).
+type methodRule struct {
+	perm     auth.Perm
+	mutating func(ctx context.Context, req any) bool
+}
+
+var (
+	always = func(context.Context, any) bool { return true }
+	never  = func(context.Context, any) bool { return false }
+	// Load needs only read: without write it answers as Inspect (no repair).
+	withWrite    = func(ctx context.Context, _ any) bool { return !readOnly(ctx) }
+	withAnswer   = func(_ context.Context, r any) bool { return r.(*pb.PlanExitRequest).GetAnswer() != nil }
+	unlessDryRun = func(_ context.Context, r any) bool { return !r.(*pb.RetentionRequest).GetDryRun() }
+)
+
+// methods is the table of every rpc of the three services (a test checks
+// it): a method missing here is refused.
+var methods = map[string]methodRule{
+	pb.SessionPersistence_Locate_FullMethodName:        {auth.Read, never},
+	pb.SessionPersistence_Create_FullMethodName:        {auth.Write, always},
+	pb.SessionPersistence_Append_FullMethodName:        {auth.Write, always},
+	pb.SessionPersistence_Load_FullMethodName:          {auth.Read, withWrite},
+	pb.SessionPersistence_Inspect_FullMethodName:       {auth.Read, never},
+	pb.SessionPersistence_Prepare_FullMethodName:       {auth.Write, always},
+	pb.SessionPersistence_KeepAlive_FullMethodName:     {auth.Write, always},
+	pb.SessionPersistence_Release_FullMethodName:       {auth.Write, always},
+	pb.SessionPersistence_List_FullMethodName:          {auth.Read, never},
+	pb.SessionPersistence_ListSnapshots_FullMethodName: {auth.Read, never},
+	pb.SessionPersistence_LoadStream_FullMethodName:    {auth.Read, withWrite},
+	pb.SessionPersistence_InspectStream_FullMethodName: {auth.Read, never},
+	pb.SessionPersistence_PrepareStream_FullMethodName: {auth.Write, always},
+	pb.SessionPersistence_ReadFrom_FullMethodName:      {auth.Read, never},
+	pb.SessionPersistence_ReadRaw_FullMethodName:       {auth.Read, never},
+	pb.SessionPersistence_Watch_FullMethodName:         {auth.Read, never},
+	pb.SessionPersistence_Delete_FullMethodName:        {auth.Write, always},
+	pb.PlanMode_Get_FullMethodName:                     {auth.Read, never},
+	pb.PlanMode_Set_FullMethodName:                     {auth.Write, always},
+	pb.PlanMode_PreStep_FullMethodName:                 {auth.Write, always},
+	pb.PlanMode_Command_FullMethodName:                 {auth.Write, always},
+	pb.PlanMode_ExitPlan_FullMethodName:                {auth.Write, withAnswer},
+	pb.PlanMode_Projection_FullMethodName:              {auth.Read, never},
+	pb.Cluster_Status_FullMethodName:                   {auth.Admin, never},
+	pb.Cluster_Members_FullMethodName:                  {auth.Admin, never},
+	pb.Cluster_TransferLeadership_FullMethodName:       {auth.Admin, always},
+	pb.Cluster_RemoveMember_FullMethodName:             {auth.Admin, always},
+	pb.Cluster_Leave_FullMethodName:                    {auth.Admin, always},
+	pb.Cluster_Retention_FullMethodName:                {auth.Admin, unlessDryRun},
+	pb.Cluster_Backup_FullMethodName:                   {auth.Admin, never},
 }
 
 // Calls outside the three services: health checks need nothing (load
@@ -120,7 +138,8 @@ func (g *Guard) admit(ctx context.Context, method string) (context.Context, *aut
 		return ctx, nil, g.deny(ctx, "unauthenticated", method, "", "", err)
 	}
 	if !strings.HasPrefix(method, reflectionPrefix) {
-		need, known := methodPerm[method]
+		rule, known := methods[method]
+		need := rule.perm
 		if !known {
 			return ctx, nil, g.deny(ctx, "permission", method, p.Name, "",
 				sessionstore.Errorf(sessionstore.ReasonPermissionDenied, "unknown method %s", method))

@@ -16,23 +16,26 @@ func TestEveryMethodHasAPermission(t *testing.T) {
 	for _, sd := range []grpc.ServiceDesc{pb.SessionPersistence_ServiceDesc, pb.PlanMode_ServiceDesc, pb.Cluster_ServiceDesc} {
 		for _, m := range sd.Methods {
 			n++
-			if _, ok := methodPerm["/"+sd.ServiceName+"/"+m.MethodName]; !ok {
+			if _, ok := methods["/"+sd.ServiceName+"/"+m.MethodName]; !ok {
 				t.Errorf("%s/%s has no permission", sd.ServiceName, m.MethodName)
 			}
 		}
 		for _, m := range sd.Streams {
 			n++
-			if _, ok := methodPerm["/"+sd.ServiceName+"/"+m.StreamName]; !ok {
+			if _, ok := methods["/"+sd.ServiceName+"/"+m.StreamName]; !ok {
 				t.Errorf("%s/%s has no permission", sd.ServiceName, m.StreamName)
 			}
 		}
 	}
-	if n != len(methodPerm) {
-		t.Errorf("%d methods, %d permissions: the table names a method that does not exist", n, len(methodPerm))
+	if n != len(methods) {
+		t.Errorf("%d methods, %d rules: the table names a method that does not exist", n, len(methods))
 	}
-	for m, p := range methodPerm {
-		if p == 0 || p&(p-1) != 0 {
+	for m, r := range methods {
+		if p := r.perm; p == 0 || p&(p-1) != 0 {
 			t.Errorf("%s: want exactly one permission, got %s", m, p)
+		}
+		if r.mutating == nil {
+			t.Errorf("%s: no mutating rule", m)
 		}
 	}
 }

@@ -45,7 +45,7 @@ func (s *hintSource) set(h sessionstore.ClientHints) {
 func TestInterceptorsSetHints(t *testing.T) {
 	src := &hintSource{}
 	src.set(sessionstore.ClientHints{NodeID: "n2", Leader: "n1=a:1", Endpoints: "n1=a:1,n2=b:2"})
-	ic := NewInterceptors(slog.New(slog.NewTextHandler(io.Discard, nil)), NewMetrics(nil))
+	ic := NewInterceptors(slog.New(slog.NewTextHandler(io.Discard, nil)), NewMetrics(nil), nil, nil)
 	ic.SetHints(src)
 	lis := bufconn.Listen(1 << 20)
 	srv := grpc.NewServer(ic.ServerOptions()...)

@@ -220,8 +220,10 @@ func chainUnary(us []grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
 }
 
 // NewInterceptors returns the interceptors, logging to logger and counting
-// in m.
-func NewInterceptors(logger *slog.Logger, m *Metrics, extra ...*Guard) *Interceptors {
+// in m, admitting calls with guard (nil: every call; its Streams also bound
+// how long a stream may wait for its reader) and forwarding calls a follower
+// cannot serve to the leader with fwd (nil: NO_LEADER).
+func NewInterceptors(logger *slog.Logger, m *Metrics, guard *Guard, fwd *Forwarder) *Interceptors {
 	logger = logger.With("component", "rpc")
 	cache := &methodCache{m: m}
 	ic := &Interceptors{}
@@ -283,10 +285,14 @@ func NewInterceptors(logger *slog.Logger, m *Metrics, extra ...*Guard) *Intercep
 	}
 	us := []grpc.UnaryServerInterceptor{unary}
 	ss := []grpc.StreamServerInterceptor{stream}
-	for _, g := range extra {
-		us = append(us, g.unary)
-		ss = append(ss, g.stream)
+	var streams *Streams
+	if guard != nil {
+		us = append(us, guard.unary)
+		ss = append(ss, guard.stream)
+		streams = guard.cfg.Streams
 	}
+	us = append(us, forwardUnary(fwd))
+	ss = append(ss, serveStream(fwd, streams))
 	ic.unary, ic.stream = chainUnary(us), ss
 	return ic
 }

@@ -42,26 +42,17 @@ type Persistence struct {
 	MaxMessageBytes int
 	// WatchProgress is the interval of empty progress messages on Watch.
 	WatchProgress time.Duration
-	// StreamWriteTimeout ends a stream one of whose messages the client has
-	// not taken for this long (0: never); Streams counts those ends.
-	StreamWriteTimeout time.Duration
-	Streams            *Streams
 	// Stopping, once closed, ends every Watch with SHUTTING_DOWN, so a
 	// stopping node's watchers learn to resume elsewhere instead of losing
 	// their transport (nil: never).
 	Stopping <-chan struct{}
-	fwd      *Forwarder
 }
 
-// sender returns the deadline sender of a stream of kind (Close it).
-func (p *Persistence) sender(s grpc.ServerStream, kind StreamKind) *deadlineSender {
-	return newDeadlineSender(s.Context(), p.StreamWriteTimeout, s.SendMsg, func() { p.Streams.Stalled(kind) })
-}
-
-// NewPersistence returns the service over b; calls a follower cannot serve
-// go to the leader through fwd (nil: answer NO_LEADER instead).
-func NewPersistence(b Backend, maxMessageBytes int, fwd *Forwarder) *Persistence {
-	return &Persistence{b: b, MaxMessageBytes: maxMessageBytes, WatchProgress: 5 * time.Second, fwd: fwd}
+// NewPersistence returns the service over b. Calls a follower cannot serve go
+// to the leader through the interceptors (forwardUnary, serveStream), which
+// also bound how long a stream waits for its reader.
+func NewPersistence(b Backend, maxMessageBytes int) *Persistence {
+	return &Persistence{b: b, MaxMessageBytes: maxMessageBytes, WatchProgress: 5 * time.Second}
 }
 
 // stopping reports whether Stopping is closed.
@@ -91,10 +82,6 @@ func (p *Persistence) Create(ctx context.Context, r *pb.CreateRequest) (*pb.Crea
 	}
 	res, err := p.b.Create(ctx, headerFromPB(r.Header), r.RequestId, validationFromPB(r.Validation))
 	if err != nil {
-		if nl := leaderOf(err); nl != nil {
-			out := new(pb.CreateResponse)
-			return out, p.fwd.unary(ctx, nl, pb.SessionPersistence_Create_FullMethodName, r, out, true)
-		}
 		return nil, toStatus(err)
 	}
 	out := &pb.CreateResponse{Readable: proto.Bool(res.Unreadable == nil)}
@@ -107,10 +94,6 @@ func (p *Persistence) Create(ctx context.Context, r *pb.CreateRequest) (*pb.Crea
 func (p *Persistence) Append(ctx context.Context, r *pb.AppendRequest) (*pb.AppendResponse, error) {
 	res, err := p.b.Append(ctx, r.SessionId, toBytes(r.Events), r.LeaseEpoch, r.ExpectedRevision, validationFromPB(r.Validation))
 	if err != nil {
-		if nl := leaderOf(err); nl != nil {
-			out := new(pb.AppendResponse)
-			return out, p.fwd.unary(ctx, nl, pb.SessionPersistence_Append_FullMethodName, r, out, true)
-		}
 		return nil, toStatus(err)
 	}
 	out := &pb.AppendResponse{Revision: res.Revision, NextSeq: res.NextSeq, Duplicate: res.Duplicate, Readable: proto.Bool(res.Unreadable == nil)}
@@ -185,10 +168,6 @@ func (p *Persistence) Load(ctx context.Context, r *pb.LoadRequest) (*pb.SessionV
 		return p.b.LoadStream(ctx, r.SessionId, r.RequestId, limit, send)
 	})
 	if err != nil {
-		if nl := leaderOf(err); nl != nil {
-			out := new(pb.SessionView)
-			return out, p.fwd.unary(ctx, nl, pb.SessionPersistence_Load_FullMethodName, r, out, true)
-		}
 		return nil, toStatus(err)
 	}
 	return viewToPB(v), nil
@@ -199,10 +178,6 @@ func (p *Persistence) Inspect(ctx context.Context, r *pb.InspectRequest) (*pb.Se
 		return p.b.InspectStream(ctx, r.SessionId, consistency(r.Consistency), limit, send)
 	})
 	if err != nil {
-		if nl := leaderOf(err); nl != nil {
-			out := new(pb.SessionView)
-			return out, p.fwd.unary(ctx, nl, pb.SessionPersistence_Inspect_FullMethodName, r, out, false)
-		}
 		return nil, toStatus(err)
 	}
 	return viewToPB(v), nil
@@ -213,10 +188,6 @@ func (p *Persistence) Prepare(ctx context.Context, r *pb.PrepareRequest) (*pb.Pr
 		return p.b.PrepareStream(ctx, r.SessionId, r.Owner, time.Duration(r.TtlMs)*time.Millisecond, r.RequestId, limit, send)
 	})
 	if err != nil {
-		if nl := leaderOf(err); nl != nil {
-			out := new(pb.PrepareResponse)
-			return out, p.fwd.unary(ctx, nl, pb.SessionPersistence_Prepare_FullMethodName, r, out, true)
-		}
 		return nil, toStatus(err)
 	}
 	return &pb.PrepareResponse{View: viewToPB(v), Lease: leaseToPB(v.Lease)}, nil
@@ -225,7 +196,7 @@ func (p *Persistence) Prepare(ctx context.Context, r *pb.PrepareRequest) (*pb.Pr
 // viewSender returns the send function of a view stream: the metadata (and
 // the first events) in the first message, events in chunks of at most chunk
 // bytes, as the backend hands over the view's parts.
-func viewSender(chunk int, send func(*pb.SessionViewPart) error) (func(sessionstore.View) error, *bool) {
+func viewSender(chunk int, send func(*pb.SessionViewPart) error) func(sessionstore.View) error {
 	first := true
 	return func(v sessionstore.View) error {
 		parts := chunks(v.Events, chunk)
@@ -247,52 +218,25 @@ func viewSender(chunk int, send func(*pb.SessionViewPart) error) (func(sessionst
 			}
 		}
 		return nil
-	}, &first
+	}
 }
 
 func (p *Persistence) LoadStream(r *pb.LoadRequest, s grpc.ServerStreamingServer[pb.SessionViewPart]) error {
 	if readOnly(s.Context()) {
 		return p.InspectStream(&pb.InspectRequest{SessionId: r.SessionId}, s)
 	}
-	d := p.sender(s, StreamRead)
-	defer d.Close()
-	send := func(m *pb.SessionViewPart) error { return d.Send(m) }
-	view, notSent := viewSender(p.chunk(), send)
-	err := p.b.LoadStream(s.Context(), r.SessionId, r.RequestId, sessionstore.ViewLimit{}, view)
-	if nl := leaderOf(err); nl != nil && *notSent {
-		return p.fwd.stream(s.Context(), nl, pb.SessionPersistence_LoadStream_FullMethodName, r,
-			func() proto.Message { return new(pb.SessionViewPart) },
-			func(m proto.Message) error { return send(m.(*pb.SessionViewPart)) }, true)
-	}
-	return toStatus(err)
+	view := viewSender(p.chunk(), s.Send)
+	return toStatus(p.b.LoadStream(s.Context(), r.SessionId, r.RequestId, sessionstore.ViewLimit{}, view))
 }
 
 func (p *Persistence) InspectStream(r *pb.InspectRequest, s grpc.ServerStreamingServer[pb.SessionViewPart]) error {
-	d := p.sender(s, StreamRead)
-	defer d.Close()
-	send := func(m *pb.SessionViewPart) error { return d.Send(m) }
-	view, notSent := viewSender(p.chunk(), send)
-	err := p.b.InspectStream(s.Context(), r.SessionId, consistency(r.Consistency), sessionstore.ViewLimit{}, view)
-	if nl := leaderOf(err); nl != nil && *notSent {
-		return p.fwd.stream(s.Context(), nl, pb.SessionPersistence_InspectStream_FullMethodName, r,
-			func() proto.Message { return new(pb.SessionViewPart) },
-			func(m proto.Message) error { return send(m.(*pb.SessionViewPart)) }, false)
-	}
-	return toStatus(err)
+	view := viewSender(p.chunk(), s.Send)
+	return toStatus(p.b.InspectStream(s.Context(), r.SessionId, consistency(r.Consistency), sessionstore.ViewLimit{}, view))
 }
 
 func (p *Persistence) PrepareStream(r *pb.PrepareRequest, s grpc.ServerStreamingServer[pb.SessionViewPart]) error {
-	d := p.sender(s, StreamRead)
-	defer d.Close()
-	send := func(m *pb.SessionViewPart) error { return d.Send(m) }
-	view, notSent := viewSender(p.chunk(), send)
-	err := p.b.PrepareStream(s.Context(), r.SessionId, r.Owner, time.Duration(r.TtlMs)*time.Millisecond, r.RequestId, sessionstore.ViewLimit{}, view)
-	if nl := leaderOf(err); nl != nil && *notSent {
-		return p.fwd.stream(s.Context(), nl, pb.SessionPersistence_PrepareStream_FullMethodName, r,
-			func() proto.Message { return new(pb.SessionViewPart) },
-			func(m proto.Message) error { return send(m.(*pb.SessionViewPart)) }, true)
-	}
-	return toStatus(err)
+	view := viewSender(p.chunk(), s.Send)
+	return toStatus(p.b.PrepareStream(s.Context(), r.SessionId, r.Owner, time.Duration(r.TtlMs)*time.Millisecond, r.RequestId, sessionstore.ViewLimit{}, view))
 }
 
 func (p *Persistence) KeepAlive(ctx context.Context, r *pb.KeepAliveRequest) (*pb.KeepAliveResponse, error) {
@@ -302,10 +246,6 @@ func (p *Persistence) KeepAlive(ctx context.Context, r *pb.KeepAliveRequest) (*p
 	}
 	out, err := p.b.KeepAlive(ctx, sessionstore.Lease{SessionID: l.SessionId, Owner: l.Owner, Epoch: l.Epoch}, r.RequestId)
 	if err != nil {
-		if nl := leaderOf(err); nl != nil {
-			out := new(pb.KeepAliveResponse)
-			return out, p.fwd.unary(ctx, nl, pb.SessionPersistence_KeepAlive_FullMethodName, r, out, true)
-		}
 		return nil, toStatus(err)
 	}
 	return &pb.KeepAliveResponse{Lease: leaseToPB(&out)}, nil
@@ -313,10 +253,6 @@ func (p *Persistence) KeepAlive(ctx context.Context, r *pb.KeepAliveRequest) (*p
 
 func (p *Persistence) Release(ctx context.Context, r *pb.ReleaseRequest) (*pb.ReleaseResponse, error) {
 	if err := p.b.Release(ctx, r.SessionId, r.LeaseEpoch, r.RequestId); err != nil {
-		if nl := leaderOf(err); nl != nil {
-			out := new(pb.ReleaseResponse)
-			return out, p.fwd.unary(ctx, nl, pb.SessionPersistence_Release_FullMethodName, r, out, true)
-		}
 		return nil, toStatus(err)
 	}
 	return &pb.ReleaseResponse{}, nil
@@ -325,19 +261,13 @@ func (p *Persistence) Release(ctx context.Context, r *pb.ReleaseRequest) (*pb.Re
 func (p *Persistence) Delete(ctx context.Context, r *pb.DeleteRequest) (*pb.DeleteResponse, error) {
 	rev, err := p.b.Delete(ctx, r.SessionId, r.ExpectedRevision, r.RequestId)
 	if err != nil {
-		if nl := leaderOf(err); nl != nil {
-			out := new(pb.DeleteResponse)
-			return out, p.fwd.unary(ctx, nl, pb.SessionPersistence_Delete_FullMethodName, r, out, true)
-		}
 		return nil, toStatus(err)
 	}
 	return &pb.DeleteResponse{Revision: rev}, nil
 }
 
 func (p *Persistence) ReadFrom(r *pb.ReadFromRequest, s grpc.ServerStreamingServer[pb.ReadFromResponse]) error {
-	d := p.sender(s, StreamRead)
-	defer d.Close()
-	send := func(m *pb.ReadFromResponse) error { return d.Send(m) }
+	send := s.Send
 	first := true
 	err := p.b.ReadFrom(s.Context(), r.SessionId, r.FromSeq, consistency(r.Consistency), func(suf sessionstore.Suffix) error {
 		for i, c := range chunks(suf.Events, p.chunk()) {
@@ -357,13 +287,6 @@ func (p *Persistence) ReadFrom(r *pb.ReadFromRequest, s grpc.ServerStreamingServ
 		first = false
 		return nil
 	})
-	if err != nil && first {
-		if nl := leaderOf(err); nl != nil {
-			return p.fwd.stream(s.Context(), nl, pb.SessionPersistence_ReadFrom_FullMethodName, r,
-				func() proto.Message { return new(pb.ReadFromResponse) },
-				func(m proto.Message) error { return send(m.(*pb.ReadFromResponse)) }, false)
-		}
-	}
 	return toStatus(err)
 }
 
@@ -371,16 +294,9 @@ func (p *Persistence) ReadFrom(r *pb.ReadFromRequest, s grpc.ServerStreamingServ
 // first message is the one whose text follows (later writes are not mixed
 // in; a deletion under the stream ends it with NOT_FOUND).
 func (p *Persistence) ReadRaw(r *pb.ReadRawRequest, s grpc.ServerStreamingServer[pb.ReadRawResponse]) error {
-	d := p.sender(s, StreamRead)
-	defer d.Close()
-	send := func(m *pb.ReadRawResponse) error { return d.Send(m) }
+	send := s.Send
 	h, revision, text, _, err := p.b.OpenRaw(s.Context(), r.SessionId, sessionstore.Linearizable)
 	if err != nil {
-		if nl := leaderOf(err); nl != nil {
-			return p.fwd.stream(s.Context(), nl, pb.SessionPersistence_ReadRaw_FullMethodName, r,
-				func() proto.Message { return new(pb.ReadRawResponse) },
-				func(m proto.Message) error { return send(m.(*pb.ReadRawResponse)) }, false)
-		}
 		return toStatus(err)
 	}
 	first := true
@@ -413,10 +329,6 @@ func (p *Persistence) ReadRaw(r *pb.ReadRawRequest, s grpc.ServerStreamingServer
 func (p *Persistence) List(ctx context.Context, r *pb.ListRequest) (*pb.ListResponse, error) {
 	snaps, next, err := p.b.List(ctx, consistency(r.Consistency), int(r.PageSize), r.PageToken, r.CwdPrefix)
 	if err != nil {
-		if nl := leaderOf(err); nl != nil {
-			out := new(pb.ListResponse)
-			return out, p.fwd.unary(ctx, nl, pb.SessionPersistence_List_FullMethodName, r, out, false)
-		}
 		return nil, toStatus(err)
 	}
 	out := &pb.ListResponse{NextPageToken: next}
@@ -446,10 +358,6 @@ func visible(ctx context.Context, snaps []sessionstore.Snapshot) []sessionstore.
 func (p *Persistence) ListSnapshots(ctx context.Context, r *pb.ListSnapshotsRequest) (*pb.ListSnapshotsResponse, error) {
 	snaps, next, err := p.b.List(ctx, consistency(r.Consistency), int(r.PageSize), r.PageToken, r.CwdPrefix)
 	if err != nil {
-		if nl := leaderOf(err); nl != nil {
-			out := new(pb.ListSnapshotsResponse)
-			return out, p.fwd.unary(ctx, nl, pb.SessionPersistence_ListSnapshots_FullMethodName, r, out, false)
-		}
 		return nil, toStatus(err)
 	}
 	out := &pb.ListSnapshotsResponse{NextPageToken: next}
@@ -460,8 +368,6 @@ func (p *Persistence) ListSnapshots(ctx context.Context, r *pb.ListSnapshotsRequ
 }
 
 func (p *Persistence) Watch(r *pb.WatchRequest, s grpc.ServerStreamingServer[pb.WatchResponse]) error {
-	d := p.sender(s, StreamWatch)
-	defer d.Close()
 	ctx, cancel := context.WithCancel(s.Context())
 	defer cancel()
 	if p.Stopping != nil {
@@ -475,12 +381,12 @@ func (p *Persistence) Watch(r *pb.WatchRequest, s grpc.ServerStreamingServer[pb.
 	}
 	err := p.b.Watch(ctx, r.SessionId, r.FromSeq, p.WatchProgress, func(ev sessionstore.WatchEvent) error {
 		for _, c := range chunks(ev.Events, p.chunk()) {
-			if err := d.Send(&pb.WatchResponse{Events: toStrings(c), Revision: ev.Revision, AppliedIndex: ev.AppliedIndex}); err != nil {
+			if err := s.Send(&pb.WatchResponse{Events: toStrings(c), Revision: ev.Revision, AppliedIndex: ev.AppliedIndex}); err != nil {
 				return err
 			}
 		}
 		if len(ev.Events) == 0 {
-			return d.Send(&pb.WatchResponse{Revision: ev.Revision, AppliedIndex: ev.AppliedIndex})
+			return s.Send(&pb.WatchResponse{Revision: ev.Revision, AppliedIndex: ev.AppliedIndex})
 		}
 		return nil
 	})

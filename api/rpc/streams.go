@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sessionstore/sessionstore"
 	pb "github.com/sessionstore/sessionstore/api/sessionpb"
@@ -46,6 +48,11 @@ type StreamLimit struct {
 // and refuses one above a cap with QUOTA_EXCEEDED (RESOURCE_EXHAUSTED).
 // gRPC (through the Guard) and the HTTP downloads share it.
 type Streams struct {
+	// WriteTimeout ends a stream one of whose messages the client has not
+	// taken for this long (0: never): a reader that stops reading holds no
+	// goroutine, message or slot for longer (serveStream).
+	WriteTimeout time.Duration
+
 	limits map[StreamKind]StreamLimit
 	open   *prometheus.GaugeVec
 	refuse *prometheus.CounterVec
@@ -133,6 +140,61 @@ func (s *Streams) Stalled(kind StreamKind) {
 func errStalled(d time.Duration) error {
 	return sessionstore.Errorf(sessionstore.ReasonQuotaExceeded,
 		"the stream was ended: the client read nothing for %v (the stream write timeout)", d)
+}
+
+// serveStream is the innermost stream interceptor. It sends the handler's
+// messages through a deadlineSender when the method is a capped stream kind
+// (Streams.WriteTimeout), and forwards a stream the handler answered "not the
+// leader" before sending anything to the leader that answer names (as
+// forwardUnary does for unary calls; f nil: NO_LEADER), relaying the leader's
+// messages through the same sender.
+func serveStream(f *Forwarder, streams *Streams) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		st := &servedStream{ServerStream: ss, send: ss.SendMsg}
+		if kind, ok := streamKindOf[info.FullMethod]; ok && streams != nil && streams.WriteTimeout > 0 {
+			d := newDeadlineSender(ss.Context(), streams.WriteTimeout, ss.SendMsg, func() { streams.Stalled(kind) })
+			defer d.Close()
+			st.send = d.Send
+		}
+		err := h(srv, st)
+		nl := leaderOf(err)
+		if nl == nil || st.sent || st.req == nil {
+			return err
+		}
+		rule, known := methods[info.FullMethod]
+		if !known {
+			return toStatus(sessionstore.ErrNoLeader)
+		}
+		out, rerr := newResponse(info.FullMethod)
+		if rerr != nil {
+			return toStatus(sessionstore.ErrNoLeader)
+		}
+		newResp := func() proto.Message { return proto.Clone(out) }
+		return f.stream(st.Context(), nl, info.FullMethod, st.req, newResp, func(m proto.Message) error { return st.SendMsg(m) },
+			rule.mutating(st.Context(), st.req))
+	}
+}
+
+// servedStream is a server stream as serveStream hands it to the handler:
+// it keeps the request (a server stream's one message) and notes a send.
+type servedStream struct {
+	grpc.ServerStream
+	send func(any) error
+	req  proto.Message
+	sent bool
+}
+
+func (s *servedStream) RecvMsg(m any) error {
+	err := s.ServerStream.RecvMsg(m)
+	if pm, ok := m.(proto.Message); ok && err == nil && s.req == nil {
+		s.req = pm
+	}
+	return err
+}
+
+func (s *servedStream) SendMsg(m any) error {
+	s.sent = true
+	return s.send(m)
 }
 
 // deadlineSender sends a stream's messages from a goroutine of its own, so the

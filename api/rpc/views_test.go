@@ -90,7 +90,7 @@ func TestUnaryViewsPassTheirLimit(t *testing.T) {
 		}{{"small", 100, true}, {"above the limit", 2 * limit, false}} {
 			t.Run(c.name+"/"+size.name, func(t *testing.T) {
 				b := &vwBackend{size: size.bytes, limits: map[string]sessionstore.ViewLimit{}}
-				p := rpc.NewPersistence(b, limit, nil)
+				p := rpc.NewPersistence(b, limit)
 				err := c.unary(p)
 				if want := (sessionstore.ViewLimit{MessageBytes: limit, Stream: c.stream}); b.limits[c.name] != want {
 					t.Fatalf("unary %s gave the backend %+v, want %+v", c.name, b.limits[c.name], want)

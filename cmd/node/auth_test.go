@@ -23,6 +23,7 @@ import (
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/api/client"
 	"github.com/sessionstore/sessionstore/api/sessionpb"
+	"github.com/sessionstore/sessionstore/cluster/clustertest"
 )
 
 const (
@@ -545,13 +546,12 @@ func TestAuthCluster_DifferingTokenFilesWarn(t *testing.T) {
 				c.Auth.TokenFile = odd
 			}
 		})
-	deadline := time.Now().Add(30 * time.Second)
-	for !nodes[0].log.has("token file differs", "peer=n3") || !nodes[2].log.has("token file differs", "peer=n1") {
-		if time.Now().After(deadline) {
-			t.Fatal("no warning about n3's different token file")
+	clustertest.Eventually(t, 30*time.Second, func() error {
+		if !nodes[0].log.has("token file differs", "peer=n3") || !nodes[2].log.has("token file differs", "peer=n1") {
+			return errors.New("no warning about n3's different token file")
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	if nodes[0].log.has("token file differs", "peer=n2") {
 		t.Fatal("n1 warned about n2, whose file is the same")
 	}

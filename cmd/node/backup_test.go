@@ -19,6 +19,7 @@ import (
 	"github.com/sessionstore/sessionstore"
 	pb "github.com/sessionstore/sessionstore/api/sessionpb"
 	"github.com/sessionstore/sessionstore/cluster"
+	"github.com/sessionstore/sessionstore/cluster/clustertest"
 	"github.com/sessionstore/sessionstore/storage"
 )
 
@@ -167,26 +168,19 @@ func bkList(t *testing.T, ctx context.Context, nd *clNode) []string {
 // index and written its artifacts.
 func bkWaitCaughtUp(t *testing.T, nodes []*clNode) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	clustertest.Eventually(t, 60*time.Second, func() error {
 		l := leaderOf(nodes)
-		if l != nil {
-			target := l.srv.node.Raft().CommitIndex()
-			ok := true
-			for _, nd := range nodes {
-				if nd.srv.node.Raft().AppliedIndex() < target {
-					ok = false
-				}
-			}
-			if ok {
-				break
+		if l == nil {
+			return errors.New("nodes did not catch up: no leader")
+		}
+		target := l.srv.node.Raft().CommitIndex()
+		for _, nd := range nodes {
+			if a := nd.srv.node.Raft().AppliedIndex(); a < target {
+				return fmt.Errorf("nodes did not catch up: %s applied %d < commit %d", nd.id, a, target)
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("nodes did not catch up in 60s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	for _, nd := range nodes {
 		nd.WaitArtifacts()
 	}

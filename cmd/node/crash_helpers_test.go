@@ -34,6 +34,7 @@ import (
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/api/client"
 	"github.com/sessionstore/sessionstore/api/sessionpb"
+	"github.com/sessionstore/sessionstore/cluster/clustertest"
 	"github.com/sessionstore/sessionstore/sessionlog"
 	"github.com/sessionstore/sessionstore/storage"
 )
@@ -293,44 +294,34 @@ func (n *crNode) Exited() bool {
 func (n *crNode) WaitReady(c *client.Client) time.Duration {
 	n.t.Helper()
 	start := time.Now()
-	deadline := start.Add(crReadyTimeout)
 	hc := &http.Client{Timeout: time.Second}
-	last := ""
-	for {
+	clustertest.Eventually(n.t, crReadyTimeout, func() error {
 		if n.Exited() {
 			r := n.runs[len(n.runs)-1]
 			n.cur = nil
 			n.t.Fatalf("node run %d exited during start-up: %v", r.n, r.err)
 		}
 		resp, err := hc.Get("http://" + n.HTTPAddr + "/readyz")
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-			last = fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(b)))
-		} else {
-			last = err.Error()
+		if err != nil {
+			return fmt.Errorf("node run %d not ready: last /readyz: %v", n.cur.n, err)
 		}
-		if time.Now().After(deadline) {
-			n.t.Fatalf("node run %d not ready after %v: last /readyz: %s", n.cur.n, crReadyTimeout, last)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("node run %d not ready: last /readyz: %d %s", n.cur.n, resp.StatusCode, strings.TrimSpace(string(b)))
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	if c != nil {
-		for {
+		// Within what is left of crReadyTimeout.
+		clustertest.Eventually(n.t, time.Until(start.Add(crReadyTimeout)), func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_, err := c.List(ctx, &sessionpb.ListRequest{PageSize: 1})
-			cancel()
-			if err == nil {
-				break
+			defer cancel()
+			if _, err := c.List(ctx, &sessionpb.ListRequest{PageSize: 1}); err != nil {
+				return fmt.Errorf("node run %d: /readyz is 200 but a linearizable List still fails within the %v start-up limit: %v", n.cur.n, crReadyTimeout, err)
 			}
-			if time.Now().After(deadline) {
-				n.t.Fatalf("node run %d: /readyz is 200 but a linearizable List still fails after %v: %v", n.cur.n, crReadyTimeout, err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	return time.Since(start)
 }
@@ -835,13 +826,12 @@ func crGrep(log, sub string) []string {
 // crWaitLog waits until the node's current run has logged a line holding sub.
 func crWaitLog(t *testing.T, n *crNode, sub string, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for len(crGrep(n.Log(), sub)) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no log line with %q within %v", sub, within)
+	clustertest.Eventually(t, within, func() error {
+		if len(crGrep(n.Log(), sub)) == 0 {
+			return fmt.Errorf("no log line with %q", sub)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // crMetric returns the value of a gauge from the node's /metrics ("?" if

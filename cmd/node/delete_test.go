@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/api/sessionpb"
 	"github.com/sessionstore/sessionstore/cluster"
+	"github.com/sessionstore/sessionstore/cluster/clustertest"
 	"github.com/sessionstore/sessionstore/storage"
 )
 
@@ -27,13 +29,12 @@ func dlArtifact(t *testing.T, nd *clNode, h *sessionpb.SessionHeader) string {
 // dlEventually polls cond until it holds (30 s).
 func dlEventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after 30 s", what)
+	clustertest.Eventually(t, 30*time.Second, func() error {
+		if cond() {
+			return nil
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("%s: not yet", what)
+	})
 }
 
 // Delete through a follower: the session is gone from every read, list,

@@ -19,6 +19,7 @@ import (
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/api/client"
 	"github.com/sessionstore/sessionstore/api/sessionpb"
+	"github.com/sessionstore/sessionstore/cluster/clustertest"
 )
 
 // Disk full (issue 8), on a real size-limited filesystem: a tmpfs of dfFSSize
@@ -127,16 +128,15 @@ func dfMetric(t *testing.T, httpAddr, name string, labels ...string) float64 {
 // sample or a later one, which (the disk only filling) is not higher.
 func dfWaitSampled(t *testing.T, n *testNode, mnt string) int64 {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second) // the node samples every second
-	for {
+	var now int64
+	clustertest.Eventually(t, 30*time.Second, func() error { // the node samples every second
 		sampled := dfMetric(t, n.srv.httpAddr, "sessionstore_disk_free_bytes")
-		if now := dfAvail(t, mnt); sampled == float64(now) {
-			return now
-		} else if time.Now().After(deadline) {
-			t.Fatalf("the node's free-space sample is %v, the filesystem has %d bytes free: no new sample within 30 s", sampled, now)
+		if now = dfAvail(t, mnt); sampled != float64(now) {
+			return fmt.Errorf("the node's free-space sample is %v, the filesystem has %d bytes free: no new sample", sampled, now)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return now
 }
 
 // dfCheckReads asserts that every read path returns exactly the acknowledged
@@ -285,17 +285,12 @@ func TestDiskFull_RefusesWritesKeepsReads(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		rc, body = dfReady(t, addr)
-		if rc == 200 {
-			break
+	clustertest.Eventually(t, 10*time.Second, func() error {
+		if rc, body = dfReady(t, addr); rc != 200 {
+			return fmt.Errorf("/readyz after freeing space: %d %q, want 200", rc, body)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz after freeing space: %d %q, want 200 within 10 s", rc, body)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	if v := dfMetric(t, addr, "sessionstore_disk_low"); v != 0 {
 		t.Errorf("sessionstore_disk_low = %v after freeing space, want 0", v)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sessionstore/sessionstore/api/client"
 	"github.com/sessionstore/sessionstore/api/sessionpb"
+	"github.com/sessionstore/sessionstore/cluster/clustertest"
 	"github.com/sessionstore/sessionstore/internal/dockertest"
 )
 
@@ -141,18 +142,14 @@ func TestCompose_ClientSurvivesNodeLoss(t *testing.T) {
 		t.Helper()
 		pcWaitLeader(t, nodes, all, what)
 		for _, nd := range nodes {
-			for deadline := time.Now().Add(60 * time.Second); ; {
+			clustertest.Eventually(t, 60*time.Second, func() error {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				_, err := nd.C.List(ctx, &sessionpb.ListRequest{PageSize: 1})
-				cancel()
-				if err == nil {
-					break
+				defer cancel()
+				if _, err := nd.C.List(ctx, &sessionpb.ListRequest{PageSize: 1}); err != nil {
+					return fmt.Errorf("%s: a linearizable List through %s fails: %v", what, nd.ID, err)
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("%s: a linearizable List through %s fails: %v", what, nd.ID, err)
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+				return nil
+			})
 		}
 	}
 	haWaitUp("formation")

@@ -27,6 +27,7 @@ import (
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/api/client"
 	"github.com/sessionstore/sessionstore/api/sessionpb"
+	"github.com/sessionstore/sessionstore/cluster/clustertest"
 )
 
 const (
@@ -158,31 +159,31 @@ func haNodeOf(t *testing.T, c *client.Client, leader bool) string {
 func haWaitProgress(t *testing.T, w *haWriter, wt *haWatcher, after int, what string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for after >= 0 && w.ackedCount() <= after+5 {
+	clustertest.Eventually(t, 30*time.Second, func() error {
+		if after < 0 || w.ackedCount() > after+5 {
+			return nil
+		}
 		w.mu.Lock()
 		errs := w.errs
 		w.mu.Unlock()
 		if len(errs) > 0 {
 			t.Fatalf("%s: the writer got an error: %v", what, errs)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: the writer acknowledged %d events, no progress past %d in 30 s", what, w.ackedCount(), after)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("%s: the writer acknowledged %d events, no progress past %d", what, w.ackedCount(), after)
+	})
 	want := w.ackedCount()
-	for wt.count() < want {
+	clustertest.Eventually(t, time.Until(deadline), func() error { // what is left of the 30 s
+		if wt.count() >= want {
+			return nil
+		}
 		wt.mu.Lock()
 		err := wt.err
 		wt.mu.Unlock()
 		if err != nil {
 			t.Fatalf("%s: the watcher stopped: %v", what, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: the watcher saw %d events, %d acknowledged", what, wt.count(), want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("%s: the watcher saw %d events, %d acknowledged", what, wt.count(), want)
+	})
 }
 
 // haCluster is what the scenario needs of a running cluster.
@@ -202,19 +203,18 @@ type haCluster struct {
 // haLeader asks node id who leads (waiting for a leader).
 func haLeader(t *testing.T, hc haCluster, id string) string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var leader string
+	clustertest.Eventually(t, 30*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
 		st, err := hc.admin[id].Status(ctx)
-		cancel()
-		if err == nil && st.GetLeaderId() != "" {
-			return st.GetLeaderId()
+		if err != nil || st.GetLeaderId() == "" {
+			return fmt.Errorf("node %s knows no leader: %v, %v", id, st, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node %s knows no leader: %v, %v", id, st, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		leader = st.GetLeaderId()
+		return nil
+	})
+	return leader
 }
 
 // haRun is the scenario of the top of the file on a formed cluster.

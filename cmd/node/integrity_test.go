@@ -5,6 +5,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/api/sessionpb"
+	"github.com/sessionstore/sessionstore/cluster/clustertest"
 	"github.com/sessionstore/sessionstore/storage"
 )
 
@@ -200,11 +202,12 @@ func TestStoredRecordFlippedIsRefusedUntilRebuilt(t *testing.T) {
 	// Not ready while damaged (the artifact writer cannot read the record and
 	// says so in /readyz); wait for reads only.
 	n = startTestNodeWith(t, n.dir, nil)
-	for deadline := time.Now().Add(30 * time.Second); !n.srv.node.ReadyForReads(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no reads after 30 s: %v", n.srv.node.Ready())
+	clustertest.Eventually(t, 30*time.Second, func() error {
+		if !n.srv.node.ReadyForReads() {
+			return fmt.Errorf("no reads: %v", n.srv.node.Ready())
 		}
-	}
+		return nil
+	})
 	_, err = n.Client.ReadFrom(n.ctx(), &sessionpb.ReadFromRequest{SessionId: id})
 	ctDomainErr(t, "ReadFrom of a session with a damaged record", err, sessionstore.ReasonCorruption)
 	_, err = n.Client.ReadFrom(n.ctx(), &sessionpb.ReadFromRequest{SessionId: id})

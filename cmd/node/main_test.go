@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sessionstore/sessionstore/api/client"
+	"github.com/sessionstore/sessionstore/cluster/clustertest"
 	"github.com/sessionstore/sessionstore/storage"
 )
 
@@ -72,13 +74,12 @@ func startTestNodeWith(t testing.TB, dir string, tune func(*serveConfig)) *testN
 // with leader set, until it serves linearizable reads itself.
 func (n *testNode) waitReady(leader bool) {
 	n.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for n.srv.node.Ready() != nil || (leader && !n.srv.node.ReadyForReads()) {
-		if time.Now().After(deadline) {
-			n.t.Fatalf("node not ready after 30s: %v", n.srv.node.Ready())
+	clustertest.Eventually(n.t, 30*time.Second, func() error {
+		if n.srv.node.Ready() != nil || (leader && !n.srv.node.ReadyForReads()) {
+			return fmt.Errorf("node not ready: %v", n.srv.node.Ready())
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // Close stops the node (idempotent).

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/api/sessionpb"
+	"github.com/sessionstore/sessionstore/cluster/clustertest"
 )
 
 // Helpers of ownership_test.go. Every name starts with "ow" (other test files
@@ -301,13 +302,12 @@ func owSameEvents(t *testing.T, what string, got, want []string) {
 // until a lease that expires at unixMs has expired for the leader's clock.
 func owWaitPast(t *testing.T, unixMs int64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().UnixMilli() <= unixMs+20 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the clock did not pass %d", unixMs)
+	clustertest.Eventually(t, 30*time.Second, func() error {
+		if time.Now().UnixMilli() <= unixMs+20 {
+			return fmt.Errorf("the clock did not pass %d", unixMs)
 		}
-		<-time.After(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // owEncodeSegment is encodeSegment of docs/events.md#layout, written from

@@ -32,6 +32,7 @@ import (
 
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/api/sessionpb"
+	"github.com/sessionstore/sessionstore/cluster/clustertest"
 )
 
 // TestOwOwnership runs every row of the ownership table of docs/design.md.
@@ -1507,16 +1508,12 @@ func TestOwReflection(t *testing.T) {
 
 	hc := healthpb.NewHealthClient(conn)
 	for _, svc := range []string{"", "sessionstore.v1.SessionPersistence"} {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		clustertest.Eventually(t, 10*time.Second, func() error {
 			r, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: svc})
-			if err == nil && r.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-				break
+			if err != nil || r.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+				return fmt.Errorf("health check of %q: got %v, %v, want SERVING", svc, r.GetStatus(), err)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("health check of %q: got %v, %v, want SERVING within 10s", svc, r.GetStatus(), err)
-			}
-			<-time.After(20 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/sessionstore/sessionstore/api/client"
 	pb "github.com/sessionstore/sessionstore/api/sessionpb"
+	"github.com/sessionstore/sessionstore/cluster/clustertest"
 )
 
 // ptTable is the nftables table this test owns; it is removed afterwards.
@@ -172,13 +174,12 @@ func TestCluster_IsolatedLeaderAcknowledgesNothing(t *testing.T) {
 	}
 
 	ptHeal(t)
-	deadline := time.Now().Add(30 * time.Second)
-	for !clConverged(t, ctx, nodes, map[string]int64{"iso": next}) {
-		if time.Now().After(deadline) {
-			t.Fatal("the old leader did not converge within 30s after healing")
+	clustertest.Eventually(t, 30*time.Second, func() error {
+		if !clConverged(t, ctx, nodes, map[string]int64{"iso": next}) {
+			return errors.New("the old leader did not converge after healing")
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	r, err := old.Client.ReadFrom(ctx, &pb.ReadFromRequest{SessionId: "iso", Consistency: pb.Consistency_STALE})
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/api/sessionpb"
 	"github.com/sessionstore/sessionstore/cluster"
+	"github.com/sessionstore/sessionstore/cluster/clustertest"
 	"github.com/sessionstore/sessionstore/internal/tlsconf"
 )
 
@@ -220,16 +221,15 @@ func TestProcCluster_GossipKeyWithoutRaftCredential(t *testing.T) {
 
 	intruder := crNewNode(t, bin, t.TempDir(), "--node-id", "n4", "--gossip-key-file", gossipKey, "--join", strings.Join(seeds, ","))
 	intruder.Start()
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(nodes[li].Log(), "failed the TLS check or the handshake") || !strings.Contains(nodes[li].Log(), "peer_id=n4") {
+	clustertest.Eventually(t, 60*time.Second, func() error {
+		if strings.Contains(nodes[li].Log(), "failed the TLS check or the handshake") && strings.Contains(nodes[li].Log(), "peer_id=n4") {
+			return nil
+		}
 		if intruder.Exited() {
 			t.Fatalf("the intruder exited: %s", intruder.Log())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no sign within 60s that leader %s refused n4 at the handshake", nodes[li].ID)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("no sign that leader %s refused n4 at the handshake", nodes[li].ID)
+	})
 	// Still three members, and the cluster serves.
 	peCreate(t, nodes[(li+1)%3], "pe-after")
 	ms, err := nodes[li].C.Members(crCtx(t, 10*time.Second))
@@ -380,13 +380,12 @@ func TestProcCluster_TurnOnPeerAuthentication(t *testing.T) {
 	// Now a process without the cluster key is refused.
 	intruder := crNewNode(t, bin, t.TempDir(), "--node-id", "n4", "--gossip-key-file", filepath.Join(keys, "gossip.key"), "--join", nodes[0].GossipAddr)
 	intruder.Start()
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(nodes[0].Log()+nodes[1].Log()+nodes[2].Log(), "peer_id=n4") {
-		if time.Now().After(deadline) {
-			t.Fatal("no node refused the intruder n4 within 60s")
+	clustertest.Eventually(t, 60*time.Second, func() error {
+		if !strings.Contains(nodes[0].Log()+nodes[1].Log()+nodes[2].Log(), "peer_id=n4") {
+			return errors.New("no node refused the intruder n4")
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	intruder.Term()
 	peStop(nodes)
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/api/client"
 	pb "github.com/sessionstore/sessionstore/api/sessionpb"
+	"github.com/sessionstore/sessionstore/cluster/clustertest"
 )
 
 const (
@@ -336,25 +337,24 @@ func pmcKill(t *testing.T, nd *clNode) {
 // running node knows a leader.
 func pmcWaitLeader(t *testing.T, nodes []*clNode) *clNode {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var live []*clNode
+	var l *clNode
+	var live []*clNode
+	clustertest.Eventually(t, 30*time.Second, func() error {
+		live = nil
 		for _, nd := range nodes {
 			if nd.srv != nil {
 				live = append(live, nd)
 			}
 		}
-		if l := leaderOf(live); l != nil {
-			for _, nd := range live {
-				nd.waitReady(false)
-			}
-			return l
+		if l = leaderOf(live); l == nil {
+			return errors.New("no leader among the running nodes")
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no leader among the running nodes after 30s")
-		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	})
+	for _, nd := range live {
+		nd.waitReady(false)
 	}
+	return l
 }
 
 // pmcLive returns a running node other than not (nil for none).
@@ -391,22 +391,17 @@ func pmcWaitCaughtUp(t *testing.T, ctx context.Context, nodes []*clNode) {
 	if err != nil {
 		t.Fatalf("status of the leader %s: %v", leader.id, err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for _, nd := range nodes {
-		if nd.srv == nil {
-			continue
-		}
-		for {
-			s, err := nd.Client.Status(ctx)
-			if err == nil && s.AppliedIndex >= st.CommitIndex {
-				break
+	clustertest.Eventually(t, 30*time.Second, func() error {
+		for _, nd := range nodes {
+			if nd.srv == nil {
+				continue
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s did not apply up to %d within 30s (%v, %v)", nd.id, st.CommitIndex, s, err)
+			if s, err := nd.Client.Status(ctx); err != nil || s.AppliedIndex < st.CommitIndex {
+				return fmt.Errorf("%s did not apply up to %d (%v, %v)", nd.id, st.CommitIndex, s, err)
 			}
-			time.Sleep(20 * time.Millisecond)
 		}
-	}
+		return nil
+	})
 }
 
 // pmcGet is PlanGet through c, failing the test on error.
@@ -440,32 +435,22 @@ func pmcBool(b bool) *bool { return &b }
 // the same revision and next_seq n. It returns the log.
 func pmcConverge(t *testing.T, ctx context.Context, nodes []*clNode, id string, n int64) []string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
 	var ref []string
-	for {
+	clustertest.Eventually(t, 30*time.Second, func() error {
 		ref = nil
-		same := true
 		for _, nd := range nodes {
 			r, err := nd.Client.ReadFrom(ctx, &pb.ReadFromRequest{SessionId: id, Consistency: pb.Consistency_STALE})
 			if err != nil || int64(len(r.Events)) != n {
-				same = false
-				break
+				return fmt.Errorf("nodes did not converge on %d events", n)
 			}
 			if ref == nil {
 				ref = r.Events
 			} else if strings.Join(ref, "\n") != strings.Join(r.Events, "\n") {
-				same = false
-				break
+				return fmt.Errorf("nodes did not converge on %d events", n)
 			}
 		}
-		if same {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nodes did not converge on %d events within 30s", n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	var rev string
 	for i, nd := range nodes {
 		v, err := nd.Client.Inspect(ctx, &pb.InspectRequest{SessionId: id, Consistency: pb.Consistency_STALE})

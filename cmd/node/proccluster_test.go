@@ -29,6 +29,7 @@ import (
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/api/client"
 	"github.com/sessionstore/sessionstore/api/sessionpb"
+	"github.com/sessionstore/sessionstore/cluster/clustertest"
 	"github.com/sessionstore/sessionstore/storage"
 )
 
@@ -112,19 +113,15 @@ func (n *pcNode) Start() {
 // nodes, all voters, those in want alive. It returns the leader's index.
 func pcWaitLeader(t *testing.T, nodes []*pcNode, want []int, what string) int {
 	t.Helper()
-	deadline := time.Now().Add(pcFormTimeout)
-	last := ""
-	for {
-		idx, why := pcLeaderCheck(nodes, want)
-		if idx >= 0 {
-			return idx
+	var idx int
+	clustertest.Eventually(t, pcFormTimeout, func() error {
+		var why string
+		if idx, why = pcLeaderCheck(nodes, want); idx < 0 {
+			return fmt.Errorf("%s: no leader with %d alive voters: %s", what, len(nodes), why)
 		}
-		last = why
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: no leader with %d alive voters after %v: %s", what, len(nodes), pcFormTimeout, last)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
+	return idx
 }
 
 func pcLeaderCheck(nodes []*pcNode, want []int) (int, string) {
@@ -593,18 +590,15 @@ func TestProcCluster_KillLeaderUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatalf("status of leader %s: %v", nodes[nl].ID, err)
 	}
-	for wait := time.Now().Add(pcFormTimeout); ; {
+	clustertest.Eventually(t, pcFormTimeout, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
 		st, err := nodes[li].C.Status(ctx)
-		cancel()
-		if err == nil && st.GetLeaderId() != "" && st.GetAppliedIndex() >= lst.GetCommitIndex() {
-			break
+		if err != nil || st.GetLeaderId() == "" || st.GetAppliedIndex() < lst.GetCommitIndex() {
+			return fmt.Errorf("restarted node %s did not catch up to commit index %d: %+v, %v", nodes[li].ID, lst.GetCommitIndex(), st, err)
 		}
-		if time.Now().After(wait) {
-			t.Fatalf("restarted node %s did not catch up to commit index %d within %v: %+v, %v", nodes[li].ID, lst.GetCommitIndex(), pcFormTimeout, st, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	t.Logf("%s restarted, ready, a voter and caught up in %v (leader %s)", nodes[li].ID, time.Since(restartAt).Round(time.Millisecond), nodes[nl].ID)
 	stopWriters()
 	if t.Failed() {

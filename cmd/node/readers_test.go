@@ -20,6 +20,7 @@ import (
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/api/rpc"
 	"github.com/sessionstore/sessionstore/api/sessionpb"
+	"github.com/sessionstore/sessionstore/cluster/clustertest"
 	"github.com/sessionstore/sessionstore/internal/benchload"
 	"github.com/sessionstore/sessionstore/sessionlog"
 )
@@ -312,17 +313,12 @@ func rdStalledHTTP(t *testing.T, httpAddr, path string) {
 // assertion: the deadline only bounds a hang).
 func rdWaitMetric(t *testing.T, n *testNode, want float64, name string, labels ...string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		v := dfMetric(t, n.srv.httpAddr, name, labels...)
-		if v == want {
-			return
+	clustertest.Eventually(t, 30*time.Second, func() error {
+		if v := dfMetric(t, n.srv.httpAddr, name, labels...); v != want {
+			return fmt.Errorf("%s%v is %v, want %v", name, labels, v, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s%v is %v, want %v", name, labels, v, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestStreams_CappedAndEndedWhenClientStopsReading: read streams count

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sessionstore/sessionstore/cluster/clustertest"
 )
 
 // pcMemberIDs lists the members a node reports, sorted.
@@ -50,17 +52,21 @@ func TestProcCluster_ReapDeadAfter(t *testing.T) {
 	pcWaitLeader(t, nodes[:3], []int{0, 1, 2}, "formation")
 	nodes[3].Start()
 	want4 := []string{"n1/Voter", "n2/Voter", "n3/Voter", "n4/Voter"}
-	pcEventually(t, 40*time.Second, "the fourth node is promoted", func() (bool, string) {
-		got := pcMemberIDs(t, nodes[0])
-		return fmt.Sprint(got) == fmt.Sprint(want4), fmt.Sprint(got)
+	clustertest.Eventually(t, 40*time.Second, func() error {
+		if got := pcMemberIDs(t, nodes[0]); fmt.Sprint(got) != fmt.Sprint(want4) {
+			return fmt.Errorf("the fourth node is not promoted: members %v", got)
+		}
+		return nil
 	})
 
 	// Kill n4: it is reaped (4 voters > 3 expected).
 	nodes[3].Kill()
 	want3 := []string{"n1/Voter", "n2/Voter", "n3/Voter"}
-	pcEventually(t, 60*time.Second, "the dead fourth node is reaped", func() (bool, string) {
-		got := pcMemberIDs(t, nodes[0])
-		return fmt.Sprint(got) == fmt.Sprint(want3), fmt.Sprint(got)
+	clustertest.Eventually(t, 60*time.Second, func() error {
+		if got := pcMemberIDs(t, nodes[0]); fmt.Sprint(got) != fmt.Sprint(want3) {
+			return fmt.Errorf("the dead fourth node is not reaped: members %v", got)
+		}
+		return nil
 	})
 
 	// Kill a follower of the remaining three: reaping it would leave fewer
@@ -75,23 +81,5 @@ func TestProcCluster_ReapDeadAfter(t *testing.T) {
 			t.Fatalf("members changed to %v: a voter was reaped below --bootstrap-expect", got)
 		}
 		time.Sleep(500 * time.Millisecond)
-	}
-}
-
-// pcEventually polls cond every 200 ms until it holds or timeout passes.
-func pcEventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	last := ""
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		last = state
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v (last: %s)", what, timeout, last)
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
 }

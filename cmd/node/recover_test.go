@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	pb "github.com/sessionstore/sessionstore/api/sessionpb"
+	"github.com/sessionstore/sessionstore/cluster/clustertest"
 )
 
 // rcRaftAddr is the Raft address a cluster test node was started with.
@@ -104,19 +105,15 @@ func rcQuorumLoss(t *testing.T, perSession int64, tune func(*serveConfig)) {
 		raw[id] = r.Content
 	}
 	// Wait until the survivor has applied all of it (its own state).
-	deadline := time.Now().Add(30 * time.Second)
-	for id, evs := range want {
-		for {
+	clustertest.Eventually(t, 30*time.Second, func() error {
+		for id, evs := range want {
 			r, err := survivor.Client.ReadFrom(ctx, &pb.ReadFromRequest{SessionId: id, Consistency: pb.Consistency_STALE})
-			if err == nil && len(r.Events) == len(evs) {
-				break
+			if err != nil || len(r.Events) != len(evs) {
+				return fmt.Errorf("survivor did not apply %s: %v", id, err)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("survivor did not apply %s: %v", id, err)
-			}
-			time.Sleep(20 * time.Millisecond)
 		}
-	}
+		return nil
+	})
 	survivor.WaitArtifacts()
 	if tune != nil {
 		m := crWaitSnapshot(t, survivor.dir, 0, nil)

@@ -289,8 +289,11 @@ func startServer(cfg serveConfig, logger *slog.Logger, raftLog io.Writer) (*serv
 	warnIfOpen(logger, authn, gl.Addr())
 	rpcMetrics := rpc.NewMetrics(reg)
 	streams := rpc.NewStreams(cfg.Streams.Read, cfg.Streams.Watch, reg)
+	streams.WriteTimeout = cfg.Streams.WriteTimeout
 	guard := rpc.NewGuard(authn, rpc.GuardConfig{Rate: cfg.Auth.Rate, Burst: cfg.Auth.Burst, Streams: streams}, rpcMetrics, logger)
-	intercept := rpc.NewInterceptors(logger, rpcMetrics, guard)
+	s.fwd = rpc.NewForwarder(cfg.MaxMessageBytes, cluster.LocalDialer(cfg.GRPCAddr), sec.peerCreds())
+	s.fwd.Metrics = rpcMetrics
+	intercept := rpc.NewInterceptors(logger, rpcMetrics, guard, s.fwd)
 	intercept.SetHints(node)
 	opts := append(intercept.ServerOptions(),
 		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes), grpc.MaxSendMsgSize(cfg.MaxMessageBytes))
@@ -300,23 +303,20 @@ func startServer(cfg serveConfig, logger *slog.Logger, raftLog io.Writer) (*serv
 	// Past this many calls at once, gRPC starts a goroutine per call again.
 	opts = append(opts, grpc.NumStreamWorkers(streamWorkers))
 	s.grpc = grpc.NewServer(opts...)
-	s.fwd = rpc.NewForwarder(cfg.MaxMessageBytes, cluster.LocalDialer(cfg.GRPCAddr), sec.peerCreds())
-	s.fwd.Metrics = rpcMetrics
 	// Calls followers forward arrive on the Forward stream and run through
 	// the same interceptors and handlers as direct ones.
 	s.fwdIn = rpc.NewForwardServer(cfg.MaxMessageBytes, intercept.Unary())
 	s.fwdIn.Register(s.grpc)
 	services := s.fwdIn.Registrar(s.grpc)
-	persistence := rpc.NewPersistence(node, cfg.MaxMessageBytes, s.fwd)
-	persistence.Streams, persistence.StreamWriteTimeout = streams, cfg.Streams.WriteTimeout
+	persistence := rpc.NewPersistence(node, cfg.MaxMessageBytes)
 	s.stopping = make(chan struct{})
 	persistence.Stopping = s.stopping
 	if cfg.watchProgress > 0 {
 		persistence.WatchProgress = cfg.watchProgress
 	}
 	persistence.Register(services)
-	rpc.NewClusterService(node, s.fwd).Register(services)
-	rpc.NewPlanMode(node, s.fwd).Register(services)
+	rpc.NewClusterService(node).Register(services)
+	rpc.NewPlanMode(node).Register(services)
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)

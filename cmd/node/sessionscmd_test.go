@@ -14,6 +14,7 @@ import (
 
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/api/sessionpb"
+	"github.com/sessionstore/sessionstore/cluster/clustertest"
 )
 
 // seStore puts the recorded session name (testdata/recorded) into n, packed
@@ -176,11 +177,12 @@ func TestSessionsCLI(t *testing.T) {
 		}()
 		waitFor := func(what, want string) {
 			t.Helper()
-			for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), want); time.Sleep(10 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("tail -f never printed %s; printed %q, stderr %q", what, out.String(), errOut.String())
+			clustertest.Eventually(t, 20*time.Second, func() error {
+				if !strings.Contains(out.String(), want) {
+					return fmt.Errorf("tail -f never printed %s; printed %q, stderr %q", what, out.String(), errOut.String())
 				}
-			}
+				return nil
+			})
 		}
 		waitFor("the last event", events[len(events)-1])
 		added := fmt.Sprintf(`{"type":"session/title","seq":%d,"time":1784973860000,"data":{"title":"followed","messageSeqs":[1],"source":{"kind":"fallback"}}}`, len(events))
@@ -204,11 +206,12 @@ func TestSessionsCLI(t *testing.T) {
 		go func() {
 			done <- runSessions(ctx, []string{"tail", "-f", "-n", "1", id, "--addr", addr}, sessionsIO{out: &out, err: &errOut})
 		}()
-		for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), events[len(events)-1]); time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("tail -f never printed the last event; stderr %q", errOut.String())
+		clustertest.Eventually(t, 20*time.Second, func() error {
+			if !strings.Contains(out.String(), events[len(events)-1]) {
+				return fmt.Errorf("tail -f never printed the last event; stderr %q", errOut.String())
 			}
-		}
+			return nil
+		})
 		if _, err := n.Client.Delete(n.ctx(), &sessionpb.DeleteRequest{SessionId: id}); err != nil {
 			t.Fatal(err)
 		}

@@ -25,6 +25,7 @@ import (
 	"github.com/sessionstore/sessionstore/api/client"
 	pb "github.com/sessionstore/sessionstore/api/sessionpb"
 	"github.com/sessionstore/sessionstore/cluster"
+	"github.com/sessionstore/sessionstore/cluster/clustertest"
 	"github.com/sessionstore/sessionstore/internal/tlsconf"
 )
 
@@ -162,24 +163,23 @@ func tlsDial(t *testing.T, f clientFlags) []grpc.DialOption {
 // leader answers.
 func tlsConfigServers(t *testing.T, nodes []*tlsNode) []string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if l := leaderOf(tlsCl(nodes)); l != nil {
-			f := l.srv.node.Raft().GetConfiguration()
-			if f.Error() == nil {
-				var ids []string
-				for _, s := range f.Configuration().Servers {
-					ids = append(ids, string(s.ID))
-				}
-				slices.Sort(ids)
-				return ids
-			}
+	var ids []string
+	clustertest.Eventually(t, 30*time.Second, func() error {
+		l := leaderOf(tlsCl(nodes))
+		if l == nil {
+			return errors.New("no leader answered")
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no leader answered within 30s")
+		f := l.srv.node.Raft().GetConfiguration()
+		if err := f.Error(); err != nil {
+			return fmt.Errorf("no leader answered: %v", err)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		for _, s := range f.Configuration().Servers {
+			ids = append(ids, string(s.ID))
+		}
+		return nil
+	})
+	slices.Sort(ids)
+	return ids
 }
 
 // tlsWriteAndReadEverywhere writes a session through via and reads it back,
@@ -200,17 +200,13 @@ func tlsWriteAndReadEverywhere(t *testing.T, ctx context.Context, via *client.Cl
 		if err != nil || len(r.Events) != 3 {
 			t.Fatalf("linearizable read of %s through node %d: %d events, %v", id, i+1, len(r.GetEvents()), err)
 		}
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		clustertest.Eventually(t, 30*time.Second, func() error {
 			r, err := c.ReadFrom(ctx, &pb.ReadFromRequest{SessionId: id, Consistency: pb.Consistency_STALE})
-			if err == nil && len(r.Events) == 3 {
-				break
+			if err != nil || len(r.Events) != 3 {
+				return fmt.Errorf("node %d's own state never held %s: %d events, %v", i+1, id, len(r.GetEvents()), err)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("node %d's own state never held %s: %d events, %v", i+1, id, len(r.GetEvents()), err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 }
 
@@ -445,18 +441,14 @@ func TestTLS_ForeignNodeCannotJoin(t *testing.T) {
 	}
 	waitLog := func(what string, logs []*tlsLog, all ...string) {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for {
+		clustertest.Eventually(t, 60*time.Second, func() error {
 			for _, l := range logs {
 				if l.has(all...) {
-					return
+					return nil
 				}
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no sign within 60s that %s", what)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return fmt.Errorf("no sign that %s", what)
+		})
 	}
 	var clusterLogs []*tlsLog
 	for _, nd := range nodes {
