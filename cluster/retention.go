@@ -77,8 +77,8 @@ func (n *Node) Retention(ctx context.Context, dryRun bool) ([]string, error) {
 		var due []string
 		err := n.state.View(func(tx *storage.Tx) error {
 			var err error
-			// The clock a sweep proposed now would see (the FSM clamps to it).
-			due, err = fsm.Expired(tx, pol, max(time.Now().UnixMilli(), tx.Clock()))
+			// The clock a sweep proposed now would be applied at.
+			due, err = fsm.Expired(tx, pol, fsm.Now(tx, time.Now().UnixMilli()))
 			return err
 		})
 		return due, err

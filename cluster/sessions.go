@@ -26,6 +26,7 @@ type stored struct {
 	events    [][]byte
 	revision  string
 	clusterID string
+	now       int64 // fsm.Now when read: the time Apply would decide at
 }
 
 // read returns a session's record and its events with seq >= from, in one
@@ -49,6 +50,7 @@ func (n *Node) readUpTo(id string, from int64, limit int) (stored, error) {
 			return err
 		}
 		s.rec = rec
+		s.now = fsm.Now(tx, time.Now().UnixMilli())
 		s.header = fsm.HeaderFromPB(rec.Header)
 		s.clusterID = tx.ClusterID()
 		s.revision = fsm.Revision(s.clusterID, rec)
@@ -358,7 +360,7 @@ func (n *Node) inspect(ctx context.Context, id string, c sessionstore.Consistenc
 	}
 	v := sessionstore.View{Header: s.header, Revision: s.revision, NextSeq: s.rec.NextSeq,
 		Lease: leaseFromPB(id, s.rec.Lease)}
-	if s.rec.Lease != nil && s.rec.Lease.ExpiresAtUnixMs > time.Now().UnixMilli() {
+	if fsm.LeaseLive(s.rec, s.now) {
 		closers = nil
 	}
 	return v, s.rec.Incarnation, closers, nil

@@ -646,7 +646,7 @@ func fenced(id string, current, got uint64) *sessionstore.Error {
 }
 
 func (a *applier) leaseLive(rec *fsmpb.SessionRecord) bool {
-	return rec.Lease != nil && rec.Lease.ExpiresAtUnixMs > a.now
+	return LeaseLive(rec, a.now)
 }
 
 func (a *applier) repair(c *fsmpb.Repair) (*fsmpb.Result, bool, error) {

@@ -289,6 +289,18 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	return out
 }
 
+// Now is the time, in Unix ms, a command stamped with the leader's clock now
+// would be applied at: wallMs, never earlier than any time applied before
+// (Apply's clamp). A read that decides what Apply decides (is a lease live,
+// is a session past a retention policy) decides at this time.
+func Now(tx *storage.Tx, wallMs int64) int64 { return clamp(tx, wallMs) }
+
+// LeaseLive reports whether rec's lease is live at now (Unix ms): the one
+// rule Apply (fencing, closers) and reads (which closers a view shows) use.
+func LeaseLive(rec *fsmpb.SessionRecord, now int64) bool {
+	return rec.GetLease() != nil && rec.Lease.ExpiresAtUnixMs > now
+}
+
 // clamp returns the entry's stamped time, never earlier than any applied before.
 func clamp(tx *storage.Tx, stamped int64) int64 {
 	if c := tx.Clock(); c > stamped {

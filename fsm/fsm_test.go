@@ -312,3 +312,29 @@ func FuzzDecodeCommand(f *testing.F) {
 		}
 	})
 }
+
+// Reads decide at fsm.Now what Apply decides at its clamped clock: a wall
+// clock behind the latest applied time does not revive an expired lease.
+func TestNowAndLeaseLiveAgreeWithApply(t *testing.T) {
+	f, db := newTestFSM(t)
+	applyAll(t, f, 5000, createCmd("s"))
+	rec := &fsmpb.SessionRecord{Lease: &fsmpb.Lease{ExpiresAtUnixMs: 4000}}
+	err := db.View(func(tx *storage.Tx) error {
+		for _, c := range []struct{ wall, want int64 }{{1000, 5000}, {5000, 5000}, {9000, 9000}} {
+			now := Now(tx, c.wall)
+			if now != c.want {
+				t.Errorf("Now(wall %d) = %d, want %d", c.wall, now, c.want)
+			}
+			if LeaseLive(rec, now) {
+				t.Errorf("a lease expiring at 4000 is live at %d (wall %d)", now, c.wall)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if LeaseLive(&fsmpb.SessionRecord{}, 0) || !LeaseLive(rec, 3999) {
+		t.Error("LeaseLive: no lease is never live; a lease is live before it expires")
+	}
+}

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -237,5 +238,98 @@ func TestPlanRequestIDsAreScopedByCall(t *testing.T) {
 	}
 	if !proto.Equal(rs[4], rs[2]) {
 		t.Fatalf("a repeated Set returns its first answer: %v", rs[4])
+	}
+}
+
+// TestPlanSetDecisionTable runs docs/planmode.md#set's table through the FSM,
+// for both fold values F: the outcome, the plan/mode event a commit appends,
+// the selection left pending in the record, and the plan/mode events in the
+// stored log. planmode's TestSetDecisionTable holds the rules alone; this is
+// the FSM adapting them (state read from and written to the record, the
+// appended event stored at the log's next seq).
+func TestPlanSetDecisionTable(t *testing.T) {
+	rows := []struct {
+		open    bool
+		pending string // "" none, "¬F" an opposite selection, "F" the marker equal to the fold
+		want    string // "F" or "¬F"
+		outcome planmode.Outcome
+		after   string // pending after: "" none, "F", "¬F"
+		appends bool   // plan/mode ¬F appended
+	}{
+		{true, "", "F", planmode.Noop, "", false},
+		{false, "", "F", planmode.Noop, "", false},
+		{true, "¬F", "¬F", planmode.Noop, "¬F", false},
+		{false, "¬F", "¬F", planmode.Noop, "¬F", false},
+		{true, "F", "F", planmode.Noop, "F", false},
+		{false, "F", "F", planmode.Noop, "F", false},
+		{true, "", "¬F", planmode.Queued, "¬F", false},
+		{true, "¬F", "F", planmode.Cancelled, "F", false},
+		{true, "F", "¬F", planmode.Queued, "¬F", false},
+		{false, "", "¬F", planmode.Committed, "", true},
+		{false, "¬F", "F", planmode.Cancelled, "", false},
+		{false, "F", "¬F", planmode.Committed, "", true},
+	}
+	for _, f := range []bool{false, true} {
+		val := func(s string) bool { return (s == "F") == f }
+		for _, r := range rows {
+			t.Run(fmt.Sprintf("F=%v/open=%v/P=%q/want=%s", f, r.open, r.pending, r.want), func(t *testing.T) {
+				fm, db := newTestFSM(t)
+				var evs []string
+				if f {
+					evs = append(evs, `{"type":"plan/mode","seq":0,"time":1,"data":{"active":true}}`)
+				}
+				if r.open || r.pending != "" {
+					evs = append(evs, fmt.Sprintf(`{"type":"turn/start","seq":%d,"time":2,"data":{"turn":1}}`, len(evs)))
+				}
+				cmds := []*fsmpb.Command{createCmd("s"), appendCmd("s", 0, evs...)}
+				switch r.pending {
+				case "¬F":
+					cmds = append(cmds, planSetCmd("s", !f, 0, 0, "p1"))
+				case "F":
+					cmds = append(cmds, planSetCmd("s", !f, 0, 0, "p1"), planSetCmd("s", f, 0, 0, "p2"))
+				}
+				if !r.open && r.pending != "" {
+					cmds = append(cmds, appendCmd("s", int64(len(evs)),
+						fmt.Sprintf(`{"type":"turn/end","seq":%d,"time":3,"data":{"turn":1,"reason":{"kind":"completed"}}}`, len(evs))))
+				}
+				cmds = append(cmds, planSetCmd("s", val(r.want), 0, 0, "set"))
+				rs := applyAll(t, fm, 500, cmds...)
+				for _, res := range rs {
+					if res.Reason != "" {
+						t.Fatalf("a command was refused: %v", res)
+					}
+				}
+				res := rs[len(rs)-1]
+				p := res.GetPlan()
+				if planmode.Outcome(p.GetOutcome()) != r.outcome {
+					t.Errorf("outcome %v, want %v", planmode.Outcome(p.GetOutcome()), r.outcome)
+				}
+				rec, stored := storedRecord(t, db, "s")
+				var want []string
+				if r.appends {
+					want = []string{fmt.Sprintf(`{"type":"plan/mode","seq":%d,"time":500,"data":{"active":%v}}`, res.NextSeq-1, !f)}
+				}
+				if got := fmt.Sprintf("%s", p.GetAppended()); got != fmt.Sprint(want) {
+					t.Errorf("appended %s, want %v", got, want)
+				}
+				pending := PlanStateFromPB(rec.Plan).Pending
+				gotAfter := ""
+				if pending != nil {
+					gotAfter = map[bool]string{f: "F", !f: "¬F"}[pending.Active]
+				}
+				if gotAfter != r.after {
+					t.Errorf("pending after: %q, want %q", gotAfter, r.after)
+				}
+				modes := 0
+				for _, ev := range stored {
+					if strings.Contains(string(ev), `"type":"plan/mode"`) {
+						modes++
+					}
+				}
+				if wantModes := len(want) + map[bool]int{true: 1}[f]; modes != wantModes {
+					t.Errorf("stored plan/mode events: %d, want %d", modes, wantModes)
+				}
+			})
+		}
 	}
 }

@@ -17,7 +17,8 @@ package main
 //   5    fold of a prefix (end) ....... n/a: the API folds whole logs; prefixes are observed by calling Get
 //                                       after each append in the goldens (TestPlanMode_Golden12_*)
 //   6    get reads the fold ........... TestPlanMode_GetReadsFold
-//   7    exit target queued in a turn . TestPlanMode_SetDecisionTable (open, P —, want ¬F with F=true)
+//   7    exit target queued in a turn . TestPlanMode_Narration/19_narrates_the_exit (every row of the
+//                                       set table: fsm's TestPlanSetDecisionTable)
 //   8    no-op set .................... TestPlanMode_SetNoopSequence, TestPlanMode_SetDecisionTable
 //   9    between-turns commit ......... TestPlanMode_SetIdleCommit
 //   10   idle reversal cancels ........ TestPlanMode_SetIdleReversalCancels
@@ -1142,83 +1143,12 @@ func TestPlanMode_GetReadsFold(t *testing.T) {
 	}
 }
 
-// TestPlanMode_SetDecisionTable is the exhaustive table of docs/planmode.md#set through the
-// API (both fold values), plus the approved-exit rows of its notes.
+// TestPlanMode_SetDecisionTable: the rows of docs/planmode.md#set's notes for
+// the approved exit, through the API. The table itself is planmode's
+// TestSetDecisionTable (the rules) and fsm's TestPlanSetDecisionTable (stored
+// state and events).
 func TestPlanMode_SetDecisionTable(t *testing.T) {
 	n := pmNode(t)
-	type row struct {
-		open    bool
-		pending string // "" none, "¬F" an opposite selection, "F" the marker equal to the fold
-		want    string // "F" or "¬F"
-		outcome sessionpb.Outcome
-		after   string // pending after: "" absent, "F", "¬F"
-		appends bool   // plan/mode ¬F appended
-	}
-	rows := []row{
-		{true, "", "F", pmNoop, "", false},
-		{false, "", "F", pmNoop, "", false},
-		{true, "¬F", "¬F", pmNoop, "¬F", false},
-		{false, "¬F", "¬F", pmNoop, "¬F", false},
-		{true, "F", "F", pmNoop, "F", false},
-		{false, "F", "F", pmNoop, "F", false},
-		{true, "", "¬F", pmQueued, "¬F", false},
-		{true, "¬F", "F", pmCancelled, "F", false},
-		{true, "F", "¬F", pmQueued, "¬F", false},
-		{false, "", "¬F", pmCommitted, "", true},
-		{false, "¬F", "F", pmCancelled, "", false},
-		{false, "F", "¬F", pmCommitted, "", true},
-	}
-	for _, f := range []bool{false, true} {
-		val := func(s string) bool { return (s == "F") == f }
-		for i, r := range rows {
-			name := fmt.Sprintf("F=%v/open=%v/P=%q/want=%s", f, r.open, r.pending, r.want)
-			t.Run(name, func(t *testing.T) {
-				a := pmSession(t, n, fmt.Sprintf("table-%v-%d", f, i))
-				if f {
-					a.planMode(true)
-				}
-				if r.open || r.pending != "" {
-					a.turnStart(1)
-				}
-				switch r.pending {
-				case "¬F":
-					a.wantSet(!f, pmQueued)
-				case "F":
-					a.wantSet(!f, pmQueued)
-					a.wantSet(f, pmCancelled)
-				}
-				if !r.open && r.pending != "" {
-					a.turnEnd(1)
-				}
-				res := a.wantSet(val(r.want), r.outcome)
-				active := f
-				if r.appends {
-					active = !f
-					pmWantNorm(t, "Set appended", res.GetAppendedEvents(), pmEv("plan/mode", 0, 0, fmt.Sprintf(`{"active":%v}`, !f)))
-				} else if len(res.GetAppendedEvents()) != 0 {
-					t.Errorf("Set appended %v, want nothing", res.GetAppendedEvents())
-				}
-				want := fmt.Sprintf("{active:%v}", active)
-				if r.after != "" {
-					want = fmt.Sprintf("{active:%v, pending:%v}", active, val(r.after))
-				}
-				if g := a.get(); g != want {
-					t.Errorf("Get %s, want %s", g, want)
-				}
-				wantModes := 0
-				if f {
-					wantModes++
-				}
-				if r.appends {
-					wantModes++
-				}
-				if got := pmCount(t, a.stored(), "plan/mode"); got != wantModes {
-					t.Errorf("stored plan/mode events: %d, want %d", got, wantModes)
-				}
-			})
-		}
-	}
-
 	// docs/planmode.md#set notes: selecting while the approved exit {false, narrate:false} is
 	// pending.
 	for _, open := range []bool{true, false} {
