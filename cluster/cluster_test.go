@@ -172,54 +172,44 @@ func TestIsolatedLeaderAcknowledgesNothing(t *testing.T) {
 	clustertest.Eventually(t, 30*time.Second, func() error { return converged(c, map[string]int64{"p": 3}) })
 }
 
-// A follower that was down while more than a snapshot's worth of entries
-// committed (the log compacted past them) catches up by snapshot install.
-func TestLaggingFollowerCatchesUpBySnapshot(t *testing.T) {
-	t.Parallel()
-	c := clustertest.Start(t, 3, smallSnapshots)
-	leader := c.Leader()
-	down := c.Followers(leader)[0]
-	down.Stop()
-	create(t, leader, "lag")
-	appendMarks(t, leader, "lag", 0, 400)
-	if err := leader.Snapshot(); err != nil {
-		t.Fatalf("snapshot: %v", err)
-	}
-	if first, _ := leader.FirstLogIndex(); first < 100 {
-		t.Fatalf("the leader's log should be compacted past the follower (first index %d)", first)
-	}
-	down.Start()
-	clustertest.Eventually(t, 30*time.Second, func() error { return converged(c, map[string]int64{"lag": 400}) })
-	if down.SnapshotRestores() == 0 {
-		t.Error("the lagging follower caught up without installing a snapshot")
-	}
-}
-
-// A fourth, empty node joining a cluster whose log was compacted past a
-// snapshot catches up by snapshot install, is made a voter, and holds every
-// event.
-func TestNewNodeCatchesUpBySnapshot(t *testing.T) {
-	t.Parallel()
-	c := clustertest.Start(t, 3, smallSnapshots)
-	leader := c.Leader()
-	next := map[string]int64{}
-	for s := range 10 {
-		id := fmt.Sprintf("snap-%d", s)
-		create(t, leader, id)
-		appendMarks(t, leader, id, 0, 60)
-		next[id] = 60
-	}
-	if err := leader.Snapshot(); err != nil {
-		t.Fatalf("snapshot: %v", err)
-	}
-	if first, err := leader.FirstLogIndex(); err != nil || first <= 1 {
-		t.Fatalf("the leader's log should be compacted (first index %d, %v)", first, err)
-	}
-	fourth := c.Add()
-	c.WaitVoters(4)
-	clustertest.Eventually(t, 30*time.Second, func() error { return converged(c, next) })
-	if fourth.SnapshotRestores() == 0 {
-		t.Error("the fourth node caught up without installing a snapshot")
+// A node that missed more than a snapshot's worth of entries (the log was
+// compacted past them) catches up by snapshot install: a follower that was
+// down, and a fourth, empty node that joins and is made a voter.
+func TestCatchUpBySnapshot(t *testing.T) {
+	for _, joins := range []bool{false, true} {
+		t.Run(map[bool]string{false: "lagging follower", true: "new node"}[joins], func(t *testing.T) {
+			t.Parallel()
+			c := clustertest.Start(t, 3, smallSnapshots)
+			leader := c.Leader()
+			var behind *clustertest.Node
+			if !joins {
+				behind = c.Followers(leader)[0]
+				behind.Stop()
+			}
+			next := map[string]int64{}
+			for s := range 10 {
+				id := fmt.Sprintf("snap-%d", s)
+				create(t, leader, id)
+				appendMarks(t, leader, id, 0, 40)
+				next[id] = 40
+			}
+			if err := leader.Snapshot(); err != nil {
+				t.Fatalf("snapshot: %v", err)
+			}
+			if first, err := leader.FirstLogIndex(); err != nil || first < 100 {
+				t.Fatalf("the leader's log should be compacted past the missed entries (first index %d, %v)", first, err)
+			}
+			if joins {
+				behind = c.Add()
+				c.WaitVoters(4)
+			} else {
+				behind.Start()
+			}
+			clustertest.Eventually(t, 30*time.Second, func() error { return converged(c, next) })
+			if behind.SnapshotRestores() == 0 {
+				t.Errorf("%s caught up without installing a snapshot", behind.ID)
+			}
+		})
 	}
 }
 
