@@ -49,7 +49,11 @@ type Artifacts struct {
 	// watermarks record them (sessionstore_artifact_bytes), kept as a running
 	// sum so a scrape never walks the directory.
 	markBytes int64
-	idle      chan struct{} // closed when nothing is pending
+	// idle is closed while nothing is pending or being written, and replaced
+	// by an open one when work arrives (idleClosed says which): WaitIdle
+	// waits on it alone.
+	idle       chan struct{}
+	idleClosed bool
 	running   bool          // a pass is under way (its work no longer in dirty)
 
 	// pending holds the frames applied batches handed over, per session, so
@@ -126,6 +130,9 @@ func (a *Artifacts) Observe(ap Applied) {
 		return
 	}
 	a.mu.Lock()
+	if ap.Restored || ap.Converted || len(ap.Sessions) > 0 || len(ap.Frames) > 0 {
+		a.working()
+	}
 	if ap.Restored {
 		a.all = true
 		a.marks = nil // reloaded (after the clear) by the writer
@@ -217,12 +224,20 @@ func (a *Artifacts) Verify(id string, w storage.Watermark) error {
 	}
 	a.damaged[id] = struct{}{}
 	a.dirty[id] = struct{}{}
+	a.working()
 	a.mu.Unlock()
 	select {
 	case a.wake <- struct{}{}:
 	default:
 	}
 	return err
+}
+
+// working notes that work arrived (under mu): WaitIdle callers wait for it.
+func (a *Artifacts) working() {
+	if a.idleClosed {
+		a.idle, a.idleClosed = make(chan struct{}), false
+	}
 }
 
 // WaitIdle blocks until every known change is written or ctx ends.
@@ -234,33 +249,14 @@ func (a *Artifacts) WaitIdle(ctx context.Context) error {
 	case a.hurry <- struct{}{}:
 	default:
 	}
-	for {
-		a.mu.Lock()
-		pending := a.all || len(a.dirty) > 0 || a.running
-		idle := a.idle
-		a.mu.Unlock()
-		if !pending {
-			select {
-			case <-idle:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(10 * time.Millisecond):
-				// idle is closed at the end of a pass; poll in case no pass runs.
-				a.mu.Lock()
-				pending = a.all || len(a.dirty) > 0 || a.running
-				a.mu.Unlock()
-				if !pending {
-					return nil
-				}
-			}
-			continue
-		}
-		select {
-		case <-idle:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	a.mu.Lock()
+	idle := a.idle
+	a.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -355,9 +351,9 @@ func (a *Artifacts) step() (bool, error) {
 			a.dirty[id] = struct{}{} // sync removes what has no record
 		}
 	}
-	if !a.all && len(a.dirty) == 0 {
+	if !a.all && len(a.dirty) == 0 && len(a.deleted) == 0 && !a.idleClosed {
 		close(a.idle)
-		a.idle = make(chan struct{})
+		a.idleClosed = true
 	}
 	a.mu.Unlock()
 	if err != nil {
