@@ -59,45 +59,45 @@ func (n *Node) votersVersion() uint32 {
 	return v.version
 }
 
-// acquirePending reserves size bytes of the budget of commands waiting for
-// Raft on this node: back-pressure instead of an unbounded queue.
-func (n *Node) acquirePending(ctx context.Context, size int64) error {
-	timer := time.NewTimer(n.cfg.PendingWait)
+// acquire reserves size bytes of the budget of commands waiting for Raft on
+// this node: back-pressure instead of an unbounded queue.
+func (pr *proposer) acquire(ctx context.Context, size int64) error {
+	timer := time.NewTimer(pr.cfg.PendingWait)
 	defer timer.Stop()
 	for {
-		n.pendingMu.Lock()
-		if n.pending == 0 || n.pending+size <= n.cfg.MaxPendingBytes {
-			n.pending += size
-			n.pendingMu.Unlock()
+		pr.mu.Lock()
+		if pr.pending == 0 || pr.pending+size <= pr.cfg.MaxPendingBytes {
+			pr.pending += size
+			pr.mu.Unlock()
 			return nil
 		}
-		freed, pending := n.pendingFreed, n.pending
-		n.pendingMu.Unlock()
+		freed, pending := pr.freed, pr.pending
+		pr.mu.Unlock()
 		select {
 		case <-freed:
 		case <-timer.C:
 			return sessionstore.Errorf(sessionstore.ReasonQuotaExceeded,
 				"this node's Raft pipeline is full (%d bytes of commands waiting, limit %d); the command was not applied: retry later",
-				pending, n.cfg.MaxPendingBytes)
+				pending, pr.cfg.MaxPendingBytes)
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-n.ctx.Done():
+		case <-pr.ctx.Done():
 			return sessionstore.ErrShuttingDown
 		}
 	}
 }
 
-func (n *Node) releasePending(size int64) {
-	n.pendingMu.Lock()
-	n.pending -= size
-	close(n.pendingFreed)
-	n.pendingFreed = make(chan struct{})
-	n.pendingMu.Unlock()
+func (pr *proposer) release(size int64) {
+	pr.mu.Lock()
+	pr.pending -= size
+	close(pr.freed)
+	pr.freed = make(chan struct{})
+	pr.mu.Unlock()
 }
 
 // PendingBytes is the size of the commands waiting for Raft on this node.
 func (n *Node) PendingBytes() int64 {
-	n.pendingMu.Lock()
-	defer n.pendingMu.Unlock()
-	return n.pending
+	n.proposer.mu.Lock()
+	defer n.proposer.mu.Unlock()
+	return n.proposer.pending
 }

@@ -94,4 +94,4 @@ func (m *Metrics) proposal(err error) {
 func (n *Node) RaftStore() *storage.RaftStore { return n.local }
 
 // QueuedProposals is the number of commands waiting for a free in-flight slot.
-func (n *Node) QueuedProposals() int { return len(n.proposals) }
+func (n *Node) QueuedProposals() int { return len(n.proposer.queue) }

@@ -41,17 +41,12 @@ type Node struct {
 	disk      *diskMonitor // free space of DataDir's filesystem (issue 8)
 	remover   Remover      // set once by New
 
-	proposals  chan *proposal
-	slots      chan struct{}
-	pacer      *groupPacer // propose.go: the adaptive hold
+	proposer   *proposer   // propose.go: commands into Raft entries
 	commandIDs *commandIDs // /plan command ids this node mints
 
-	pendingMu    sync.Mutex
-	pending      int64                // bytes of proposals not yet answered
-	pendingFreed chan struct{}        // closed and replaced whenever pending shrinks
-	warnOnce     sync.Once            // quotas not enforced yet (a voter on an older build)
-	closedOnce   sync.Once            // ClosedMembership refused a server (logged once)
-	removed      map[string]time.Time // servers this node removed as leader, when (under mu)
+	warnOnce   sync.Once            // quotas not enforced yet (a voter on an older build)
+	closedOnce sync.Once            // ClosedMembership refused a server (logged once)
+	removed    map[string]time.Time // servers this node removed as leader, when (under mu)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -134,8 +129,8 @@ func New(cfg Config, p Parts) (_ *Node, err error) {
 		return nil, errors.Join(fmt.Errorf("cluster config: %w", err), st.Close())
 	}
 	n := &Node{cfg: cfg, logger: nodeLogger(logger, cfg), stores: st, local: st.Local, logs: st.Logs, snaps: st.Snaps, state: st.State, remover: p.Remover,
-		proposals: make(chan *proposal, 4096), pendingFreed: make(chan struct{}), slots: make(chan struct{}, cfg.InFlight), pacer: newGroupPacer(cfg.MaxGroupWait), commandIDs: newCommandIDs(),
-		metrics: NewMetrics(reg)}
+		commandIDs: newCommandIDs(),
+		metrics:    NewMetrics(reg)}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.dialCtx, n.dialCancel = context.WithCancel(context.Background())
 	defer func() {
@@ -203,6 +198,7 @@ func New(cfg Config, p Parts) (_ *Node, err error) {
 	if n.raft, err = raft.NewRaft(rc, n.fsm, n.logs, n.local, n.snaps, n.transport); err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
+	n.proposer = newProposer(n.ctx, n.raft, cfg, n.metrics, func() bool { return n.votersSupport(fsm.PackedVersion) })
 	if err := n.checkAdoptedID(adopted); err != nil { // identity.go
 		_ = n.raft.Shutdown().Error()
 		return nil, err
@@ -230,7 +226,7 @@ func New(cfg Config, p Parts) (_ *Node, err error) {
 	n.spawn(func() { n.disk.run(n.ctx) })
 	n.spawn(n.runSyncer)
 	n.spawn(func() { n.artifacts.Run(n.ctx) })
-	n.spawn(n.runProposer)                       // propose.go
+	n.spawn(n.proposer.run)                      // propose.go
 	n.spawn(n.runLeadership)                     // cluster id, barrier, state format
 	n.spawn(n.runJoin)                           // gossip seeds
 	n.spawn(n.runReconcile)                      // reconcile.go: gossip into the configuration

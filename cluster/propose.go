@@ -1,6 +1,6 @@
 package cluster
 
-// The proposer: client commands queue on Node.proposals; one goroutine
+// The proposer: client commands queue on proposer.queue; one goroutine
 // groups them into Raft entries (group commit), so one Raft round, one WAL
 // fdatasync per node and one FSM batch serve many clients. At most
 // Config.InFlight entries are outstanding; commands arriving meanwhile queue
@@ -23,6 +23,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -74,32 +75,63 @@ func (n *Node) propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, 
 			return nil, err
 		}
 	}
+	return n.proposer.propose(ctx, cmd)
+}
+
+// proposer turns commands into Raft entries and answers each with its
+// result: the queue, the in-flight slots, the adaptive hold and the budget of
+// bytes waiting for Raft. Node.propose decides whether a command may be
+// proposed at all; this decides how.
+type proposer struct {
+	ctx     context.Context // ends when the node stops
+	raft    *raft.Raft
+	cfg     Config
+	metrics *Metrics
+	packed  func() bool // every voter applies packed entries (fsm.PackedVersion)
+
+	queue chan *proposal
+	slots chan struct{} // one per entry in flight
+	pacer *groupPacer
+
+	mu      sync.Mutex
+	pending int64         // bytes of proposals not yet answered
+	freed   chan struct{} // closed and replaced whenever pending shrinks
+}
+
+func newProposer(ctx context.Context, r *raft.Raft, cfg Config, m *Metrics, packed func() bool) *proposer {
+	return &proposer{ctx: ctx, raft: r, cfg: cfg, metrics: m, packed: packed,
+		queue: make(chan *proposal, 4096), slots: make(chan struct{}, cfg.InFlight), pacer: newGroupPacer(cfg.MaxGroupWait),
+		freed: make(chan struct{})}
+}
+
+// propose queues cmd and waits for its result (see Node.propose).
+func (pr *proposer) propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, error) {
 	p := &proposal{cmd: cmd, size: proto.Size(cmd), done: make(chan proposalResult, 1), enqueued: time.Now()}
 	// Back-pressure: a full pipeline makes callers wait, then refuses them
 	// (before enqueueing, so the refusal is definite).
-	if err := n.acquirePending(ctx, int64(p.size)); err != nil {
-		n.metrics.proposal(err)
+	if err := pr.acquire(ctx, int64(p.size)); err != nil {
+		pr.metrics.proposal(err)
 		return nil, err
 	}
 	select {
-	case n.proposals <- p:
+	case pr.queue <- p:
 	case <-ctx.Done():
-		n.releasePending(int64(p.size))
+		pr.release(int64(p.size))
 		return nil, ctx.Err()
-	case <-n.ctx.Done():
-		n.releasePending(int64(p.size))
+	case <-pr.ctx.Done():
+		pr.release(int64(p.size))
 		return nil, sessionstore.ErrShuttingDown
 	}
 	select {
 	case r := <-p.done:
-		n.releasePending(int64(p.size))
-		n.metrics.proposal(r.err)
+		pr.release(int64(p.size))
+		pr.metrics.proposal(r.err)
 		return r.res, r.err
 	case <-ctx.Done():
 		// The command is still queued or in Raft: its bytes stay counted
 		// until it is answered.
-		go func() { <-p.done; n.releasePending(int64(p.size)) }()
-		n.metrics.proposal(sessionstore.ErrOutcomeUnknown)
+		go func() { <-p.done; pr.release(int64(p.size)) }()
+		pr.metrics.proposal(sessionstore.ErrOutcomeUnknown)
 		return nil, sessionstore.ErrOutcomeUnknown
 	}
 }
@@ -139,32 +171,32 @@ func (g *groupPacer) wait() (total, idle time.Duration) {
 	return total, total / 4
 }
 
-// runProposer groups queued commands into Raft entries: see the top of the
-// file.
-func (n *Node) runProposer() {
+// run groups queued commands into Raft entries until the node stops: see the
+// top of the file.
+func (pr *proposer) run() {
 	hold := time.NewTimer(time.Hour)
 	hold.Stop()
 	for {
 		select {
-		case n.slots <- struct{}{}:
-		case <-n.ctx.Done():
-			n.drainProposals()
+		case pr.slots <- struct{}{}:
+		case <-pr.ctx.Done():
+			pr.drain()
 			return
 		}
 		var first *proposal
 		select {
-		case first = <-n.proposals:
-		case <-n.ctx.Done():
-			n.drainProposals()
+		case first = <-pr.queue:
+		case <-pr.ctx.Done():
+			pr.drain()
 			return
 		}
 		group := []*proposal{first}
 		size := first.size
-		room := func() bool { return len(group) < n.cfg.MaxGroupCommands && size < n.cfg.MaxGroupBytes }
+		room := func() bool { return len(group) < pr.cfg.MaxGroupCommands && size < pr.cfg.MaxGroupBytes }
 	gather:
 		for room() {
 			select {
-			case p := <-n.proposals:
+			case p := <-pr.queue:
 				group = append(group, p)
 				size += p.size
 			default:
@@ -172,14 +204,14 @@ func (n *Node) runProposer() {
 			}
 		}
 		// othersInFlight: the slots taken, less this group's own.
-		othersInFlight := func() bool { return len(n.slots) > 1 }
-		if total, idle := n.pacer.wait(); total > 0 && room() && othersInFlight() {
+		othersInFlight := func() bool { return len(pr.slots) > 1 }
+		if total, idle := pr.pacer.wait(); total > 0 && room() && othersInFlight() {
 			deadline := time.Now().Add(total)
 			hold.Reset(idle)
 		linger:
 			for room() && othersInFlight() {
 				select {
-				case p := <-n.proposals:
+				case p := <-pr.queue:
 					group = append(group, p)
 					size += p.size
 					left := time.Until(deadline)
@@ -187,29 +219,29 @@ func (n *Node) runProposer() {
 						break linger
 					}
 					hold.Reset(min(idle, left))
-				case <-n.pacer.landed: // an entry was answered: recheck
+				case <-pr.pacer.landed: // an entry was answered: recheck
 				case <-hold.C:
 					break linger
-				case <-n.ctx.Done():
+				case <-pr.ctx.Done():
 					// Never enqueued in Raft: a definite failure.
 					for _, p := range group {
 						p.done <- proposalResult{err: sessionstore.ErrShuttingDown}
 					}
-					<-n.slots
-					n.drainProposals()
+					<-pr.slots
+					pr.drain()
 					return
 				}
 			}
 			hold.Stop()
 		}
-		n.submit(group)
+		pr.submit(group)
 	}
 }
 
-func (n *Node) drainProposals() {
+func (pr *proposer) drain() {
 	for {
 		select {
-		case p := <-n.proposals:
+		case p := <-pr.queue:
 			// Never enqueued in Raft: a definite failure.
 			p.done <- proposalResult{err: sessionstore.ErrShuttingDown}
 		default:
@@ -218,38 +250,38 @@ func (n *Node) drainProposals() {
 	}
 }
 
-func (n *Node) submit(group []*proposal) {
+func (pr *proposer) submit(group []*proposal) {
 	entry := &fsmpb.Entry{NowUnixMs: time.Now().UnixMilli(), Commands: make([]*fsmpb.Command, len(group))}
 	for i, p := range group {
 		entry.Commands[i] = p.cmd
 	}
 	data, err := fsm.Encode(entry)
 	if err != nil {
-		<-n.slots
+		<-pr.slots
 		for _, p := range group {
 			p.done <- proposalResult{err: err}
 		}
 		return
 	}
-	n.metrics.entryEncoded.Add(float64(len(data)))
-	if n.votersSupport(fsm.PackedVersion) {
+	pr.metrics.entryEncoded.Add(float64(len(data)))
+	if pr.packed() {
 		data = fsm.Pack(data)
 	}
-	n.metrics.entryProposed.Add(float64(len(data)))
-	n.metrics.GroupSize.Observe(float64(len(group)))
+	pr.metrics.entryProposed.Add(float64(len(data)))
+	pr.metrics.GroupSize.Observe(float64(len(group)))
 	submitted := time.Now()
 	for _, p := range group {
 		if !p.enqueued.IsZero() {
-			n.metrics.QueueSeconds.Observe(submitted.Sub(p.enqueued).Seconds())
+			pr.metrics.QueueSeconds.Observe(submitted.Sub(p.enqueued).Seconds())
 		}
 	}
-	fut := n.raft.Apply(data, n.cfg.ApplyTimeout)
+	fut := pr.raft.Apply(data, pr.cfg.ApplyTimeout)
 	go func() {
 		err := fut.Error()
 		took := time.Since(submitted)
-		n.metrics.CommitSeconds.Observe(took.Seconds())
-		<-n.slots
-		n.pacer.committed(took)
+		pr.metrics.CommitSeconds.Observe(took.Seconds())
+		<-pr.slots
+		pr.pacer.committed(took)
 		if err != nil {
 			err = raftErr("", err)
 			for _, p := range group {
