@@ -15,37 +15,37 @@ import (
 // state, term, indexes, last contact and configuration, the state database,
 // readiness, the proposal queue, the bbolt files' sizes and freelists, and
 // the voters gossip sees alive.
-func (node *Node) registerCollectors(reg prometheus.Registerer) {
+func (n *Node) registerCollectors(reg prometheus.Registerer) {
 	reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sessionstore_raft_is_leader", Help: "1 when this node is the Raft leader."},
 			func() float64 {
-				if node.raft.State() == raft.Leader {
+				if n.raft.State() == raft.Leader {
 					return 1
 				}
 				return 0
 			}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sessionstore_raft_commit_index", Help: "Raft commit index."},
-			func() float64 { return float64(node.raft.CommitIndex()) }),
+			func() float64 { return float64(n.raft.CommitIndex()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sessionstore_raft_applied_index", Help: "Raft index applied to the state database."},
-			func() float64 { return float64(node.raft.AppliedIndex()) }),
+			func() float64 { return float64(n.raft.AppliedIndex()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sessionstore_state_db_bytes", Help: "Size of the state database file."},
-			func() float64 { return float64(node.state.Size()) }),
+			func() float64 { return float64(n.state.Size()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sessionstore_checksum_failures_total", Help: "Stored records and events that failed their checksum when read (a damaged state database): never served."},
-			func() float64 { return float64(node.state.ChecksumFailures()) }),
+			func() float64 { return float64(n.state.ChecksumFailures()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sessionstore_ready", Help: "1 when /readyz would answer 200."},
 			func() float64 {
-				if node.Ready() == nil {
+				if n.Ready() == nil {
 					return 1
 				}
 				return 0
 			}),
 	)
-	node.registerOperatorCollectors(reg)
+	n.registerOperatorCollectors(reg)
 }
 
 // registerOperatorCollectors adds the gauges of issue 7.
-func (node *Node) registerOperatorCollectors(reg prometheus.Registerer) {
-	r := func() *raft.Raft { return node.raft }
+func (n *Node) registerOperatorCollectors(reg prometheus.Registerer) {
+	r := func() *raft.Raft { return n.raft }
 	for _, st := range []raft.RaftState{raft.Leader, raft.Follower, raft.Candidate, raft.Shutdown} {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name:        "sessionstore_raft_state",
@@ -74,11 +74,11 @@ func (node *Node) registerOperatorCollectors(reg prometheus.Registerer) {
 				return time.Since(last).Seconds()
 			}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sessionstore_cluster_queued_proposals",
-			Help: "Commands waiting for an in-flight Raft slot on this node."},
-			func() float64 { return float64(node.QueuedProposals()) }),
+			Help: "Commands waiting for an in-flight Raft slot on this n."},
+			func() float64 { return float64(n.QueuedProposals()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sessionstore_cluster_pending_bytes",
 			Help: "Bytes of commands waiting for Raft on this node (bounded by --max-pending-bytes)."},
-			func() float64 { return float64(node.PendingBytes()) }),
+			func() float64 { return float64(n.PendingBytes()) }),
 	)
 	for _, suffrage := range []raft.ServerSuffrage{raft.Voter, raft.Nonvoter} {
 		name := "voter"
@@ -94,31 +94,31 @@ func (node *Node) registerOperatorCollectors(reg prometheus.Registerer) {
 			if f.Error() != nil {
 				return math.NaN()
 			}
-			n := 0
+			count := 0
 			for _, s := range f.Configuration().Servers {
 				if s.Suffrage == suffrage {
-					n++
+					count++
 				}
 			}
-			return float64(n)
+			return float64(count)
 		}))
 	}
-	registerBoltMetrics(reg, "state", func() storage.BoltStats { return node.state.Stats() })
-	registerBoltMetrics(reg, "raft", func() storage.BoltStats { return node.local.Stats() })
+	registerBoltMetrics(reg, "state", func() storage.BoltStats { return n.state.Stats() })
+	registerBoltMetrics(reg, "raft", func() storage.BoltStats { return n.local.Stats() })
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sessionstore_cluster_voters_alive",
 		Help: "Voters of this node's latest Raft configuration that gossip reports alive, this node included; with sessionstore_raft_servers{suffrage=\"voter\"} it tells how many more failures the quorum survives."},
 		func() float64 {
-			ms, err := node.Members(context.Background())
+			ms, err := n.Members(context.Background())
 			if err != nil {
 				return math.NaN()
 			}
-			n := 0
+			count := 0
 			for _, m := range ms {
 				if m.Suffrage == raft.Voter.String() && m.Health == "alive" {
-					n++
+					count++
 				}
 			}
-			return float64(n)
+			return float64(count)
 		}))
 }
 
