@@ -54,7 +54,7 @@ type Artifacts struct {
 	// waits on it alone.
 	idle       chan struct{}
 	idleClosed bool
-	running   bool          // a pass is under way (its work no longer in dirty)
+	running    bool // a pass is under way (its work no longer in dirty)
 
 	// pending holds the frames applied batches handed over, per session, so
 	// the writer can frame them without reading them back from the state
