@@ -50,11 +50,11 @@ func (n *Node) expireRegistrations() {
 	_ = n.state.View(func(tx *storage.Tx) error {
 		cid := tx.ClusterID()
 		return tx.ForEachSession("", false, func(id string, b []byte) error {
-			rec, err := fsm.DecodeRecord(b)
-			if err != nil || rec == nil || rec.Materialized || rec.CreatedUnixMs > cutoff {
+			s, err := fsm.DecodeSession(cid, b)
+			if err != nil || s == nil || s.Visible() || s.Record.CreatedUnixMs > cutoff {
 				return nil
 			}
-			due = append(due, expired{id, fsm.Revision(cid, rec)})
+			due = append(due, expired{id, s.Revision})
 			return nil
 		})
 	})

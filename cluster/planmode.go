@@ -69,15 +69,14 @@ func (n *Node) readPlan(ctx context.Context, id string, withEvents bool) (planRe
 	if err := n.readBarrier(ctx, sessionstore.Linearizable); err != nil {
 		return r, err
 	}
-	var rec *fsmpb.SessionRecord
+	var s *fsm.Session
 	err := n.state.View(func(tx *storage.Tx) error {
 		var err error
-		rec, err = fsm.ReadRecord(tx, id)
-		if err != nil || rec == nil {
+		if s, err = fsm.ReadSession(tx, id); err != nil || s == nil {
 			return err
 		}
-		if withEvents || rec.PlanSummary == nil {
-			r.events, err = tx.Events(id, rec.Incarnation, 0, rec.NextSeq)
+		if withEvents || s.Record.PlanSummary == nil {
+			r.events, err = tx.Events(id, s.Record.Incarnation, 0, s.Record.NextSeq)
 		}
 		return err
 	})
@@ -85,9 +84,10 @@ func (n *Node) readPlan(ctx context.Context, id string, withEvents bool) (planRe
 		n.repairAfter(err)
 		return r, storageErr(err)
 	}
-	if rec == nil {
+	if s == nil {
 		return r, sessionstore.NotFound(id)
 	}
+	rec := s.Record
 	r.st, r.nextSeq = fsm.PlanStateFromPB(rec.Plan), rec.NextSeq
 	if p := rec.PlanSummary; p != nil {
 		r.sum = planmode.Summary{Fold: p.Fold, OpenTurn: p.OpenTurn, Told: p.Told, HasTold: p.HasTold}

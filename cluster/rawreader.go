@@ -58,16 +58,15 @@ func (n *Node) openRaw(ctx context.Context, id string, c sessionstore.Consistenc
 	}
 	r := &rawReader{n: n, id: id, seq: -1}
 	err := n.state.View(func(tx *storage.Tx) error {
-		rec, err := fsm.ReadRecord(tx, id)
+		s, err := fsm.ReadSession(tx, id)
 		if err != nil {
 			return err
 		}
-		if rec == nil || !rec.Materialized {
+		if !s.Visible() {
 			return sessionstore.NotFound(id)
 		}
-		r.header = fsm.HeaderFromPB(rec.Header)
-		r.revision = fsm.Revision(tx.ClusterID(), rec)
-		r.incarnation, r.end = rec.Incarnation, rec.NextSeq
+		r.header, r.revision = s.Header, s.Revision
+		r.incarnation, r.end = s.Record.Incarnation, s.Record.NextSeq
 		r.line = append(sessionlog.HeaderLine(r.header), '\n')
 		r.size = int64(len(r.line))
 		// One pass over the keys for the size (Content-Length, Range): bbolt
@@ -143,13 +142,8 @@ func (r *rawReader) Seek(offset int64, whence int) (int64, error) {
 // still the incarnation being read.
 func (r *rawReader) view(fn func(tx *storage.Tx) error) error {
 	err := r.n.state.View(func(tx *storage.Tx) error {
-		rec, err := fsm.ReadRecord(tx, r.id)
-		if err != nil {
+		if _, err := fsm.ReadIncarnation(tx, r.id, r.incarnation, r.revision); err != nil {
 			return err
-		}
-		if rec == nil || rec.Incarnation != r.incarnation {
-			return sessionstore.Errorf(sessionstore.ReasonNotFound,
-				"session %s was deleted while being read; the text read so far belongs to revision %s", sessionstore.Quote(r.id), r.revision)
 		}
 		return fn(tx)
 	})

@@ -21,16 +21,13 @@ import (
 
 // stored is one consistent read of a session.
 type stored struct {
-	rec       *fsmpb.SessionRecord
-	header    sessionstore.Header
-	events    [][]byte
-	revision  string
-	clusterID string
-	now       int64 // fsm.Now when read: the time Apply would decide at
+	*fsm.Session // nil: no such session
+	events       [][]byte
+	now          int64 // fsm.Now when read: the time Apply would decide at
 }
 
 // read returns a session's record and its events with seq >= from, in one
-// read transaction. A session that does not exist gives rec == nil.
+// read transaction. A session that does not exist gives a nil Session.
 func (n *Node) read(id string, from int64, withEvents bool) (stored, error) {
 	limit := 0
 	if withEvents {
@@ -45,15 +42,12 @@ func (n *Node) read(id string, from int64, withEvents bool) (stored, error) {
 func (n *Node) readUpTo(id string, from int64, limit int) (stored, error) {
 	var s stored
 	err := n.state.View(func(tx *storage.Tx) error {
-		rec, err := fsm.ReadRecord(tx, id)
-		if err != nil || rec == nil {
+		var err error
+		if s.Session, err = fsm.ReadSession(tx, id); err != nil || s.Session == nil {
 			return err
 		}
-		s.rec = rec
+		rec := s.Record
 		s.now = fsm.Now(tx, time.Now().UnixMilli())
-		s.header = fsm.HeaderFromPB(rec.Header)
-		s.clusterID = tx.ClusterID()
-		s.revision = fsm.Revision(s.clusterID, rec)
 		if limit < 0 {
 			s.events, err = tx.Events(id, rec.Incarnation, from, rec.NextSeq)
 		} else if limit > 0 {
@@ -81,7 +75,7 @@ func (n *Node) readMaterialized(ctx context.Context, id string, c sessionstore.C
 	if err != nil {
 		return s, storageErr(err)
 	}
-	if s.rec == nil || !s.rec.Materialized {
+	if !s.Visible() {
 		return s, sessionstore.NotFound(id)
 	}
 	return s, nil
@@ -99,11 +93,11 @@ func (n *Node) repairAfter(err error) {
 	n.logger.Error("state database damage found on read", "err", err)
 	fixed := 0
 	rerr := n.state.Update(func(tx *storage.Tx) error {
-		rec, err := fsm.ReadRecord(tx, ce.Session)
-		if err != nil || rec == nil {
+		s, err := fsm.ReadSession(tx, ce.Session)
+		if err != nil || s == nil {
 			return err
 		}
-		fixed, err = n.artifacts.RepairEvents(tx, ce.Session, rec.Incarnation, rec.NextSeq)
+		fixed, err = n.artifacts.RepairEvents(tx, ce.Session, s.Record.Incarnation, s.Record.NextSeq)
 		return err
 	})
 	if rerr != nil || fixed == 0 {
@@ -222,8 +216,8 @@ func (n *Node) Append(ctx context.Context, id string, events [][]byte, epoch uin
 			// The reference reports a gap against the stored cursor; that is
 			// first+i whenever the first seq is the right one.
 			next := first
-			if s, err := n.read(id, 0, false); err == nil && s.rec != nil {
-				next = s.rec.NextSeq
+			if s, err := n.read(id, 0, false); err == nil && s.Session != nil {
+				next = s.Record.NextSeq
 			}
 			if first != next {
 				return sessionstore.AppendResult{}, fsm.SeqMismatch(id, next, 0, first)
@@ -234,10 +228,10 @@ func (n *Node) Append(ctx context.Context, id string, events [][]byte, epoch uin
 	if len(events) == 0 {
 		// An empty batch is a no-op and keeps the session lazy (docs/events.md#write-checks).
 		s, err := n.read(id, 0, false)
-		if err != nil || s.rec == nil {
+		if err != nil || s.Session == nil {
 			return sessionstore.AppendResult{}, err
 		}
-		return sessionstore.AppendResult{Revision: s.revision, NextSeq: s.rec.NextSeq}, nil
+		return sessionstore.AppendResult{Revision: s.Revision, NextSeq: s.Record.NextSeq}, nil
 	}
 	// A strict append is decided in Apply against the log as stored
 	// (fsm/readchecks.go), once every voter applies that rule; until then
@@ -267,12 +261,12 @@ func (n *Node) Append(ctx context.Context, id string, events [][]byte, epoch uin
 // stored next seq, or a session that is not there, is left to Apply.
 func (n *Node) precheckStrict(ctx context.Context, id string, first int64, events [][]byte) error {
 	s, err := n.read(id, 0, false)
-	if err != nil || s.rec == nil || s.rec.NextSeq != first {
+	if err != nil || s.Session == nil || s.Record.NextSeq != first {
 		return nil
 	}
-	check := sessionlog.NewReadCheck(id, s.header, "")
-	for seq := int64(0); seq < s.rec.NextSeq; {
-		evs, err := n.chunkAt(ctx, id, s.rec.Incarnation, seq, s.rec.NextSeq)
+	check := sessionlog.NewReadCheck(id, s.Header, "")
+	for seq := int64(0); seq < s.Record.NextSeq; {
+		evs, err := n.chunkAt(ctx, id, s.Record.Incarnation, seq, s.Record.NextSeq)
 		if err != nil {
 			return err
 		}
@@ -304,18 +298,18 @@ func (n *Node) checkedView(ctx context.Context, id string, c sessionstore.Consis
 	if err != nil {
 		return s, nil, err
 	}
-	check := sessionlog.NewReadCheck(id, s.header, n.rawLogPath(s.header))
+	check := sessionlog.NewReadCheck(id, s.Header, n.rawLogPath(s.Header))
 	if err := check.Err(); err != nil { // the header's, before any event is read
 		return s, nil, err
 	}
-	if size := s.rec.EventBytes; size != nil { // absent on old records: the check below counts
-		if err := limit.Check(id, s.rec.NextSeq, *size); err != nil {
+	if size := s.Record.EventBytes; size != nil { // absent on old records: the check below counts
+		if err := limit.Check(id, s.Record.NextSeq, *size); err != nil {
 			return s, nil, err
 		}
 	}
 	var count, size int64 // of the normalised events
-	for seq := int64(0); seq < s.rec.NextSeq; {
-		evs, err := n.chunkAt(ctx, id, s.rec.Incarnation, seq, s.rec.NextSeq)
+	for seq := int64(0); seq < s.Record.NextSeq; {
+		evs, err := n.chunkAt(ctx, id, s.Record.Incarnation, seq, s.Record.NextSeq)
 		if err != nil {
 			return s, nil, err
 		}
@@ -358,12 +352,12 @@ func (n *Node) inspect(ctx context.Context, id string, c sessionstore.Consistenc
 	if err != nil {
 		return sessionstore.View{}, 0, nil, err
 	}
-	v := sessionstore.View{Header: s.header, Revision: s.revision, NextSeq: s.rec.NextSeq,
-		Lease: leaseFromPB(id, s.rec.Lease)}
-	if fsm.LeaseLive(s.rec, s.now) {
+	v := sessionstore.View{Header: s.Header, Revision: s.Revision, NextSeq: s.Record.NextSeq,
+		Lease: leaseFromPB(id, s.Record.Lease)}
+	if fsm.LeaseLive(s.Record, s.now) {
 		closers = nil
 	}
-	return v, s.rec.Incarnation, closers, nil
+	return v, s.Record.Incarnation, closers, nil
 }
 
 // InspectStream sends the balanced view without committing anything: closers
@@ -469,13 +463,13 @@ func (n *Node) repairView(ctx context.Context, id, requestID string, mode fsmpb.
 		if err != nil {
 			return sessionstore.View{}, 0, err
 		}
-		inc := s.rec.Incarnation
+		inc := s.Record.Incarnation
 		if mode == fsmpb.Repair_LOAD && len(closers) == 0 {
-			return sessionstore.View{Header: s.header, Revision: s.revision,
-				NextSeq: s.rec.NextSeq, Lease: leaseFromPB(id, s.rec.Lease)}, inc, nil
+			return sessionstore.View{Header: s.Header, Revision: s.Revision,
+				NextSeq: s.Record.NextSeq, Lease: leaseFromPB(id, s.Record.Lease)}, inc, nil
 		}
 		res, err := n.propose(ctx, &fsmpb.Command{Cmd: &fsmpb.Command_Repair{Repair: &fsmpb.Repair{
-			SessionId: id, RequestId: requestID, Mode: mode, Owner: owner, TtlMs: ttlMs, ExpectedRevision: s.revision}}})
+			SessionId: id, RequestId: requestID, Mode: mode, Owner: owner, TtlMs: ttlMs, ExpectedRevision: s.Revision}}})
 		if err != nil {
 			return sessionstore.View{}, 0, err
 		}
@@ -489,7 +483,7 @@ func (n *Node) repairView(ctx context.Context, id, requestID string, mode fsmpb.
 		}
 		// The log below res.NextSeq never changes again, so reading that prefix
 		// gives exactly the state at the returned revision.
-		return sessionstore.View{Header: s.header, Revision: res.Revision, NextSeq: res.NextSeq,
+		return sessionstore.View{Header: s.Header, Revision: res.Revision, NextSeq: res.NextSeq,
 			Repaired: res.Repaired, Lease: leaseFromPB(id, res.Lease)}, inc, nil
 	}
 }
@@ -530,11 +524,11 @@ func (n *Node) ReadFrom(ctx context.Context, id string, from int64, c sessionsto
 	if err != nil {
 		return err
 	}
-	path := n.rawLogPath(s.header)
-	if err := sessionlog.CheckReadFromHeader(id, s.header, path); err != nil {
+	path := n.rawLogPath(s.Header)
+	if err := sessionlog.CheckReadFromHeader(id, s.Header, path); err != nil {
 		return err
 	}
-	end, inc := s.rec.NextSeq, s.rec.Incarnation
+	end, inc := s.Record.NextSeq, s.Record.Incarnation
 	norm := sessionlog.NewNormalizer(id, path)
 	for seq := int64(0); seq < end; {
 		evs, err := n.chunkAt(ctx, id, inc, seq, end)
@@ -547,7 +541,7 @@ func (n *Node) ReadFrom(ctx context.Context, id string, from int64, c sessionsto
 	if err := norm.Err(); err != nil {
 		return err
 	}
-	first := &sessionstore.Suffix{Header: s.header, Revision: s.revision, NextSeq: end}
+	first := &sessionstore.Suffix{Header: s.Header, Revision: s.Revision, NextSeq: end}
 	for seq := int64(0); seq < end; {
 		evs, err := n.chunkAt(ctx, id, inc, seq, end)
 		if err != nil {
@@ -590,9 +584,8 @@ func (n *Node) chunkAt(ctx context.Context, id string, inc uint64, seq, end int6
 	if err != nil {
 		return nil, storageErr(err)
 	}
-	if s.rec == nil || s.rec.Incarnation != inc {
-		return nil, sessionstore.Errorf(sessionstore.ReasonNotFound,
-			"session %s was deleted while being read", sessionstore.Quote(id))
+	if s.Session == nil || s.Record.Incarnation != inc {
+		return nil, fsm.DeletedWhileRead(id, "")
 	}
 	if len(s.events) == 0 {
 		return nil, sessionstore.Errorf(sessionstore.ReasonCorruption,
@@ -650,20 +643,20 @@ func (n *Node) RenderedArtifact(ctx context.Context, id string) (revision string
 func (n *Node) artifact(id string, fromFile bool) (revision string, w storage.Watermark, rendered io.Reader, err error) {
 	var fr *frameReader
 	err = n.state.View(func(tx *storage.Tx) error {
-		rec, err := fsm.ReadRecord(tx, id)
+		s, err := fsm.ReadSession(tx, id)
 		if err != nil {
 			return err
 		}
-		if rec == nil || !rec.Materialized {
+		if !s.Visible() {
 			return sessionstore.NotFound(id)
 		}
-		revision = fsm.Revision(tx.ClusterID(), rec)
-		if cur, ok := n.artifacts.Current(id, rec.LastChangeIndex); ok && fromFile {
+		revision = s.Revision
+		if cur, ok := n.artifacts.Current(id, s.Record.LastChangeIndex); ok && fromFile {
 			w = cur
 			return nil
 		}
-		fr = &frameReader{n: n, id: id, revision: revision, incarnation: rec.Incarnation, frames: rec.Frames,
-			buf: fsm.EncodeHeaderFrame(fsm.HeaderFromPB(rec.Header))}
+		fr = &frameReader{n: n, id: id, revision: revision, incarnation: s.Record.Incarnation, frames: s.Record.Frames,
+			buf: fsm.EncodeHeaderFrame(s.Header)}
 		return nil
 	})
 	if fr != nil {
@@ -691,13 +684,8 @@ func (f *frameReader) Read(p []byte) (int, error) {
 		}
 		f.next++
 		err := f.n.state.View(func(tx *storage.Tx) error {
-			rec, err := fsm.ReadRecord(tx, f.id)
-			if err != nil {
+			if _, err := fsm.ReadIncarnation(tx, f.id, f.incarnation, f.revision); err != nil {
 				return err
-			}
-			if rec == nil || rec.Incarnation != f.incarnation {
-				return sessionstore.Errorf(sessionstore.ReasonNotFound,
-					"session %s was deleted while being read (revision %s)", sessionstore.Quote(f.id), f.revision)
 			}
 			frames, err := fsm.EncodeFrames(tx, f.id, f.incarnation, f.next, f.next)
 			if len(frames) == 1 {
@@ -739,22 +727,21 @@ func (n *Node) List(ctx context.Context, c sessionstore.Consistency, pageSize in
 	err := n.state.View(func(tx *storage.Tx) error {
 		cid := tx.ClusterID()
 		if cwdPrefix != "" && tx.CwdIndexed() {
-			return listUnderCwd(tx, cid, after, cwdPrefix, pageSize, &out, &next)
+			return listUnderCwd(tx, after, cwdPrefix, pageSize, &out, &next)
 		}
 		return tx.ForEachSession(after, true, func(id string, raw []byte) error {
-			rec, err := fsm.DecodeRecord(raw)
-			if err != nil || rec == nil || !rec.Materialized {
+			s, err := fsm.DecodeSession(cid, raw)
+			if err != nil || !s.Visible() {
 				return err
 			}
-			h := fsm.HeaderFromPB(rec.Header)
-			if cwdPrefix != "" && (h.Cwd == nil || !strings.HasPrefix(*h.Cwd, cwdPrefix)) {
+			if cwdPrefix != "" && (s.Header.Cwd == nil || !strings.HasPrefix(*s.Header.Cwd, cwdPrefix)) {
 				return nil
 			}
 			if len(out) == pageSize {
 				next = url.QueryEscape(out[len(out)-1].Header.ID)
 				return storage.ErrStop
 			}
-			out = append(out, sessionstore.Snapshot{Header: h, Revision: fsm.Revision(cid, rec)})
+			out = append(out, s.Snapshot())
 			return nil
 		})
 	})
@@ -766,31 +753,26 @@ func (n *Node) List(ctx context.Context, c sessionstore.Consistency, pageSize in
 
 // listUnderCwd is List with a cwd prefix from the cwd index: it reads only
 // the matching sessions' records, in id order.
-func listUnderCwd(tx *storage.Tx, cid, after, prefix string, pageSize int, out *[]sessionstore.Snapshot, next *string) error {
+func listUnderCwd(tx *storage.Tx, after, prefix string, pageSize int, out *[]sessionstore.Snapshot, next *string) error {
 	for _, id := range tx.SessionsUnderCwd(prefix) {
 		if after != "" && id <= after {
 			continue
 		}
-		raw, err := tx.Record(id)
+		s, err := fsm.ReadSession(tx, id)
 		if err != nil {
 			return err
 		}
-		rec, err := fsm.DecodeRecord(raw)
-		if err != nil {
-			return err
-		}
-		if rec == nil || !rec.Materialized {
+		if !s.Visible() {
 			continue
 		}
-		h := fsm.HeaderFromPB(rec.Header)
-		if h.Cwd == nil || !strings.HasPrefix(*h.Cwd, prefix) {
+		if s.Header.Cwd == nil || !strings.HasPrefix(*s.Header.Cwd, prefix) {
 			continue // the index and the record disagree: the record decides
 		}
 		if len(*out) == pageSize {
 			*next = url.QueryEscape((*out)[len(*out)-1].Header.ID)
 			return nil
 		}
-		*out = append(*out, sessionstore.Snapshot{Header: h, Revision: fsm.Revision(cid, rec)})
+		*out = append(*out, s.Snapshot())
 	}
 	return nil
 }
@@ -826,7 +808,7 @@ func (n *Node) Watch(ctx context.Context, id string, from int64, progress time.D
 			n.repairAfter(err)
 			return storageErr(err)
 		}
-		if s.rec == nil {
+		if s.Session == nil {
 			if incarnation != 0 {
 				return incarnationEnded(id, false)
 			}
@@ -835,12 +817,12 @@ func (n *Node) Watch(ctx context.Context, id string, from int64, progress time.D
 		// The stream follows one incarnation: events of a re-created session
 		// are a different log, and its seqs restart at 0.
 		if incarnation == 0 {
-			incarnation = s.rec.Incarnation
-		} else if s.rec.Incarnation != incarnation {
+			incarnation = s.Record.Incarnation
+		} else if s.Record.Incarnation != incarnation {
 			return incarnationEnded(id, true)
 		}
 		if len(s.events) > 0 {
-			if err := send(sessionstore.WatchEvent{Events: s.events, Revision: s.revision, AppliedIndex: applied}); err != nil {
+			if err := send(sessionstore.WatchEvent{Events: s.events, Revision: s.Revision, AppliedIndex: applied}); err != nil {
 				return err
 			}
 			cursor += int64(len(s.events))
@@ -863,7 +845,7 @@ func (n *Node) Watch(ctx context.Context, id string, from int64, progress time.D
 			} else {
 				leaderless = time.Time{}
 			}
-			if err := send(sessionstore.WatchEvent{Revision: s.revision, AppliedIndex: applied}); err != nil {
+			if err := send(sessionstore.WatchEvent{Revision: s.Revision, AppliedIndex: applied}); err != nil {
 				return err
 			}
 		}

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 	"go.etcd.io/bbolt"
 
+	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/fsm/fsmpb"
 	"github.com/sessionstore/sessionstore/storage"
 )
@@ -337,4 +339,40 @@ func TestNowAndLeaseLiveAgreeWithApply(t *testing.T) {
 	if LeaseLive(&fsmpb.SessionRecord{}, 0) || !LeaseLive(rec, 3999) {
 		t.Error("LeaseLive: no lease is never live; a lease is live before it expires")
 	}
+}
+
+// A read sees a session as Apply answered it: the revision of the last
+// change, registrations hidden, and a read spanning transactions refused
+// once the incarnation it began with is gone.
+func TestReadSessionAgreesWithApply(t *testing.T) {
+	f, db := newTestFSM(t)
+	rs := applyAll(t, f, 100, &fsmpb.Command{Cmd: &fsmpb.Command_SetClusterId{SetClusterId: &fsmpb.SetClusterID{ClusterId: "c1"}}},
+		createCmd("s"), createCmd("r"), appendCmd("s", 0, openTurn...))
+	var first *Session
+	err := db.View(func(tx *storage.Tx) error {
+		s, err := ReadSession(tx, "s")
+		if err != nil || !s.Visible() || s.Revision != rs[3].Revision || s.Header.ID != "s" {
+			t.Fatalf("ReadSession(s) = %+v, %v; want visible, revision %s", s, err, rs[3].Revision)
+		}
+		raw, _ := tx.Record("r")
+		if r, err := DecodeSession(tx.ClusterID(), raw); err != nil || r.Visible() || r.Snapshot().Header.ID != "r" {
+			t.Errorf("registration r: %+v, %v; want decoded, not visible", r, err)
+		}
+		if none, err := ReadSession(tx, "nope"); none != nil || err != nil || none.Visible() {
+			t.Errorf("unknown session: %+v, %v", none, err)
+		}
+		first = s
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.ApplyBatch([]*raft.Log{entry(t, 5, 100, deleteCmd("s", "", "")), entry(t, 6, 100, createCmd("s"))})
+	_ = db.View(func(tx *storage.Tx) error {
+		_, err := ReadIncarnation(tx, "s", first.Record.Incarnation, first.Revision)
+		if !errors.Is(err, sessionstore.ErrNotFound) || !strings.Contains(err.Error(), "belongs to revision "+first.Revision) {
+			t.Errorf("read of a re-created session: %v; want NOT_FOUND naming %s", err, first.Revision)
+		}
+		return nil
+	})
 }
