@@ -781,34 +781,6 @@ func (s *pmSpec) except(omit ...int64) []string {
 // Golden sequences (docs/contract.md#plan-mode-sequences)
 // ---------------------------------------------------------------------------
 
-// Sequence 1 (docs/contract.md#pm-seq-idle-enter) verbatim (seq 11, the
-// agent/inbox/spliced injection of the notice, and seq 15, its claim, are the
-// reference's inbox; the server returns the notice from the next PreStep
-// instead, so neither is logged).
-const pmSpec12_1 = `
-{"type":"agent/inbox/spliced","seq":0,"time":1000,"data":{"target":"next-turn","start":0,"inserted":[{"id":"m1","role":"user","content":[{"type":"text","text":"hello"}],"source":{"kind":"user"}}]}}
-{"type":"turn/start","seq":1,"time":1001,"data":{"turn":1}}
-{"type":"agent/inbox/spliced","seq":2,"time":1002,"data":{"target":"next-turn","start":0,"removedCount":1,"inserted":[]}}
-{"type":"step/start","seq":3,"time":1003,"data":{"turn":1,"step":1}}
-{"type":"user/message","seq":4,"time":1003,"data":{"id":"m1","role":"user","content":[{"type":"text","text":"hello"}],"source":{"kind":"user"}},"surfaceOp":"append"}
-{"type":"request/header","seq":5,"time":1004,"data":{"header":{"config":{"provider":"p","model":"m"},"system":"<identity + persona, no plan:policy>","tools":[{"name":"exit_plan_mode"},{"name":"read"}]},"reason":"initial"}}
-{"type":"assistant/message","seq":6,"time":1100,"data":{"turn":1,"step":1,"message":{"id":"a1","role":"assistant","content":[{"type":"text","text":"Hi."}],"source":{"kind":"model","provider":"p","model":"m"}}},"surfaceOp":"append"}
-{"type":"step/end","seq":7,"time":1101,"data":{"turn":1,"step":1}}
-{"type":"turn/end","seq":8,"time":1101,"data":{"turn":1,"reason":{"kind":"completed"}}}
-{"type":"command/run","seq":9,"time":2000,"data":{"commandId":"cmd-1a2b3c4d-1","name":"plan","args":"","source":{"kind":"user"}}}
-{"type":"plan/mode","seq":10,"time":2000,"data":{"active":true}}
-{"type":"agent/inbox/spliced","seq":11,"time":2000,"data":{"target":"next-step","start":0,"inserted":[{"id":"n1","role":"user","content":[{"type":"text","text":"The user switched this session to plan mode."}],"source":{"kind":"plugin","plugin":"plan-mode","form":"notice","summary":"The user switched this session to plan mode."}}]}}
-{"type":"command/done","seq":12,"time":2001,"data":{"commandId":"cmd-1a2b3c4d-1","kind":"success","text":"Plan mode on. Use /plan off to leave."}}
-{"type":"agent/inbox/spliced","seq":13,"time":3000,"data":{"target":"next-turn","start":0,"inserted":[{"id":"m2","role":"user","content":[{"type":"text","text":"design the cache"}],"source":{"kind":"user"}}]}}
-{"type":"turn/start","seq":14,"time":3000,"data":{"turn":2}}
-{"type":"agent/inbox/spliced","seq":15,"time":3001,"data":{"target":"next-step","start":0,"removedCount":1,"inserted":[]}}
-{"type":"agent/inbox/spliced","seq":16,"time":3001,"data":{"target":"next-turn","start":0,"removedCount":1,"inserted":[]}}
-{"type":"step/start","seq":17,"time":3002,"data":{"turn":2,"step":1}}
-{"type":"user/message","seq":18,"time":3002,"data":{"id":"n1","role":"user","content":[{"type":"text","text":"The user switched this session to plan mode."}],"source":{"kind":"plugin","plugin":"plan-mode","form":"notice","summary":"The user switched this session to plan mode."}},"surfaceOp":"append"}
-{"type":"user/message","seq":19,"time":3002,"data":{"id":"m2","role":"user","content":[{"type":"text","text":"design the cache"}],"source":{"kind":"user"}},"surfaceOp":"append"}
-{"type":"request/header","seq":20,"time":3003,"data":{"header":{"config":{"provider":"p","model":"m"},"system":"<identity + persona>\n\n<configured plan section>","tools":[{"name":"exit_plan_mode"},{"name":"read"}]},"reason":"change"}}
-`
-
 // pmNoticeEvent logs a notice returned by PreStep as the user/message the
 // agent appends (at the spec's time).
 func (a *pmAgent) noticeEvent(notice string, tm int64) {
@@ -825,9 +797,13 @@ func pmWantNoStepEffect(t *testing.T, what string, r *sessionpb.PlanPreStepRespo
 	}
 }
 
+// Sequence 1 (docs/contract.md#pm-seq-idle-enter, testdata/planmode/seq1.jsonl)
+// verbatim (seq 11, the agent/inbox/spliced injection of the notice, and seq
+// 15, its claim, are the reference's inbox; the server returns the notice from
+// the next PreStep instead, so neither is logged).
 func TestPlanMode_Golden12_1(t *testing.T) {
 	n := pmNode(t)
-	s := pmParseSpec(t, pmSpec12_1)
+	s := pmParseSpec(t, refdata.PlanModeSequence(t, 1))
 
 	t.Run("idle /plan with an earlier header", func(t *testing.T) {
 		a := pmSession(t, n, "golden-12-1")
@@ -900,39 +876,12 @@ func TestPlanMode_Golden12_1(t *testing.T) {
 	})
 }
 
-// Sequence 2 (docs/contract.md#pm-seq-queued-enter) verbatim from seq 40,
-// after a prefix: an earlier turn whose header told the model "default", and
-// turn 3's prompt insertion.
-const pmSpec12_2 = `
-{"type":"agent/inbox/spliced","seq":30,"time":4000,"data":{"target":"next-turn","start":0,"inserted":[{"id":"m4","role":"user","content":[{"type":"text","text":"hi"}],"source":{"kind":"user"}}]}}
-{"type":"turn/start","seq":31,"time":4001,"data":{"turn":2}}
-{"type":"agent/inbox/spliced","seq":32,"time":4001,"data":{"target":"next-turn","start":0,"removedCount":1,"inserted":[]}}
-{"type":"step/start","seq":33,"time":4002,"data":{"turn":2,"step":1}}
-{"type":"user/message","seq":34,"time":4002,"data":{"id":"m4","role":"user","content":[{"type":"text","text":"hi"}],"source":{"kind":"user"}},"surfaceOp":"append"}
-{"type":"request/header","seq":35,"time":4003,"data":{"header":{"config":{"provider":"p","model":"m"},"system":"<identity + persona, no plan:policy>","tools":[{"name":"exit_plan_mode"},{"name":"read"}]},"reason":"initial"}}
-{"type":"assistant/message","seq":36,"time":4100,"data":{"turn":2,"step":1,"message":{"id":"a4","role":"assistant","content":[{"type":"text","text":"Hello."}],"source":{"kind":"model","provider":"p","model":"m"}}},"surfaceOp":"append"}
-{"type":"step/end","seq":37,"time":4101,"data":{"turn":2,"step":1}}
-{"type":"turn/end","seq":38,"time":4101,"data":{"turn":2,"reason":{"kind":"completed"}}}
-{"type":"agent/inbox/spliced","seq":39,"time":4999,"data":{"target":"next-turn","start":0,"inserted":[{"id":"m5","role":"user","content":[{"type":"text","text":"look at the parser"}],"source":{"kind":"user"}}]}}
-{"type":"turn/start","seq":40,"time":5000,"data":{"turn":3}}
-{"type":"agent/inbox/spliced","seq":41,"time":5000,"data":{"target":"next-turn","start":0,"removedCount":1,"inserted":[]}}
-{"type":"step/start","seq":42,"time":5001,"data":{"turn":3,"step":1}}
-{"type":"user/message","seq":43,"time":5001,"data":{"id":"m5","role":"user","content":[{"type":"text","text":"look at the parser"}],"source":{"kind":"user"}},"surfaceOp":"append"}
-{"type":"assistant/message","seq":44,"time":5200,"data":{"turn":3,"step":1,"message":{"id":"a5","role":"assistant","content":[{"type":"tool-call","id":"c1","name":"read","arguments":"{\"path\":\"parser.go\"}"}],"source":{"kind":"model","provider":"p","model":"m"}}},"surfaceOp":"append"}
-{"type":"tool/call","seq":45,"time":5201,"data":{"turn":3,"step":1,"callId":"c1","name":"read","arguments":"{\"path\":\"parser.go\"}"}}
-{"type":"command/run","seq":46,"time":5250,"data":{"commandId":"cmd-1a2b3c4d-2","name":"plan","args":"","source":{"kind":"user"}}}
-{"type":"command/done","seq":47,"time":5250,"data":{"commandId":"cmd-1a2b3c4d-2","kind":"success","text":"Entering plan mode (applies from the next step). Use /plan off to leave."}}
-{"type":"tool/result","seq":48,"time":5300,"data":{"turn":3,"step":1,"message":{"id":"r1","role":"user","content":[{"type":"tool-result","toolCallId":"c1","content":[{"type":"text","text":"<file>"}],"isError":false}],"source":{"kind":"tool","callId":"c1"}}},"surfaceOp":"append","sourceEventSeqs":[45]}
-{"type":"step/end","seq":49,"time":5301,"data":{"turn":3,"step":1}}
-{"type":"plan/mode","seq":50,"time":5302,"data":{"active":true}}
-{"type":"step/start","seq":51,"time":5302,"data":{"turn":3,"step":2}}
-{"type":"user/message","seq":52,"time":5302,"data":{"id":"n2","role":"user","content":[{"type":"text","text":"The user switched this session to plan mode."}],"source":{"kind":"plugin","plugin":"plan-mode","form":"notice","summary":"The user switched this session to plan mode."}},"surfaceOp":"append"}
-{"type":"request/header","seq":53,"time":5303,"data":{"header":{"config":{"provider":"p","model":"m"},"system":"<identity + persona>\n\n<configured plan section>","tools":[{"name":"exit_plan_mode"},{"name":"read"}]},"reason":"change"}}
-`
-
+// Sequence 2 (docs/contract.md#pm-seq-queued-enter, testdata/planmode/seq2.jsonl)
+// verbatim from seq 40, after a prefix: an earlier turn whose header told the
+// model "default", and turn 3's prompt insertion.
 func TestPlanMode_Golden12_2(t *testing.T) {
 	n := pmNode(t)
-	s := pmParseSpec(t, pmSpec12_2)
+	s := pmParseSpec(t, refdata.PlanModeSequence(t, 2))
 
 	t.Run("mid-turn /plan applied at the next pre-step", func(t *testing.T) {
 		a := pmSession(t, n, "golden-12-2")
@@ -1003,30 +952,12 @@ func TestPlanMode_Golden12_2(t *testing.T) {
 	})
 }
 
-// Sequence 3 (docs/contract.md#pm-seq-approved-exit) verbatim from seq 70,
-// after a prefix: plan mode entered by an idle Set (seq 60, appended by the
-// server) and step 1 of turn 4.
-const pmSpec12_3 = `
-{"type":"plan/mode","seq":60,"time":6000,"data":{"active":true}}
-{"type":"turn/start","seq":61,"time":6001,"data":{"turn":4}}
-{"type":"step/start","seq":62,"time":6002,"data":{"turn":4,"step":1}}
-{"type":"user/message","seq":63,"time":6002,"data":{"id":"m7","role":"user","content":[{"type":"text","text":"plan the cache"}],"source":{"kind":"user"}},"surfaceOp":"append"}
-{"type":"request/header","seq":64,"time":6003,"data":{"header":{"config":{"provider":"p","model":"m"},"system":"<identity + persona>\n\n<configured plan section>","tools":[{"name":"exit_plan_mode"},{"name":"read"}]},"reason":"initial"}}
-{"type":"assistant/message","seq":65,"time":6100,"data":{"turn":4,"step":1,"message":{"id":"a6","role":"assistant","content":[{"type":"text","text":"Drafting."}],"source":{"kind":"model","provider":"p","model":"m"}}},"surfaceOp":"append"}
-{"type":"step/end","seq":66,"time":6101,"data":{"turn":4,"step":1}}
-{"type":"step/start","seq":70,"time":7000,"data":{"turn":4,"step":2}}
-{"type":"assistant/message","seq":71,"time":7100,"data":{"turn":4,"step":2,"message":{"id":"a7","role":"assistant","content":[{"type":"tool-call","id":"c9","name":"exit_plan_mode","arguments":"{\"plan\":\"# Cache design\\n\\n1. Add an LRU.\"}"}],"source":{"kind":"model","provider":"p","model":"m"}}},"surfaceOp":"append"}
-{"type":"tool/call","seq":72,"time":7101,"data":{"turn":4,"step":2,"callId":"c9","name":"exit_plan_mode","arguments":"{\"plan\":\"# Cache design\\n\\n1. Add an LRU.\"}"}}
-{"type":"tool/result","seq":73,"time":9000,"data":{"turn":4,"step":2,"message":{"id":"r9","role":"user","content":[{"type":"tool-result","toolCallId":"c9","content":[{"type":"text","text":"Plan approved — plan mode exited; carry out the plan starting with your next step."}],"isError":false}],"source":{"kind":"tool","callId":"c9"}}},"surfaceOp":"append","sourceEventSeqs":[72]}
-{"type":"step/end","seq":74,"time":9001,"data":{"turn":4,"step":2}}
-{"type":"plan/mode","seq":75,"time":9002,"data":{"active":false}}
-{"type":"step/start","seq":76,"time":9002,"data":{"turn":4,"step":3}}
-{"type":"request/header","seq":77,"time":9003,"data":{"header":{"config":{"provider":"p","model":"m"},"system":"<identity + persona, no plan:policy>","tools":[{"name":"exit_plan_mode"},{"name":"read"}]},"reason":"change"}}
-`
-
+// Sequence 3 (docs/contract.md#pm-seq-approved-exit, testdata/planmode/seq3.jsonl)
+// verbatim from seq 70, after a prefix: plan mode entered by an idle Set (seq
+// 60, appended by the server) and step 1 of turn 4.
 func TestPlanMode_Golden12_3(t *testing.T) {
 	n := pmNode(t)
-	s := pmParseSpec(t, pmSpec12_3)
+	s := pmParseSpec(t, refdata.PlanModeSequence(t, 3))
 	a := pmSession(t, n, "golden-12-3")
 	r := a.wantSet(true, pmCommitted)
 	pmWantNorm(t, "Set appended", r.GetAppendedEvents(), s.at(60))
@@ -1058,23 +989,11 @@ func TestPlanMode_Golden12_3(t *testing.T) {
 	pmWantLog(t, a.stored(), s.except())
 }
 
-// Sequence 4 (docs/contract.md#pm-seq-off-cancels) verbatim from seq 90, after the start of turn 5.
-const pmSpec12_4 = `
-{"type":"turn/start","seq":88,"time":10000,"data":{"turn":5}}
-{"type":"step/start","seq":89,"time":10001,"data":{"turn":5,"step":1}}
-{"type":"tool/call","seq":90,"time":11000,"data":{"turn":5,"step":1,"callId":"c20","name":"read","arguments":"{}"}}
-{"type":"command/run","seq":91,"time":11010,"data":{"commandId":"cmd-1a2b3c4d-3","name":"plan","args":"","source":{"kind":"user"}}}
-{"type":"command/done","seq":92,"time":11010,"data":{"commandId":"cmd-1a2b3c4d-3","kind":"success","text":"Entering plan mode (applies from the next step). Use /plan off to leave."}}
-{"type":"command/run","seq":93,"time":11020,"data":{"commandId":"cmd-1a2b3c4d-4","name":"plan","args":" off","source":{"kind":"user"}}}
-{"type":"command/done","seq":94,"time":11020,"data":{"commandId":"cmd-1a2b3c4d-4","kind":"success","text":"Plan mode entry cancelled."}}
-{"type":"tool/result","seq":95,"time":11100,"data":{"turn":5,"step":1,"message":{"id":"r20","role":"user","content":[{"type":"tool-result","toolCallId":"c20","content":[{"type":"text","text":"ok"}],"isError":false}],"source":{"kind":"tool","callId":"c20"}}},"surfaceOp":"append","sourceEventSeqs":[90]}
-{"type":"step/end","seq":96,"time":11101,"data":{"turn":5,"step":1}}
-{"type":"step/start","seq":97,"time":11102,"data":{"turn":5,"step":2}}
-`
-
+// Sequence 4 (docs/contract.md#pm-seq-off-cancels, testdata/planmode/seq4.jsonl)
+// verbatim from seq 90, after the start of turn 5.
 func TestPlanMode_Golden12_4(t *testing.T) {
 	n := pmNode(t)
-	s := pmParseSpec(t, pmSpec12_4)
+	s := pmParseSpec(t, refdata.PlanModeSequence(t, 4))
 
 	t.Run("mid-turn /plan off cancels the pending entry", func(t *testing.T) {
 		a := pmSession(t, n, "golden-12-4")
