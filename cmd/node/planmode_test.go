@@ -417,12 +417,38 @@ func (a *pmAgent) proj() string {
 	return pmProjection(a.t, a.n, a.id)
 }
 
+// wantGet checks Get in the spec's notation.
+func (a *pmAgent) wantGet(what, want string) {
+	a.t.Helper()
+	if g := a.get(); g != want {
+		a.t.Errorf("%s: Get %s, want %s", what, g, want)
+	}
+}
+
+// wantCount checks how many stored events have type typ.
+func (a *pmAgent) wantCount(typ string, want int) {
+	a.t.Helper()
+	if got := pmCount(a.t, a.stored(), typ); got != want {
+		a.t.Errorf("%d %s events stored, want %d", got, typ, want)
+	}
+}
+
+// wantStep runs step and checks its answer: active, how many events it
+// appended, and the notice texts.
+func (a *pmAgent) wantStep(turn, step int, active bool, appended int, notices ...string) *sessionpb.PlanPreStepResponse {
+	a.t.Helper()
+	ps, got := a.step(turn, step)
+	if ps.GetActive() != active || len(ps.GetAppendedEvents()) != appended || !reflect.DeepEqual(got, notices) {
+		a.t.Errorf("step %d.%d: active=%v appended %v notices %q; want active=%v, %d appended, notices %q",
+			turn, step, ps.GetActive(), ps.GetAppendedEvents(), got, active, appended, notices)
+	}
+	return ps
+}
+
 // state checks Get and Projection.
 func (a *pmAgent) state(what, get, proj string) {
 	a.t.Helper()
-	if g := a.get(); g != get {
-		a.t.Errorf("%s: Get %s, want %s", what, g, get)
-	}
+	a.wantGet(what, get)
 	if p := a.proj(); p != proj {
 		a.t.Errorf("%s: Projection %s, want %s", what, p, proj)
 	}
@@ -1081,17 +1107,13 @@ func TestPlanMode_SetDecisionTable(t *testing.T) {
 				a.turnEnd(1)
 			}
 			a.wantSet(false, pmNoop)
-			if g := a.get(); g != "{active:true, pending:false}" {
-				t.Errorf("after Set(false): Get %s, want the approved exit kept", g)
-			}
+			a.wantGet("after Set(false)", "{active:true, pending:false}")
 			a.wantSet(true, pmCancelled)
 			want := "{active:true}"
 			if open {
 				want = "{active:true, pending:true}"
 			}
-			if g := a.get(); g != want {
-				t.Errorf("after Set(true): Get %s, want %s", g, want)
-			}
+			a.wantGet("after Set(true)", want)
 			// Either way nothing changes at the next boundary, and the
 			// header already told "plan mode": no notice.
 			if !open {
@@ -1109,17 +1131,11 @@ func TestPlanMode_SetNoopSequence(t *testing.T) {
 	a := pmSession(t, n, "set-noop")
 	a.turnStart(1)
 	a.wantSet(false, pmNoop)
-	if g := a.get(); g != "{active:false}" {
-		t.Errorf("after Set(false): Get %s, want {active:false}", g)
-	}
+	a.wantGet("after Set(false)", "{active:false}")
 	a.wantSet(true, pmQueued)
 	a.wantSet(true, pmNoop)
-	if g := a.get(); g != "{active:false, pending:true}" {
-		t.Errorf("Get %s, want {active:false, pending:true}", g)
-	}
-	if got := pmCount(t, a.stored(), "plan/mode"); got != 0 {
-		t.Errorf("%d plan/mode events, want 0", got)
-	}
+	a.wantGet("after Set(true) twice", "{active:false, pending:true}")
+	a.wantCount("plan/mode", 0)
 }
 
 // plan-mode.spec.ts 9 and 15: a between-turns selection commits immediately; a later
@@ -1132,31 +1148,19 @@ func TestPlanMode_SetIdleCommit(t *testing.T) {
 	if r.GetRevision() == "" {
 		t.Errorf("Set: empty revision")
 	}
-	if g := a.get(); g != "{active:true}" {
-		t.Errorf("Get %s, want {active:true}", g)
-	}
+	a.wantGet("after Set(true)", "{active:true}")
 	r = a.wantSet(false, pmCommitted)
 	pmWantNorm(t, "Set(false) appended", r.GetAppendedEvents(), pmEv("plan/mode", 0, 0, `{"active":false}`))
-	if g := a.get(); g != "{active:false}" {
-		t.Errorf("Get %s, want {active:false}", g)
-	}
+	a.wantGet("after Set(false)", "{active:false}")
 	a.turnStart(1)
-	if ps, notices := a.step(1, 1); len(ps.GetAppendedEvents()) != 0 || len(notices) != 0 || ps.GetActive() {
-		t.Errorf("step after two idle commits: %v", ps)
-	}
-	if got := pmCount(t, a.stored(), "plan/mode"); got != 2 {
-		t.Errorf("%d plan/mode events, want 2", got)
-	}
-	if got := pmCount(t, a.stored(), "agent/inbox/spliced"); got != 0 {
-		t.Errorf("the server wrote %d agent/inbox/spliced events, want none", got)
-	}
+	a.wantStep(1, 1, false, 0) // after two idle commits
+	a.wantCount("plan/mode", 2)
+	a.wantCount("agent/inbox/spliced", 0) // the server writes none
 
 	// 15: the seam, with no turn at all.
 	b := pmSession(t, n, "set-idle-seam")
 	b.wantSet(true, pmCommitted)
-	if ps, _ := b.step(1, 1); !ps.GetActive() || len(ps.GetAppendedEvents()) != 0 {
-		t.Errorf("seam step: %v, want active with nothing appended", ps)
-	}
+	b.wantStep(1, 1, true, 0)
 	b.state("after the seam", "{active:true}", "{true,false}")
 }
 
@@ -1167,20 +1171,12 @@ func TestPlanMode_SetIdleReversalCancels(t *testing.T) {
 	a.turnStart(1)
 	a.wantSet(true, pmQueued)
 	a.turnEnd(1)
-	if g := a.get(); g != "{active:false, pending:true}" {
-		t.Errorf("a selection left pending by an ended turn: Get %s, want {active:false, pending:true}", g)
-	}
+	a.wantGet("a selection left pending by an ended turn", "{active:false, pending:true}")
 	a.wantSet(true, pmNoop) // re-selecting while idle keeps it pending
-	if g := a.get(); g != "{active:false, pending:true}" {
-		t.Errorf("after the idle no-op: Get %s", g)
-	}
+	a.wantGet("after the idle no-op", "{active:false, pending:true}")
 	a.wantSet(false, pmCancelled)
-	if g := a.get(); g != "{active:false}" {
-		t.Errorf("after the idle reversal: Get %s, want {active:false}", g)
-	}
-	if got := pmCount(t, a.stored(), "plan/mode"); got != 0 {
-		t.Errorf("%d plan/mode events, want 0", got)
-	}
+	a.wantGet("after the idle reversal", "{active:false}")
+	a.wantCount("plan/mode", 0)
 }
 
 // Load's crash repair closes an open turn through the replicated log; the
@@ -1217,29 +1213,20 @@ func TestPlanMode_Narration(t *testing.T) {
 			t.Errorf("idle commit appended %v, want only plan/mode", got)
 		}
 		a.turnStart(1)
-		if _, notices := a.step(1, 1); !reflect.DeepEqual(notices, []string{pmNoticeEnter}) {
-			t.Errorf("first step notices %q, want the entry notice", notices)
-		}
-		if _, notices := a.step(1, 2); len(notices) != 0 {
-			t.Errorf("second step notices %q, want none (owed once)", notices)
-		}
+		a.wantStep(1, 1, true, 0, pmNoticeEnter)
+		a.wantStep(1, 2, true, 0) // owed once
 	})
 
 	t.Run("17 no notice before any header", func(t *testing.T) {
 		a := pmSession(t, n, "narrate-no-header")
 		a.turnStart(1)
 		a.wantSet(true, pmQueued)
-		ps, notices := a.step(1, 1)
-		if len(notices) != 0 || !ps.GetActive() || len(ps.GetAppendedEvents()) != 1 {
-			t.Errorf("step: active=%v appended %v notices %q; want the flush, no notice", ps.GetActive(), ps.GetAppendedEvents(), notices)
-		}
+		a.wantStep(1, 1, true, 1) // the flush, no notice
 		// Nor after an idle commit before any header.
 		b := pmSession(t, n, "narrate-no-header-idle")
 		b.wantSet(true, pmCommitted)
 		b.turnStart(1)
-		if _, notices := b.step(1, 1); len(notices) != 0 {
-			t.Errorf("idle commit without a header: notices %q, want none", notices)
-		}
+		b.wantStep(1, 1, true, 0)
 	})
 
 	t.Run("18 narrates once", func(t *testing.T) {
@@ -1247,15 +1234,9 @@ func TestPlanMode_Narration(t *testing.T) {
 		a.header()
 		a.turnStart(1)
 		a.wantSet(true, pmQueued)
-		if _, notices := a.step(1, 1); !reflect.DeepEqual(notices, []string{pmNoticeEnter}) {
-			t.Errorf("first step notices %q, want the entry notice", notices)
-		}
-		if _, notices := a.step(1, 2); len(notices) != 0 {
-			t.Errorf("second step notices %q, want none", notices)
-		}
-		if got := pmCount(t, a.stored(), "plan/mode"); got != 1 {
-			t.Errorf("%d plan/mode events, want 1", got)
-		}
+		a.wantStep(1, 1, true, 1, pmNoticeEnter)
+		a.wantStep(1, 2, true, 0)
+		a.wantCount("plan/mode", 1)
 	})
 
 	t.Run("19 narrates the exit", func(t *testing.T) {
@@ -1264,10 +1245,7 @@ func TestPlanMode_Narration(t *testing.T) {
 		a.header()
 		a.turnStart(1)
 		a.wantSet(false, pmQueued)
-		ps, notices := a.step(1, 1)
-		if !reflect.DeepEqual(notices, []string{pmNoticeExit}) || ps.GetActive() {
-			t.Errorf("step: active=%v notices %q; want inactive and the exit notice", ps.GetActive(), notices)
-		}
+		a.wantStep(1, 1, false, 1, pmNoticeExit)
 	})
 
 	t.Run("20 silent when the header agrees", func(t *testing.T) {
@@ -1277,10 +1255,7 @@ func TestPlanMode_Narration(t *testing.T) {
 		a.planMode(false)
 		a.turnStart(1)
 		a.wantSet(true, pmQueued)
-		ps, notices := a.step(1, 1)
-		if len(notices) != 0 || !ps.GetActive() {
-			t.Errorf("step: active=%v notices %q; want active, no notice", ps.GetActive(), notices)
-		}
+		a.wantStep(1, 1, true, 1)
 	})
 
 	t.Run("owed idle notice dropped when the selection is reverted", func(t *testing.T) {
@@ -1289,10 +1264,7 @@ func TestPlanMode_Narration(t *testing.T) {
 		a.wantSet(true, pmCommitted) // notice owed
 		a.turnStart(1)
 		a.wantSet(false, pmQueued)
-		ps, notices := a.step(1, 1)
-		if len(notices) != 0 || ps.GetActive() {
-			t.Errorf("step: active=%v notices %q; want inactive, no notice (the model was told default)", ps.GetActive(), notices)
-		}
+		ps := a.wantStep(1, 1, false, 1) // no notice: the model was told default
 		pmWantNorm(t, "PreStep appended", ps.GetAppendedEvents(), pmEv("plan/mode", 0, 0, `{"active":false}`))
 	})
 
@@ -1303,11 +1275,7 @@ func TestPlanMode_Narration(t *testing.T) {
 		a.turnStart(1)
 		a.wantSet(false, pmQueued)
 		a.wantSet(true, pmCancelled)
-		ps, notices := a.step(1, 1)
-		if !reflect.DeepEqual(notices, []string{pmNoticeEnter}) || len(ps.GetAppendedEvents()) != 0 || !ps.GetActive() {
-			t.Errorf("step: active=%v appended %v notices %q; want active, nothing appended, one entry notice",
-				ps.GetActive(), ps.GetAppendedEvents(), notices)
-		}
+		a.wantStep(1, 1, true, 0, pmNoticeEnter)
 	})
 
 	t.Run("an idle commit back to the told state owes nothing", func(t *testing.T) {
@@ -1316,9 +1284,7 @@ func TestPlanMode_Narration(t *testing.T) {
 		a.wantSet(true, pmCommitted)
 		a.wantSet(false, pmCommitted)
 		a.turnStart(1)
-		if _, notices := a.step(1, 1); len(notices) != 0 {
-			t.Errorf("notices %q, want none", notices)
-		}
+		a.wantStep(1, 1, false, 0)
 	})
 }
 
@@ -1353,16 +1319,10 @@ func TestPlanMode_PreStep(t *testing.T) {
 		a.turnStart(1)
 		a.wantSet(true, pmQueued)
 		a.wantSet(false, pmCancelled)
-		if g := a.get(); g != "{active:false, pending:false}" {
-			t.Errorf("marker: Get %s, want {active:false, pending:false}", g)
-		}
+		a.wantGet("marker", "{active:false, pending:false}")
 		pmWantNoStepEffect(t, "net-zero boundary", a.preStep(), false)
-		if g := a.get(); g != "{active:false}" {
-			t.Errorf("after the boundary: Get %s, want the marker dropped", g)
-		}
-		if got := pmCount(t, a.stored(), "plan/mode"); got != 0 {
-			t.Errorf("%d plan/mode events, want 0", got)
-		}
+		a.wantGet("after the boundary", "{active:false}")
+		a.wantCount("plan/mode", 0)
 	})
 
 	t.Run("21-22 refused pre-step keeps the selection", func(t *testing.T) {
@@ -1372,19 +1332,10 @@ func TestPlanMode_PreStep(t *testing.T) {
 		a.wantSet(true, pmQueued)
 		_, err := n.Client.PlanPreStep(n.ctx(), &sessionpb.PlanPreStepRequest{SessionId: a.id, ExpectedNextSeq: a.next + 1})
 		pmWantErr(t, "PreStep with a stale expected_next_seq", err, sessionstore.ReasonSeqMismatch, pmSeqMismatch(a.id, a.next, a.next+1))
-		if g := a.get(); g != "{active:false, pending:true}" {
-			t.Errorf("after the refused pre-step: Get %s, want the selection still pending", g)
-		}
-		if got := pmCount(t, a.stored(), "plan/mode"); got != 0 {
-			t.Errorf("%d plan/mode events, want 0", got)
-		}
-		ps, notices := a.step(1, 1)
-		if !ps.GetActive() || len(ps.GetAppendedEvents()) != 1 || !reflect.DeepEqual(notices, []string{pmNoticeEnter}) {
-			t.Errorf("next accepted pre-step: active=%v appended %v notices %q", ps.GetActive(), ps.GetAppendedEvents(), notices)
-		}
-		if g := a.get(); g != "{active:true}" {
-			t.Errorf("Get %s, want {active:true}", g)
-		}
+		a.wantGet("after the refused pre-step", "{active:false, pending:true}")
+		a.wantCount("plan/mode", 0)
+		a.wantStep(1, 1, true, 1, pmNoticeEnter) // the next accepted pre-step
+		a.wantGet("after the accepted pre-step", "{active:true}")
 	})
 }
 
@@ -1459,9 +1410,7 @@ func TestPlanMode_Command(t *testing.T) {
 		b.state("after /plan, /plan off", "{active:false, pending:false}", "{false,false}")
 		b.step(1, 1)
 		b.state("after the boundary", "{active:false}", "{false,false}")
-		if got := pmCount(t, b.stored(), "plan/mode"); got != 0 {
-			t.Errorf("%d plan/mode events, want 0", got)
-		}
+		b.wantCount("plan/mode", 0)
 
 		c := pmSession(t, n, "cmd-off-leave")
 		c.planMode(true)
@@ -1578,9 +1527,7 @@ func TestPlanMode_ExitPlan(t *testing.T) {
 		a.wantSet(true, pmQueued)
 		pmWantExit(t, "validate with a queued entry", a.exit(pmPlan, nil), false, true, pmErrNotInPlan)
 		pmWantExit(t, "approve with a queued entry", a.exit(pmPlan, pmApprove()), false, true, pmErrNotInPlan)
-		if g := a.get(); g != "{active:false, pending:true}" {
-			t.Errorf("Get %s, want the queued entry untouched", g)
-		}
+		a.wantGet("with the queued entry untouched", "{active:false, pending:true}")
 		// A queued exit does not block the tool.
 		b := active(t, "exit-queued-exit")
 		b.wantSet(false, pmQueued)
@@ -1618,15 +1565,10 @@ func TestPlanMode_ExitPlan(t *testing.T) {
 		a.state("after validation", "{active:true}", "{true,false}")
 		pmWantExit(t, "approve", a.exit(plan, pmApprove()), true, false, pmTextApproved)
 		a.state("after approval", "{active:true, pending:false}", "{true,false}")
-		ps, notices := a.step(1, 2)
-		if ps.GetActive() || len(notices) != 0 {
-			t.Errorf("boundary: active=%v notices %q; want inactive, no notice", ps.GetActive(), notices)
-		}
+		ps := a.wantStep(1, 2, false, 1)
 		pmWantNorm(t, "boundary appended", ps.GetAppendedEvents(), pmEv("plan/mode", 0, 0, `{"active":false}`))
 		a.state("after the boundary", "{active:false}", "{false,false}")
-		if _, notices := a.step(1, 3); len(notices) != 0 {
-			t.Errorf("later step notices %q, want none", notices)
-		}
+		a.wantStep(1, 3, false, 0)
 	})
 
 	t.Run("48-54 keep planning", func(t *testing.T) {
@@ -1682,10 +1624,7 @@ func TestPlanMode_Integration(t *testing.T) {
 		a.add("agent/inbox/spliced", `{"target":"next-turn","start":0,"inserted":[{"id":"m1","role":"user","content":[{"type":"text","text":"write it"}],"source":{"kind":"user"}}]}`)
 		a.turnStart(1)
 		a.add("agent/inbox/spliced", `{"target":"next-turn","start":0,"removedCount":1,"inserted":[]}`)
-		ps, notices := a.step(1, 1)
-		if !ps.GetActive() || len(notices) != 0 || len(ps.GetAppendedEvents()) != 0 {
-			t.Errorf("first step: active=%v appended %v notices %q; want active, nothing, no notice", ps.GetActive(), ps.GetAppendedEvents(), notices)
-		}
+		a.wantStep(1, 1, true, 0)
 		a.addSurf("user/message", `{"id":"m1","role":"user","content":[{"type":"text","text":"write it"}],"source":{"kind":"user"}}`)
 		a.header()
 		stored := a.stored()
@@ -1717,10 +1656,7 @@ func TestPlanMode_Integration(t *testing.T) {
 		a.turnEnd(1)
 		a.wantSet(true, pmCommitted)
 		a.turnStart(2)
-		_, notices := a.step(2, 1)
-		if !reflect.DeepEqual(notices, []string{pmNoticeEnter}) {
-			t.Errorf("second turn notices %q, want exactly the entry notice", notices)
-		}
+		a.wantStep(2, 1, true, 0, pmNoticeEnter)
 		a.add("request/header", `{"header":{"config":{"provider":"test","model":"test-model"}},"reason":"change"}`)
 		plugin := 0
 		for _, ev := range a.stored() {
@@ -1748,14 +1684,9 @@ func TestPlanMode_Integration(t *testing.T) {
 		a.stepEnd(1, 1)
 		a.turnEnd(1)
 		a.state("after turn 1", "{active:false, pending:true}", "{false,false}")
-		if got := pmCount(t, a.stored(), "plan/mode"); got != 0 {
-			t.Errorf("%d plan/mode events after turn 1, want 0", got)
-		}
+		a.wantCount("plan/mode", 0)
 		a.turnStart(2)
-		ps, notices := a.step(2, 1)
-		if !ps.GetActive() || !reflect.DeepEqual(notices, []string{pmNoticeEnter}) {
-			t.Errorf("turn 2 step 1: active=%v notices %q", ps.GetActive(), notices)
-		}
+		a.wantStep(2, 1, true, 1, pmNoticeEnter)
 		types := pmTypes(t, a.stored())
 		want := []string{"turn/start", "step/start", "request/header", "assistant/message", "step/end", "turn/end",
 			"turn/start", "plan/mode", "step/start", "user/message"}
@@ -1908,9 +1839,7 @@ func TestPlanMode_RequestIDs(t *testing.T) {
 		if err != nil || !proto.Equal(first, again) {
 			t.Errorf("Set repeated after the log moved on: %v %v; want the first response", again, err)
 		}
-		if got := pmCount(t, a.stored(), "plan/mode"); got != 2 {
-			t.Errorf("%d plan/mode events, want 2 (a repeat appends nothing)", got)
-		}
+		a.wantCount("plan/mode", 2) // a repeat appends nothing
 		a.state("end", "{active:false}", "{false,false}")
 	})
 
@@ -1934,9 +1863,7 @@ func TestPlanMode_RequestIDs(t *testing.T) {
 		if err != nil || !proto.Equal(first, again) {
 			t.Errorf("PreStep repeated after the log moved on: %v %v; want the first response", again, err)
 		}
-		if got := pmCount(t, a.stored(), "plan/mode"); got != 1 {
-			t.Errorf("%d plan/mode events, want 1", got)
-		}
+		a.wantCount("plan/mode", 1)
 		// A new request id is a new pre-step: nothing pending, no notice.
 		pmWantNoStepEffect(t, "next pre-step", a.preStep(), true)
 	})
@@ -1954,12 +1881,8 @@ func TestPlanMode_RequestIDs(t *testing.T) {
 		if err != nil || !proto.Equal(first, again) {
 			t.Errorf("repeated Command: %v %v; want the first response %v", again, err, first)
 		}
-		if got := pmCount(t, a.stored(), "command/run"); got != 1 {
-			t.Errorf("%d command/run events, want 1", got)
-		}
-		if g := a.get(); g != "{active:false, pending:true}" {
-			t.Errorf("Get %s", g)
-		}
+		a.wantCount("command/run", 1)
+		a.wantGet("after the repeat", "{active:false, pending:true}")
 	})
 
 	t.Run("ExitPlan", func(t *testing.T) {
@@ -1980,9 +1903,7 @@ func TestPlanMode_RequestIDs(t *testing.T) {
 			t.Errorf("repeated ExitPlan: %v %v; want the first response %v", again, err, first)
 		}
 		// The repeat must not record the approved exit again.
-		if g := a.get(); g != "{active:false}" {
-			t.Errorf("after the repeat: Get %s, want {active:false}", g)
-		}
+		a.wantGet("after the repeat", "{active:false}")
 	})
 
 	t.Run("a refused call is remembered too", func(t *testing.T) {
@@ -2121,10 +2042,7 @@ func TestPlanMode_OwnedSession(t *testing.T) {
 	// The owner's next accepted pre-step applies the selection, narrated.
 	a.epoch = e
 	a.turnStart(2)
-	ps, notices := a.step(2, 1)
-	if !ps.GetActive() || !reflect.DeepEqual(notices, []string{pmNoticeEnter}) {
-		t.Errorf("owner's pre-step: active=%v notices %q", ps.GetActive(), notices)
-	}
+	ps := a.wantStep(2, 1, true, 1, pmNoticeEnter)
 	pmWantNorm(t, "owner's pre-step appended", ps.GetAppendedEvents(), pmEv("plan/mode", 0, 0, `{"active":true}`))
 
 	// exit_plan_mode: a wrong epoch is fenced; the owner's approval records
@@ -2135,10 +2053,7 @@ func TestPlanMode_OwnedSession(t *testing.T) {
 	pmWantExit(t, "owner's approval", a.exit(pmPlan, pmApprove()), true, false, pmTextApproved)
 	a.state("after the approval", "{active:true, pending:false}", "{true,false}")
 	a.stepEnd(2, 1)
-	ps, notices = a.step(2, 2)
-	if ps.GetActive() || len(notices) != 0 || len(ps.GetAppendedEvents()) != 1 {
-		t.Errorf("boundary after the approval: %v %q", ps, notices)
-	}
+	a.wantStep(2, 2, false, 1) // the boundary after the approval
 	a.stepEnd(2, 2)
 	a.turnEnd(2)
 	// The owner, idle, commits directly.
@@ -2168,16 +2083,10 @@ func TestPlanMode_SelectionsSurviveRestart(t *testing.T) {
 
 	a.state("selection after restart", "{active:false, pending:true}", "{false,false}")
 	b.state("approved exit after restart", "{active:true, pending:false}", "{true,false}")
-	if ps, notices := a.step(1, 1); !ps.GetActive() || !reflect.DeepEqual(notices, []string{pmNoticeEnter}) {
-		t.Errorf("selection's boundary after restart: active=%v notices %q", ps.GetActive(), notices)
-	}
-	if ps, notices := b.step(1, 1); ps.GetActive() || len(notices) != 0 || len(ps.GetAppendedEvents()) != 1 {
-		t.Errorf("approved exit's boundary after restart: %v %q", ps, notices)
-	}
+	a.wantStep(1, 1, true, 1, pmNoticeEnter) // the selection's boundary
+	b.wantStep(1, 1, false, 1)               // the approved exit's boundary
 	c.turnStart(1)
-	if _, notices := c.step(1, 1); !reflect.DeepEqual(notices, []string{pmNoticeEnter}) {
-		t.Errorf("owed notice after restart: %q", notices)
-	}
+	c.wantStep(1, 1, true, 0, pmNoticeEnter) // the owed notice
 }
 
 // ---------------------------------------------------------------------------
