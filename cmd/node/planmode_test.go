@@ -17,11 +17,12 @@ package main
 //   5    fold of a prefix (end) ....... n/a: the API folds whole logs; prefixes are observed by calling Get
 //                                       after each append in the goldens (TestPlanMode_Golden12_*)
 //   6    get reads the fold ........... TestPlanMode_GetReadsFold
-//   7    exit target queued in a turn . TestPlanMode_Narration/19_narrates_the_exit (every row of the
-//                                       set table: fsm's TestPlanSetDecisionTable)
-//   8    no-op set .................... TestPlanMode_SetNoopSequence, TestPlanMode_SetDecisionTable
+//   7    exit target queued in a turn . TestPlanMode_ExitPlan/39_outside_plan_mode (the queued exit; every
+//                                       row of the set table: fsm's TestPlanSetDecisionTable)
+//   8    no-op set .................... TestPlanMode_SetDecisionTable (the sequence: planmode's TestSetNoop)
 //   9    between-turns commit ......... TestPlanMode_SetIdleCommit
-//   10   idle reversal cancels ........ TestPlanMode_SetIdleReversalCancels
+//   10   idle reversal cancels ........ planmode's TestSetIdleReversalCancels (CANCELLED through the API:
+//                                       TestPlanMode_SetDecisionTable)
 //   11   idle commit narrates ......... TestPlanMode_Narration/11_idle_commit_narrates_once
 //   12   boundary inert ............... TestPlanMode_PreStep/12_inert_without_pending
 //   13   pre-step flush ............... TestPlanMode_PreStep/13_flushes_a_queued_selection
@@ -30,17 +31,17 @@ package main
 //   15   between-step seam flush ...... TestPlanMode_SetIdleCommit (idle commit, then a step keeps it)
 //   16   net-zero flip sequence ....... TestPlanMode_PreStep/16_net_zero
 //   17   no notice before any header .. TestPlanMode_Narration/17_no_notice_before_any_header
-//   18   narrates once ................ TestPlanMode_Narration/18_narrates_once
-//   19   narrates the exit ............ TestPlanMode_Narration/19_narrates_the_exit
-//   20   silent when header agrees .... TestPlanMode_Narration/20_silent_when_the_header_agrees
+//   18–20 narrates once, the exit,
+//         silent when header agrees .. planmode's TestNarrationRules (the rules alone; narration through
+//                                       the API: TestPlanMode_Narration, TestPlanMode_Golden12_2)
 //   21–22 append failure contained .... TestPlanMode_PreStep/21-22_refused_pre-step_keeps_the_selection
 //                                       (an append cannot fail inside the FSM apply; a PreStep refused
 //                                       by SEQ_MISMATCH / LEASE_FENCED is the server's failed boundary)
 //   23–29 soft layer, tool schemas,
 //         Code Mode SDK .............. n/a: prompt assembly and tool lists are agent-side
 //   30–31 no execution gating ......... n/a: the server executes no tools
-//   32   /plan in a turn + steer ...... TestPlanMode_Command/32_open_turn_bare_and_with_a_message
-//                                       (the registration list is agent-side)
+//   32   /plan in a turn + steer ...... TestPlanMode_Golden12_2 and its steer variant (untrimmed args:
+//                                       planmode's TestCommandOpenTurn; the registration list is agent-side)
 //   33   /plan off .................... TestPlanMode_Command/33_plan_off
 //   34   idle copies .................. TestPlanMode_Command/34_idle_copies
 //   35   images ....................... TestPlanMode_Command/35_images
@@ -86,11 +87,10 @@ package main
 //                                       plan/mode logs are read by TestPlanMode_Invariant and
 //                                       TestPlanMode_RecordedSessionReadsActive
 // projection.spec.ts
-//   1    empty log .................... TestPlanMode_Projection/1_empty_log
+//   1    empty log .................... TestPlanMode_GetReadsFold (first state)
 //   2    /plan pending until plan/mode  TestPlanMode_Projection/2_selection_pending_until_plan_mode
-//   3    error settlement drops it .... TestPlanMode_Projection/3_error_settlement_drops_the_selection
-//   4    off args, other commands ..... TestPlanMode_Projection/4_off_args_and_other_commands
-//   5    message argument ............. TestPlanMode_Projection/5_message_argument
+//   3–5  error settlement, off args,
+//        message argument ............ planmode's TestProjectionSpec (the rules alone)
 //   6–7  unit composition / unload .... n/a: the projection is always served
 //   8    cold replay .................. TestPlanMode_Projection/8_cold_replay
 //
@@ -1125,19 +1125,6 @@ func TestPlanMode_SetDecisionTable(t *testing.T) {
 	}
 }
 
-// plan-mode.spec.ts 8: the no-op sequence.
-func TestPlanMode_SetNoopSequence(t *testing.T) {
-	n := pmNode(t)
-	a := pmSession(t, n, "set-noop")
-	a.turnStart(1)
-	a.wantSet(false, pmNoop)
-	a.wantGet("after Set(false)", "{active:false}")
-	a.wantSet(true, pmQueued)
-	a.wantSet(true, pmNoop)
-	a.wantGet("after Set(true) twice", "{active:false, pending:true}")
-	a.wantCount("plan/mode", 0)
-}
-
 // plan-mode.spec.ts 9 and 15: a between-turns selection commits immediately; a later
 // step keeps it and appends nothing more.
 func TestPlanMode_SetIdleCommit(t *testing.T) {
@@ -1162,21 +1149,6 @@ func TestPlanMode_SetIdleCommit(t *testing.T) {
 	b.wantSet(true, pmCommitted)
 	b.wantStep(1, 1, true, 0)
 	b.state("after the seam", "{active:true}", "{true,false}")
-}
-
-// plan-mode.spec.ts 10.
-func TestPlanMode_SetIdleReversalCancels(t *testing.T) {
-	n := pmNode(t)
-	a := pmSession(t, n, "set-idle-reversal")
-	a.turnStart(1)
-	a.wantSet(true, pmQueued)
-	a.turnEnd(1)
-	a.wantGet("a selection left pending by an ended turn", "{active:false, pending:true}")
-	a.wantSet(true, pmNoop) // re-selecting while idle keeps it pending
-	a.wantGet("after the idle no-op", "{active:false, pending:true}")
-	a.wantSet(false, pmCancelled)
-	a.wantGet("after the idle reversal", "{active:false}")
-	a.wantCount("plan/mode", 0)
 }
 
 // Load's crash repair closes an open turn through the replicated log; the
@@ -1227,45 +1199,6 @@ func TestPlanMode_Narration(t *testing.T) {
 		b.wantSet(true, pmCommitted)
 		b.turnStart(1)
 		b.wantStep(1, 1, true, 0)
-	})
-
-	t.Run("18 narrates once", func(t *testing.T) {
-		a := pmSession(t, n, "narrate-once")
-		a.header()
-		a.turnStart(1)
-		a.wantSet(true, pmQueued)
-		a.wantStep(1, 1, true, 1, pmNoticeEnter)
-		a.wantStep(1, 2, true, 0)
-		a.wantCount("plan/mode", 1)
-	})
-
-	t.Run("19 narrates the exit", func(t *testing.T) {
-		a := pmSession(t, n, "narrate-exit")
-		a.planMode(true)
-		a.header()
-		a.turnStart(1)
-		a.wantSet(false, pmQueued)
-		a.wantStep(1, 1, false, 1, pmNoticeExit)
-	})
-
-	t.Run("20 silent when the header agrees", func(t *testing.T) {
-		a := pmSession(t, n, "narrate-header-agrees")
-		a.planMode(true)
-		a.header()
-		a.planMode(false)
-		a.turnStart(1)
-		a.wantSet(true, pmQueued)
-		a.wantStep(1, 1, true, 1)
-	})
-
-	t.Run("owed idle notice dropped when the selection is reverted", func(t *testing.T) {
-		a := pmSession(t, n, "narrate-owed-reverted")
-		a.header()
-		a.wantSet(true, pmCommitted) // notice owed
-		a.turnStart(1)
-		a.wantSet(false, pmQueued)
-		ps := a.wantStep(1, 1, false, 1) // no notice: the model was told default
-		pmWantNorm(t, "PreStep appended", ps.GetAppendedEvents(), pmEv("plan/mode", 0, 0, `{"active":false}`))
 	})
 
 	t.Run("owed idle notice and a net-zero marker give one notice", func(t *testing.T) {
@@ -1354,28 +1287,6 @@ func TestPlanMode_Command(t *testing.T) {
 		}
 		ids[id] = true
 	}
-
-	t.Run("32 open turn bare and with a message", func(t *testing.T) {
-		a := pmSession(t, n, "cmd-open")
-		a.turnStart(1)
-		r := a.command("")
-		track(t, r)
-		pmWantCommand(t, r, "success", pmTextEntering, nil, "")
-		pmWantNorm(t, "appended", r.GetAppendedEvents(),
-			pmEv("command/run", 0, 0, `{"commandId":"x","name":"plan","args":"","source":{"kind":"user"}}`),
-			pmEv("command/done", 0, 0, `{"commandId":"x","kind":"success","text":"`+pmTextEntering+`"}`))
-		a.state("after /plan", "{active:false, pending:true}", "{false,true}")
-
-		b := pmSession(t, n, "cmd-open-message")
-		b.turnStart(1)
-		r = b.command("   draft the migration  ")
-		track(t, r)
-		pmWantCommand(t, r, "success", pmTextEntering, pmStr("draft the migration"), `[{"type":"text","text":"draft the migration"}]`)
-		pmWantNorm(t, "appended", r.GetAppendedEvents(),
-			pmEv("command/run", 0, 0, `{"commandId":"x","name":"plan","args":"   draft the migration  ","source":{"kind":"user"}}`),
-			pmEv("command/done", 0, 0, `{"commandId":"x","kind":"success","text":"`+pmTextEntering+`"}`))
-		b.state("after /plan <message>", "{active:false, pending:true}", "{false,true}")
-	})
 
 	// The command-line rule (after "/plan" comes the end or a space, tab, CR
 	// or LF) holds for raw_input: "off" is the line "/planoff", another command.
@@ -1721,72 +1632,20 @@ func TestPlanMode_Invariant(t *testing.T) {
 
 func TestPlanMode_Projection(t *testing.T) {
 	n := pmNode(t)
-	// The bench of projection.spec.ts: run/settle append a /plan command pair by hand,
-	// commit wraps plan/mode in a turn.
-	type bench struct {
-		*pmAgent
-		cmd  int
-		turn int
-	}
-	newBench := func(t *testing.T, id string) *bench { return &bench{pmAgent: pmSession(t, n, id)} }
-	run := func(b *bench, args string) {
-		b.cmd++
-		b.add("command/run", fmt.Sprintf(`{"commandId":"c%d","name":"plan","args":%q,"source":{"kind":"user"}}`, b.cmd, args))
-	}
-	settle := func(b *bench, kind string) {
-		b.add("command/done", fmt.Sprintf(`{"commandId":"c%d","kind":%q,"text":"t"}`, b.cmd, kind))
-	}
-	commit := func(b *bench, active bool) {
-		b.turn++
-		b.turnStart(b.turn)
-		b.planMode(active)
-		b.turnEnd(b.turn)
-	}
-	want := func(t *testing.T, b *bench, what, v string) {
-		t.Helper()
-		if p := b.proj(); p != v {
-			t.Errorf("%s: projection %s, want %s", what, p, v)
-		}
-	}
-
-	t.Run("1 empty log", func(t *testing.T) {
-		want(t, newBench(t, "proj-empty"), "empty", "{false,false}")
-	})
+	// Rows 1 and 3–5 of projection.spec.ts are the rules alone (planmode's
+	// TestProjectionSpec; the empty log is also TestPlanMode_GetReadsFold's
+	// first state). Row 2 shows the service projecting a hand-written command
+	// pair, which leaves the service's own selection (Get) untouched.
 	t.Run("2 selection pending until plan/mode", func(t *testing.T) {
-		b := newBench(t, "proj-pending")
-		run(b, "")
-		want(t, b, "run", "{false,true}")
-		settle(b, "success")
-		want(t, b, "settle", "{false,true}")
-		commit(b, true)
-		want(t, b, "commit", "{true,false}")
-	})
-	t.Run("3 error settlement drops the selection", func(t *testing.T) {
-		b := newBench(t, "proj-error")
-		commit(b, true)
-		run(b, "off")
-		want(t, b, "run off", "{true,true}")
-		settle(b, "error")
-		want(t, b, "settle error", "{true,false}")
-	})
-	t.Run("4 off args and other commands", func(t *testing.T) {
-		b := newBench(t, "proj-args")
-		commit(b, true)
-		b.add("command/run", `{"commandId":"k1","name":"compact","args":"","source":{"kind":"user"}}`)
-		want(t, b, "compact", "{true,false}")
-		b.add("command/run", `{"commandId":"k2","name":"plan","source":{"kind":"user"}}`)
-		want(t, b, "plan without args", "{true,false}")
-		run(b, " off")
-		want(t, b, "run  off", "{true,true}")
-		commit(b, false)
-		want(t, b, "commit false", "{false,false}")
-		run(b, "off")
-		want(t, b, "run off while inactive", "{false,false}")
-	})
-	t.Run("5 message argument", func(t *testing.T) {
-		b := newBench(t, "proj-message")
-		run(b, " sketch the refactor first")
-		want(t, b, "run message", "{false,true}")
+		a := pmSession(t, n, "proj-pending")
+		a.add("command/run", `{"commandId":"c1","name":"plan","args":"","source":{"kind":"user"}}`)
+		a.state("run", "{active:false}", "{false,true}")
+		a.add("command/done", `{"commandId":"c1","kind":"success","text":"t"}`)
+		a.state("settle", "{active:false}", "{false,true}")
+		a.turnStart(1)
+		a.planMode(true)
+		a.turnEnd(1)
+		a.state("commit", "{active:true}", "{true,false}")
 	})
 	t.Run("8 cold replay", func(t *testing.T) {
 		a := pmSession(t, n, "proj-replay-a")
