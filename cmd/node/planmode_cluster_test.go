@@ -585,14 +585,7 @@ func TestPlanModeCluster_PendingSurvivesLeaderKill(t *testing.T) {
 	}
 
 	// A UI on a follower selects plan mode without the epoch: queued.
-	var follower *clNode
-	for _, nd := range nodes {
-		if nd != leader {
-			follower = nd
-			break
-		}
-	}
-	ui, err := client.Dial(ctx, follower.srv.grpcAddr)
+	ui, err := client.Dial(ctx, pmcLive(nodes, leader).srv.grpcAddr) // a follower
 	must(err)
 	defer ui.Close()
 	set, err := ui.PlanSet(ctx, &pb.PlanSetRequest{SessionId: id, Active: true, RequestId: "pmc-ui-1"})
@@ -734,14 +727,7 @@ func TestPlanModeCluster_ConcurrentCallersNeverDuplicateOrLose(t *testing.T) {
 	defer cancel()
 	const id = "pmc-race"
 	leader := pmcWaitLeader(t, nodes)
-	var agentNode *clNode
-	for _, nd := range nodes {
-		if nd != leader {
-			agentNode = nd
-			break
-		}
-	}
-	a := pmcSetup(t, ctx, agentNode.Client, id)
+	a := pmcSetup(t, ctx, pmcLive(nodes, leader).Client, id) // the agent on a follower
 	dial := func(nd *clNode) *client.Client {
 		c, err := client.Dial(ctx, nd.srv.grpcAddr)
 		if err != nil {
