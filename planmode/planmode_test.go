@@ -139,8 +139,8 @@ func TestSetNoop(t *testing.T) {
 	if o := b.set(true); o != Noop {
 		t.Fatal(o)
 	}
-	if g := b.get(); g != "{active:false, pending:true}" {
-		t.Fatal(g)
+	if g := b.get(); g != "{active:false, pending:true}" || b.planModes() != 0 {
+		t.Fatal(g, b.planModes())
 	}
 }
 
@@ -221,6 +221,12 @@ func TestSetIdleReversalCancels(t *testing.T) {
 		t.Fatal(o)
 	}
 	b.l.closeTurn()
+	if g := b.get(); g != "{active:false, pending:true}" {
+		t.Fatal("a selection left pending by an ended turn:", g)
+	}
+	if o := b.set(true); o != Noop || b.get() != "{active:false, pending:true}" {
+		t.Fatal("re-selecting while idle keeps it pending:", o, b.get())
+	}
 	if o := b.set(false); o != Cancelled {
 		t.Fatal(o)
 	}
@@ -305,40 +311,51 @@ func TestNarrationRules(t *testing.T) {
 	t.Run("once", func(t *testing.T) {
 		b := newBench(t)
 		b.l.header().openTurn()
-		b.set(true)
-		b.boundary(true)
-		b.boundary(true)
-		if !eqStrings(b.notices, []string{NoticeEnter}) {
+		if o := b.set(true); o != Queued {
+			t.Fatal(o)
+		}
+		r1, r2 := b.boundary(true), b.boundary(true)
+		if len(r1.Notices) != 1 || !eqStrings(b.notices, []string{NoticeEnter}) || b.planModes() != 1 {
 			t.Fatal(b.notices)
+		}
+		if !r1.Active || len(r1.Appended) != 1 || !r2.Active || len(r2.Appended) != 0 {
+			t.Fatal(r1, r2)
 		}
 	})
 	t.Run("exit", func(t *testing.T) {
 		b := newBench(t)
 		b.l.plan(true).header().openTurn()
-		b.set(false)
-		b.boundary(true)
-		if !eqStrings(b.notices, []string{NoticeExit}) {
-			t.Fatal(b.notices)
+		if o := b.set(false); o != Queued {
+			t.Fatal(o)
+		}
+		if r := b.boundary(true); !eqStrings(b.notices, []string{NoticeExit}) || r.Active || len(r.Appended) != 1 {
+			t.Fatal(b.notices, r)
 		}
 	})
 	t.Run("header_agrees", func(t *testing.T) {
 		b := newBench(t)
 		b.l.plan(true).header().plan(false).openTurn()
-		b.set(true)
-		b.boundary(true)
-		if !b.fold() || len(b.notices) != 0 {
-			t.Fatal(b.notices)
+		if o := b.set(true); o != Queued {
+			t.Fatal(o)
+		}
+		if r := b.boundary(true); !b.fold() || len(b.notices) != 0 || !r.Active || len(r.Appended) != 1 {
+			t.Fatal(b.notices, r)
 		}
 	})
 	t.Run("idle_then_reverted_owed_notice_dropped", func(t *testing.T) {
 		b := newBench(t)
 		b.l.header()
-		b.set(true) // committed, notice owed
+		if o := b.set(true); o != Committed { // notice owed
+			t.Fatal(o)
+		}
 		b.l.openTurn()
-		b.set(false) // queued exit
-		b.boundary(true)
-		if b.fold() || len(b.notices) != 0 {
-			t.Fatal(b.notices)
+		if o := b.set(false); o != Queued {
+			t.Fatal(o)
+		}
+		// The boundary appends plan/mode false (the fold was true) and no
+		// notice: the model was told default.
+		if r := b.boundary(true); b.fold() || len(b.notices) != 0 || r.Active || len(r.Appended) != 1 {
+			t.Fatal(b.notices, r)
 		}
 	})
 }

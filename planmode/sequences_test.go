@@ -86,6 +86,30 @@ func dataOf(t *testing.T, ev []byte) string {
 	return e.Type + " " + string(e.Data)
 }
 
+// sequence is golden sequence n by seq (testdata/planmode, shared with
+// cmd/node's TestPlanMode_Golden12_*).
+func sequence(t *testing.T, n int) map[int64][]byte {
+	t.Helper()
+	s := map[int64][]byte{}
+	for _, l := range lines(refdata.PlanModeSequence(t, n)) {
+		var e struct{ Seq int64 }
+		if err := json.Unmarshal(l, &e); err != nil {
+			t.Fatal(err)
+		}
+		s[e.Seq] = l
+	}
+	return s
+}
+
+// pick is the lines at seqs, in that order.
+func pick(s map[int64][]byte, seqs ...int64) [][]byte {
+	var out [][]byte
+	for _, q := range seqs {
+		out = append(out, s[q])
+	}
+	return out
+}
+
 type golden struct {
 	t  *testing.T
 	l  [][]byte
@@ -103,46 +127,31 @@ func (g *golden) check(getWant, projWant string) {
 }
 
 func TestGolden12_1(t *testing.T) {
-	spec := lines(`
-{"type":"agent/inbox/spliced","seq":0,"time":1000,"data":{"target":"next-turn","start":0,"inserted":[{"id":"m1","role":"user","content":[{"type":"text","text":"hello"}],"source":{"kind":"user"}}]}}
-{"type":"turn/start","seq":1,"time":1001,"data":{"turn":1}}
-{"type":"agent/inbox/spliced","seq":2,"time":1002,"data":{"target":"next-turn","start":0,"removedCount":1,"inserted":[]}}
-{"type":"step/start","seq":3,"time":1003,"data":{"turn":1,"step":1}}
-{"type":"user/message","seq":4,"time":1003,"data":{"id":"m1","role":"user","content":[{"type":"text","text":"hello"}],"source":{"kind":"user"}},"surfaceOp":"append"}
-{"type":"request/header","seq":5,"time":1004,"data":{"header":{"config":{"provider":"p","model":"m"},"system":"<identity + persona, no plan:policy>","tools":[{"name":"exit_plan_mode"},{"name":"read"}]},"reason":"initial"}}
-{"type":"assistant/message","seq":6,"time":1100,"data":{"turn":1,"step":1,"message":{"id":"a1","role":"assistant","content":[{"type":"text","text":"Hi."}],"source":{"kind":"model","provider":"p","model":"m"}}},"surfaceOp":"append"}
-{"type":"step/end","seq":7,"time":1101,"data":{"turn":1,"step":1}}
-{"type":"turn/end","seq":8,"time":1101,"data":{"turn":1,"reason":{"kind":"completed"}}}
-{"type":"command/run","seq":9,"time":2000,"data":{"commandId":"cmd-1a2b3c4d-1","name":"plan","args":"","source":{"kind":"user"}}}
-{"type":"plan/mode","seq":10,"time":2000,"data":{"active":true}}
-{"type":"command/done","seq":12,"time":2001,"data":{"commandId":"cmd-1a2b3c4d-1","kind":"success","text":"Plan mode on. Use /plan off to leave."}}
-{"type":"user/message","seq":18,"time":3002,"data":{"id":"n1","role":"user","content":[{"type":"text","text":"The user switched this session to plan mode."}],"source":{"kind":"plugin","plugin":"plan-mode","form":"notice","summary":"The user switched this session to plan mode."}},"surfaceOp":"append"}`)
-	g := &golden{t: t, l: append([][]byte{}, spec[:9]...)}
+	s := sequence(t, 1)
+	g := &golden{t: t, l: pick(s, 0, 1, 2, 3, 4, 5, 6, 7, 8)}
 	g.check("{active:false}", pv(false, false))
 	r, err := Command(g.l, g.st, CommandInput{CommandID: "cmd-1a2b3c4d-1", RawInput: ""}, Stamp{9, 2000})
 	if err != nil || r.Text != TextPlanOn || len(r.Appended) != 3 {
 		t.Fatal(r, err)
 	}
-	if !bytes.Equal(r.Appended[0], spec[9]) || !bytes.Equal(r.Appended[1], spec[10]) || dataOf(t, r.Appended[2]) != dataOf(t, spec[11]) {
+	if !bytes.Equal(r.Appended[0], s[9]) || !bytes.Equal(r.Appended[1], s[10]) || dataOf(t, r.Appended[2]) != dataOf(t, s[12]) {
 		t.Fatalf("%s\n%s\n%s", r.Appended[0], r.Appended[1], r.Appended[2])
 	}
 	g.l = append(g.l, r.Appended...)
 	g.st = r.State
 	g.check("{active:true}", pv(true, false))
-	// Next prompt: turn 2, the first pre-step returns the owed notice.
-	g.l = append(g.l, lines(`
-{"type":"agent/inbox/spliced","seq":12,"time":3000,"data":{"target":"next-turn","start":0,"inserted":[{"id":"m2","role":"user","content":[{"type":"text","text":"design the cache"}],"source":{"kind":"user"}}]}}
-{"type":"turn/start","seq":13,"time":3000,"data":{"turn":2}}
-{"type":"agent/inbox/spliced","seq":14,"time":3001,"data":{"target":"next-turn","start":0,"removedCount":1,"inserted":[]}}`)...)
-	ps, err := PreStep(g.l, g.st, StepContext{}, Stamp{15, 3002}, "n1")
+	// Next prompt: turn 2 (without the reference's inbox lines 11 and 15),
+	// the first pre-step returns the owed notice.
+	g.l = append(g.l, pick(s, 13, 14, 16)...)
+	ps, err := PreStep(g.l, g.st, StepContext{}, Stamp{17, 3002}, "n1")
 	if err != nil || len(ps.Appended) != 0 || len(ps.Notices) != 1 || !ps.Active {
 		t.Fatal(ps, err)
 	}
-	if "user/message "+string(ps.Notices[0]) != dataOf(t, spec[12]) {
-		t.Fatalf("%s\n%s", ps.Notices[0], dataOf(t, spec[12]))
+	if "user/message "+string(ps.Notices[0]) != dataOf(t, s[18]) {
+		t.Fatalf("%s\n%s", ps.Notices[0], dataOf(t, s[18]))
 	}
 	// Variant: no earlier header → no notice.
-	noHeader := append(append([][]byte{}, spec[:5]...), spec[6:9]...)
+	noHeader := pick(s, 0, 1, 2, 3, 4, 6, 7, 8)
 	r, _ = Command(noHeader, State{}, CommandInput{CommandID: "c", RawInput: ""}, Stamp{8, 2000})
 	ps, _ = PreStep(append(noHeader, r.Appended...), r.State, StepContext{}, Stamp{11, 3000}, "n1")
 	if r.State.Notice != nil || len(ps.Notices) != 0 {
@@ -151,33 +160,20 @@ func TestGolden12_1(t *testing.T) {
 }
 
 func TestGolden12_2(t *testing.T) {
-	spec := lines(`
-{"type":"request/header","seq":39,"time":4000,"data":{"header":{"config":{"provider":"p","model":"m"}},"reason":"initial"}}
-{"type":"turn/start","seq":40,"time":5000,"data":{"turn":3}}
-{"type":"agent/inbox/spliced","seq":41,"time":5000,"data":{"target":"next-turn","start":0,"removedCount":1,"inserted":[]}}
-{"type":"step/start","seq":42,"time":5001,"data":{"turn":3,"step":1}}
-{"type":"user/message","seq":43,"time":5001,"data":{"id":"m5","role":"user","content":[{"type":"text","text":"look at the parser"}],"source":{"kind":"user"}},"surfaceOp":"append"}
-{"type":"assistant/message","seq":44,"time":5200,"data":{"turn":3,"step":1,"message":{"id":"a5","role":"assistant","content":[{"type":"tool-call","id":"c1","name":"read","arguments":"{\"path\":\"parser.go\"}"}],"source":{"kind":"model","provider":"p","model":"m"}}},"surfaceOp":"append"}
-{"type":"tool/call","seq":45,"time":5201,"data":{"turn":3,"step":1,"callId":"c1","name":"read","arguments":"{\"path\":\"parser.go\"}"}}
-{"type":"command/run","seq":46,"time":5250,"data":{"commandId":"cmd-1a2b3c4d-2","name":"plan","args":"","source":{"kind":"user"}}}
-{"type":"command/done","seq":47,"time":5250,"data":{"commandId":"cmd-1a2b3c4d-2","kind":"success","text":"Entering plan mode (applies from the next step). Use /plan off to leave."}}
-{"type":"tool/result","seq":48,"time":5300,"data":{"turn":3,"step":1,"message":{"id":"r1","role":"user","content":[{"type":"tool-result","toolCallId":"c1","content":[{"type":"text","text":"<file>"}],"isError":false}],"source":{"kind":"tool","callId":"c1"}}},"surfaceOp":"append","sourceEventSeqs":[45]}
-{"type":"step/end","seq":49,"time":5301,"data":{"turn":3,"step":1}}
-{"type":"plan/mode","seq":50,"time":5302,"data":{"active":true}}
-{"type":"user/message","seq":52,"time":5302,"data":{"id":"n2","role":"user","content":[{"type":"text","text":"The user switched this session to plan mode."}],"source":{"kind":"plugin","plugin":"plan-mode","form":"notice","summary":"The user switched this session to plan mode."}},"surfaceOp":"append"}`)
-	g := &golden{t: t, l: append([][]byte{}, spec[:7]...)}
+	s := sequence(t, 2)
+	g := &golden{t: t, l: pick(s, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45)}
 	g.check("{active:false}", pv(false, false))
 	r, _ := Command(g.l, g.st, CommandInput{CommandID: "cmd-1a2b3c4d-2"}, Stamp{46, 5250})
-	if len(r.Appended) != 2 || !bytes.Equal(r.Appended[0], spec[7]) || !bytes.Equal(r.Appended[1], spec[8]) {
+	if len(r.Appended) != 2 || !bytes.Equal(r.Appended[0], s[46]) || !bytes.Equal(r.Appended[1], s[47]) {
 		t.Fatalf("%s\n%s", r.Appended[0], r.Appended[1])
 	}
 	g.l, g.st = append(g.l, r.Appended[0]), r.State
 	g.check("{active:false, pending:true}", pv(false, true))
 	g.l = append(g.l, r.Appended[1])
 	g.check("{active:false, pending:true}", pv(false, true))
-	g.l = append(g.l, spec[9], spec[10])
+	g.l = append(g.l, pick(s, 48, 49)...)
 	ps, _ := PreStep(g.l, g.st, StepContext{}, Stamp{50, 5302}, "n2")
-	if len(ps.Appended) != 1 || !bytes.Equal(ps.Appended[0], spec[11]) || len(ps.Notices) != 1 || "user/message "+string(ps.Notices[0]) != dataOf(t, spec[12]) {
+	if len(ps.Appended) != 1 || !bytes.Equal(ps.Appended[0], s[50]) || len(ps.Notices) != 1 || "user/message "+string(ps.Notices[0]) != dataOf(t, s[52]) {
 		t.Fatal(ps)
 	}
 	g.l, g.st = append(g.l, ps.Appended...), ps.State
@@ -185,17 +181,8 @@ func TestGolden12_2(t *testing.T) {
 }
 
 func TestGolden12_3(t *testing.T) {
-	spec := lines(`
-{"type":"plan/mode","seq":60,"time":6000,"data":{"active":true}}
-{"type":"request/header","seq":61,"time":6001,"data":{"header":{"config":{"provider":"p","model":"m"}},"reason":"change"}}
-{"type":"turn/start","seq":62,"time":6002,"data":{"turn":4}}
-{"type":"step/start","seq":70,"time":7000,"data":{"turn":4,"step":2}}
-{"type":"assistant/message","seq":71,"time":7100,"data":{"turn":4,"step":2,"message":{"id":"a7","role":"assistant","content":[{"type":"tool-call","id":"c9","name":"exit_plan_mode","arguments":"{\"plan\":\"# Cache design\\n\\n1. Add an LRU.\"}"}],"source":{"kind":"model","provider":"p","model":"m"}}},"surfaceOp":"append"}
-{"type":"tool/call","seq":72,"time":7101,"data":{"turn":4,"step":2,"callId":"c9","name":"exit_plan_mode","arguments":"{\"plan\":\"# Cache design\\n\\n1. Add an LRU.\"}"}}
-{"type":"tool/result","seq":73,"time":9000,"data":{"turn":4,"step":2,"message":{"id":"r9","role":"user","content":[{"type":"tool-result","toolCallId":"c9","content":[{"type":"text","text":"Plan approved — plan mode exited; carry out the plan starting with your next step."}],"isError":false}],"source":{"kind":"tool","callId":"c9"}}},"surfaceOp":"append","sourceEventSeqs":[72]}
-{"type":"step/end","seq":74,"time":9001,"data":{"turn":4,"step":2}}
-{"type":"plan/mode","seq":75,"time":9002,"data":{"active":false}}`)
-	g := &golden{t: t, l: append([][]byte{}, spec[:6]...)}
+	s := sequence(t, 3)
+	g := &golden{t: t, l: pick(s, 60, 61, 62, 63, 64, 65, 66, 70, 71, 72)}
 	plan := "# Cache design\n\n1. Add an LRU."
 	pre, _ := ExitPlan(g.l, g.st, plan, nil)
 	if !pre.NeedsReview {
@@ -205,11 +192,11 @@ func TestGolden12_3(t *testing.T) {
 	if !r.Approved || r.IsError || r.Text != TextApproved {
 		t.Fatal(r)
 	}
-	g.l, g.st = append(g.l, spec[6]), r.State
+	g.l, g.st = append(g.l, s[73]), r.State
 	g.check("{active:true, pending:false}", pv(true, false))
-	g.l = append(g.l, spec[7])
+	g.l = append(g.l, s[74])
 	ps, _ := PreStep(g.l, g.st, StepContext{}, Stamp{75, 9002}, "n")
-	if len(ps.Appended) != 1 || !bytes.Equal(ps.Appended[0], spec[8]) || len(ps.Notices) != 0 || ps.Active {
+	if len(ps.Appended) != 1 || !bytes.Equal(ps.Appended[0], s[75]) || len(ps.Notices) != 0 || ps.Active {
 		t.Fatal(ps)
 	}
 	g.l, g.st = append(g.l, ps.Appended...), ps.State
@@ -217,30 +204,22 @@ func TestGolden12_3(t *testing.T) {
 }
 
 func TestGolden12_4(t *testing.T) {
-	spec := lines(`
-{"type":"turn/start","seq":89,"time":10000,"data":{"turn":5}}
-{"type":"tool/call","seq":90,"time":11000,"data":{"turn":5,"step":1,"callId":"c20","name":"read","arguments":"{}"}}
-{"type":"command/run","seq":91,"time":11010,"data":{"commandId":"cmd-1a2b3c4d-3","name":"plan","args":"","source":{"kind":"user"}}}
-{"type":"command/done","seq":92,"time":11010,"data":{"commandId":"cmd-1a2b3c4d-3","kind":"success","text":"Entering plan mode (applies from the next step). Use /plan off to leave."}}
-{"type":"command/run","seq":93,"time":11020,"data":{"commandId":"cmd-1a2b3c4d-4","name":"plan","args":" off","source":{"kind":"user"}}}
-{"type":"command/done","seq":94,"time":11020,"data":{"commandId":"cmd-1a2b3c4d-4","kind":"success","text":"Plan mode entry cancelled."}}
-{"type":"tool/result","seq":95,"time":11100,"data":{"turn":5,"step":1,"message":{"id":"r20","role":"user","content":[{"type":"tool-result","toolCallId":"c20","content":[{"type":"text","text":"ok"}],"isError":false}],"source":{"kind":"tool","callId":"c20"}}},"surfaceOp":"append","sourceEventSeqs":[90]}
-{"type":"step/end","seq":96,"time":11101,"data":{"turn":5,"step":1}}`)
-	g := &golden{t: t, l: append([][]byte{}, spec[:2]...)}
+	s := sequence(t, 4)
+	g := &golden{t: t, l: pick(s, 88, 89, 90)}
 	r, _ := Command(g.l, g.st, CommandInput{CommandID: "cmd-1a2b3c4d-3"}, Stamp{91, 11010})
-	if !bytes.Equal(r.Appended[0], spec[2]) || !bytes.Equal(r.Appended[1], spec[3]) {
+	if !bytes.Equal(r.Appended[0], s[91]) || !bytes.Equal(r.Appended[1], s[92]) {
 		t.Fatalf("%s\n%s", r.Appended[0], r.Appended[1])
 	}
 	g.l, g.st = append(g.l, r.Appended...), r.State
 	g.check("{active:false, pending:true}", pv(false, true))
 	r, _ = Command(g.l, g.st, CommandInput{CommandID: "cmd-1a2b3c4d-4", RawInput: " off"}, Stamp{93, 11020})
-	if !bytes.Equal(r.Appended[0], spec[4]) || !bytes.Equal(r.Appended[1], spec[5]) {
+	if !bytes.Equal(r.Appended[0], s[93]) || !bytes.Equal(r.Appended[1], s[94]) {
 		t.Fatalf("%s\n%s", r.Appended[0], r.Appended[1])
 	}
 	g.l = append(g.l, r.Appended[0])
 	g.st = r.State
 	g.check("{active:false, pending:false}", pv(false, false))
-	g.l = append(g.l, r.Appended[1], spec[6], spec[7])
+	g.l = append(g.l, r.Appended[1], s[95], s[96])
 	ps, _ := PreStep(g.l, g.st, StepContext{}, Stamp{97, 11102}, "n")
 	if len(ps.Appended) != 0 || len(ps.Notices) != 0 {
 		t.Fatal(ps)

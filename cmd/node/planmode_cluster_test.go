@@ -29,20 +29,13 @@ import (
 )
 
 const (
-	pmcNoticeEnter = "The user switched this session to plan mode."
-	pmcNoticeExit  = "The user switched this session back to the default mode."
-	pmcCwd         = "/w/planmode-cluster"
-	pmcHeaderData  = `{"header":{"config":{"provider":"test","model":"test-model"}},"reason":%q}`
+	pmcCwd        = "/w/planmode-cluster"
+	pmcHeaderData = `{"header":{"config":{"provider":"test","model":"test-model"}},"reason":%q}`
 )
 
-// pmcEvent is one event the agent writes: time is derived from seq.
+// pmcEvent is pmEv for an event the agent writes: time is derived from seq.
 func pmcEvent(typ string, seq int64, data string) string {
-	return fmt.Sprintf(`{"type":%q,"seq":%d,"time":%d,"data":%s}`, typ, seq, 1_700_000_000_000+seq, data)
-}
-
-// pmcSurface is pmcEvent for a surface event (surfaceOp "append").
-func pmcSurface(typ string, seq int64, data string) string {
-	return strings.TrimSuffix(pmcEvent(typ, seq, data), "}") + `,"surfaceOp":"append"}`
+	return pmEv(typ, seq, 1_700_000_000_000+seq, data)
 }
 
 // pmcParsed is the part of a stored event these tests look at.
@@ -102,35 +95,6 @@ func pmcSummarize(t testing.TB, events []string) pmcSummary {
 		}
 	}
 	return s
-}
-
-// pmcNoticeText returns the text of a notice (a user/message data object)
-// after checking its fixed shape.
-func pmcNoticeText(t testing.TB, notice string) string {
-	t.Helper()
-	var n struct {
-		ID      string `json:"id"`
-		Role    string `json:"role"`
-		Content []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		} `json:"content"`
-		Source struct {
-			Kind    string `json:"kind"`
-			Plugin  string `json:"plugin"`
-			Form    string `json:"form"`
-			Summary string `json:"summary"`
-		} `json:"source"`
-	}
-	if err := json.Unmarshal([]byte(notice), &n); err != nil {
-		t.Fatalf("notice is not JSON: %v: %s", err, notice)
-	}
-	if n.ID == "" || n.Role != "user" || len(n.Content) != 1 || n.Content[0].Type != "text" ||
-		n.Source.Kind != "plugin" || n.Source.Plugin != "plan-mode" || n.Source.Form != "notice" ||
-		n.Source.Summary != n.Content[0].Text {
-		t.Fatalf("notice has the wrong shape: %s", notice)
-	}
-	return n.Content[0].Text
 }
 
 // pmcClaim is an event some call says it wrote at seq.
@@ -292,7 +256,7 @@ func (a *pmcAgent) runStep(ctx context.Context, repeat bool, mid func() error) (
 		return nil, err
 	}
 	for _, n := range r.Notices {
-		if err := a.append(ctx, "user/message", func(s int64) string { return pmcSurface("user/message", s, n) }); err != nil {
+		if err := a.append(ctx, "user/message", func(s int64) string { return pmSurf("user/message", s, 1_700_000_000_000+s, n) }); err != nil {
 			return nil, err
 		}
 	}
@@ -553,11 +517,12 @@ func pmcVerifyLog(t *testing.T, log []string, a *pmcAgent, other []pmcClaim) []s
 				st.pos, before.told, before.hasTold, r.Active, r.Notices, wantNotice)
 		}
 		for _, n := range r.Notices {
-			want := pmcNoticeExit
+			want := pmNoticeExit
 			if r.Active {
-				want = pmcNoticeEnter
+				want = pmNoticeEnter
 			}
-			if got := pmcNoticeText(t, n); got != want {
+			pmCheckNoticeShape(t, n)
+			if got := pmNoticeText(t, n); got != want {
 				t.Fatalf("a pre-step at %d answered active %v with the notice %q", st.pos, r.Active, got)
 			}
 		}
@@ -620,14 +585,7 @@ func TestPlanModeCluster_PendingSurvivesLeaderKill(t *testing.T) {
 	}
 
 	// A UI on a follower selects plan mode without the epoch: queued.
-	var follower *clNode
-	for _, nd := range nodes {
-		if nd != leader {
-			follower = nd
-			break
-		}
-	}
-	ui, err := client.Dial(ctx, follower.srv.grpcAddr)
+	ui, err := client.Dial(ctx, pmcLive(nodes, leader).srv.grpcAddr) // a follower
 	must(err)
 	defer ui.Close()
 	set, err := ui.PlanSet(ctx, &pb.PlanSetRequest{SessionId: id, Active: true, RequestId: "pmc-ui-1"})
@@ -673,8 +631,9 @@ func TestPlanModeCluster_PendingSurvivesLeaderKill(t *testing.T) {
 	if p := pmcParse(t, r.AppendedEvents[0]); p.Type != "plan/mode" || p.Seq != modeAt || string(p.Data) != `{"active":true}` {
 		t.Fatalf("pre-step appended %s, want plan/mode {\"active\":true} at seq %d", r.AppendedEvents[0], modeAt)
 	}
-	if len(r.Notices) != 1 || pmcNoticeText(t, r.Notices[0]) != pmcNoticeEnter {
-		t.Fatalf("pre-step notices %v, want exactly %q", r.Notices, pmcNoticeEnter)
+	// (pmcVerifyLog checks every notice's shape at the end.)
+	if len(r.Notices) != 1 || pmNoticeText(t, r.Notices[0]) != pmNoticeEnter {
+		t.Fatalf("pre-step notices %v, want exactly %q", r.Notices, pmNoticeEnter)
 	}
 	pmcCheckGet(t, "get after the applied selection", pmcGet(t, ctx, a.c, id), true, nil, a.seq)
 
@@ -768,14 +727,7 @@ func TestPlanModeCluster_ConcurrentCallersNeverDuplicateOrLose(t *testing.T) {
 	defer cancel()
 	const id = "pmc-race"
 	leader := pmcWaitLeader(t, nodes)
-	var agentNode *clNode
-	for _, nd := range nodes {
-		if nd != leader {
-			agentNode = nd
-			break
-		}
-	}
-	a := pmcSetup(t, ctx, agentNode.Client, id)
+	a := pmcSetup(t, ctx, pmcLive(nodes, leader).Client, id) // the agent on a follower
 	dial := func(nd *clNode) *client.Client {
 		c, err := client.Dial(ctx, nd.srv.grpcAddr)
 		if err != nil {

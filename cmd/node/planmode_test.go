@@ -17,11 +17,12 @@ package main
 //   5    fold of a prefix (end) ....... n/a: the API folds whole logs; prefixes are observed by calling Get
 //                                       after each append in the goldens (TestPlanMode_Golden12_*)
 //   6    get reads the fold ........... TestPlanMode_GetReadsFold
-//   7    exit target queued in a turn . TestPlanMode_Narration/19_narrates_the_exit (every row of the
-//                                       set table: fsm's TestPlanSetDecisionTable)
-//   8    no-op set .................... TestPlanMode_SetNoopSequence, TestPlanMode_SetDecisionTable
+//   7    exit target queued in a turn . TestPlanMode_ExitPlan/39_outside_plan_mode (the queued exit; every
+//                                       row of the set table: fsm's TestPlanSetDecisionTable)
+//   8    no-op set .................... TestPlanMode_SetDecisionTable (the sequence: planmode's TestSetNoop)
 //   9    between-turns commit ......... TestPlanMode_SetIdleCommit
-//   10   idle reversal cancels ........ TestPlanMode_SetIdleReversalCancels
+//   10   idle reversal cancels ........ planmode's TestSetIdleReversalCancels (CANCELLED through the API:
+//                                       TestPlanMode_SetDecisionTable)
 //   11   idle commit narrates ......... TestPlanMode_Narration/11_idle_commit_narrates_once
 //   12   boundary inert ............... TestPlanMode_PreStep/12_inert_without_pending
 //   13   pre-step flush ............... TestPlanMode_PreStep/13_flushes_a_queued_selection
@@ -30,17 +31,17 @@ package main
 //   15   between-step seam flush ...... TestPlanMode_SetIdleCommit (idle commit, then a step keeps it)
 //   16   net-zero flip sequence ....... TestPlanMode_PreStep/16_net_zero
 //   17   no notice before any header .. TestPlanMode_Narration/17_no_notice_before_any_header
-//   18   narrates once ................ TestPlanMode_Narration/18_narrates_once
-//   19   narrates the exit ............ TestPlanMode_Narration/19_narrates_the_exit
-//   20   silent when header agrees .... TestPlanMode_Narration/20_silent_when_the_header_agrees
+//   18–20 narrates once, the exit,
+//         silent when header agrees .. planmode's TestNarrationRules (the rules alone; narration through
+//                                       the API: TestPlanMode_Narration, TestPlanMode_Golden12_2)
 //   21–22 append failure contained .... TestPlanMode_PreStep/21-22_refused_pre-step_keeps_the_selection
 //                                       (an append cannot fail inside the FSM apply; a PreStep refused
 //                                       by SEQ_MISMATCH / LEASE_FENCED is the server's failed boundary)
 //   23–29 soft layer, tool schemas,
 //         Code Mode SDK .............. n/a: prompt assembly and tool lists are agent-side
 //   30–31 no execution gating ......... n/a: the server executes no tools
-//   32   /plan in a turn + steer ...... TestPlanMode_Command/32_open_turn_bare_and_with_a_message
-//                                       (the registration list is agent-side)
+//   32   /plan in a turn + steer ...... TestPlanMode_Golden12_2 and its steer variant (untrimmed args:
+//                                       planmode's TestCommandOpenTurn; the registration list is agent-side)
 //   33   /plan off .................... TestPlanMode_Command/33_plan_off
 //   34   idle copies .................. TestPlanMode_Command/34_idle_copies
 //   35   images ....................... TestPlanMode_Command/35_images
@@ -86,11 +87,10 @@ package main
 //                                       plan/mode logs are read by TestPlanMode_Invariant and
 //                                       TestPlanMode_RecordedSessionReadsActive
 // projection.spec.ts
-//   1    empty log .................... TestPlanMode_Projection/1_empty_log
+//   1    empty log .................... TestPlanMode_GetReadsFold (first state)
 //   2    /plan pending until plan/mode  TestPlanMode_Projection/2_selection_pending_until_plan_mode
-//   3    error settlement drops it .... TestPlanMode_Projection/3_error_settlement_drops_the_selection
-//   4    off args, other commands ..... TestPlanMode_Projection/4_off_args_and_other_commands
-//   5    message argument ............. TestPlanMode_Projection/5_message_argument
+//   3–5  error settlement, off args,
+//        message argument ............ planmode's TestProjectionSpec (the rules alone)
 //   6–7  unit composition / unload .... n/a: the projection is always served
 //   8    cold replay .................. TestPlanMode_Projection/8_cold_replay
 //
@@ -417,12 +417,38 @@ func (a *pmAgent) proj() string {
 	return pmProjection(a.t, a.n, a.id)
 }
 
+// wantGet checks Get in the spec's notation.
+func (a *pmAgent) wantGet(what, want string) {
+	a.t.Helper()
+	if g := a.get(); g != want {
+		a.t.Errorf("%s: Get %s, want %s", what, g, want)
+	}
+}
+
+// wantCount checks how many stored events have type typ.
+func (a *pmAgent) wantCount(typ string, want int) {
+	a.t.Helper()
+	if got := pmCount(a.t, a.stored(), typ); got != want {
+		a.t.Errorf("%d %s events stored, want %d", got, typ, want)
+	}
+}
+
+// wantStep runs step and checks its answer: active, how many events it
+// appended, and the notice texts.
+func (a *pmAgent) wantStep(turn, step int, active bool, appended int, notices ...string) *sessionpb.PlanPreStepResponse {
+	a.t.Helper()
+	ps, got := a.step(turn, step)
+	if ps.GetActive() != active || len(ps.GetAppendedEvents()) != appended || !reflect.DeepEqual(got, notices) {
+		a.t.Errorf("step %d.%d: active=%v appended %v notices %q; want active=%v, %d appended, notices %q",
+			turn, step, ps.GetActive(), ps.GetAppendedEvents(), got, active, appended, notices)
+	}
+	return ps
+}
+
 // state checks Get and Projection.
 func (a *pmAgent) state(what, get, proj string) {
 	a.t.Helper()
-	if g := a.get(); g != get {
-		a.t.Errorf("%s: Get %s, want %s", what, g, get)
-	}
+	a.wantGet(what, get)
 	if p := a.proj(); p != proj {
 		a.t.Errorf("%s: Projection %s, want %s", what, p, proj)
 	}
@@ -781,34 +807,6 @@ func (s *pmSpec) except(omit ...int64) []string {
 // Golden sequences (docs/contract.md#plan-mode-sequences)
 // ---------------------------------------------------------------------------
 
-// Sequence 1 (docs/contract.md#pm-seq-idle-enter) verbatim (seq 11, the
-// agent/inbox/spliced injection of the notice, and seq 15, its claim, are the
-// reference's inbox; the server returns the notice from the next PreStep
-// instead, so neither is logged).
-const pmSpec12_1 = `
-{"type":"agent/inbox/spliced","seq":0,"time":1000,"data":{"target":"next-turn","start":0,"inserted":[{"id":"m1","role":"user","content":[{"type":"text","text":"hello"}],"source":{"kind":"user"}}]}}
-{"type":"turn/start","seq":1,"time":1001,"data":{"turn":1}}
-{"type":"agent/inbox/spliced","seq":2,"time":1002,"data":{"target":"next-turn","start":0,"removedCount":1,"inserted":[]}}
-{"type":"step/start","seq":3,"time":1003,"data":{"turn":1,"step":1}}
-{"type":"user/message","seq":4,"time":1003,"data":{"id":"m1","role":"user","content":[{"type":"text","text":"hello"}],"source":{"kind":"user"}},"surfaceOp":"append"}
-{"type":"request/header","seq":5,"time":1004,"data":{"header":{"config":{"provider":"p","model":"m"},"system":"<identity + persona, no plan:policy>","tools":[{"name":"exit_plan_mode"},{"name":"read"}]},"reason":"initial"}}
-{"type":"assistant/message","seq":6,"time":1100,"data":{"turn":1,"step":1,"message":{"id":"a1","role":"assistant","content":[{"type":"text","text":"Hi."}],"source":{"kind":"model","provider":"p","model":"m"}}},"surfaceOp":"append"}
-{"type":"step/end","seq":7,"time":1101,"data":{"turn":1,"step":1}}
-{"type":"turn/end","seq":8,"time":1101,"data":{"turn":1,"reason":{"kind":"completed"}}}
-{"type":"command/run","seq":9,"time":2000,"data":{"commandId":"cmd-1a2b3c4d-1","name":"plan","args":"","source":{"kind":"user"}}}
-{"type":"plan/mode","seq":10,"time":2000,"data":{"active":true}}
-{"type":"agent/inbox/spliced","seq":11,"time":2000,"data":{"target":"next-step","start":0,"inserted":[{"id":"n1","role":"user","content":[{"type":"text","text":"The user switched this session to plan mode."}],"source":{"kind":"plugin","plugin":"plan-mode","form":"notice","summary":"The user switched this session to plan mode."}}]}}
-{"type":"command/done","seq":12,"time":2001,"data":{"commandId":"cmd-1a2b3c4d-1","kind":"success","text":"Plan mode on. Use /plan off to leave."}}
-{"type":"agent/inbox/spliced","seq":13,"time":3000,"data":{"target":"next-turn","start":0,"inserted":[{"id":"m2","role":"user","content":[{"type":"text","text":"design the cache"}],"source":{"kind":"user"}}]}}
-{"type":"turn/start","seq":14,"time":3000,"data":{"turn":2}}
-{"type":"agent/inbox/spliced","seq":15,"time":3001,"data":{"target":"next-step","start":0,"removedCount":1,"inserted":[]}}
-{"type":"agent/inbox/spliced","seq":16,"time":3001,"data":{"target":"next-turn","start":0,"removedCount":1,"inserted":[]}}
-{"type":"step/start","seq":17,"time":3002,"data":{"turn":2,"step":1}}
-{"type":"user/message","seq":18,"time":3002,"data":{"id":"n1","role":"user","content":[{"type":"text","text":"The user switched this session to plan mode."}],"source":{"kind":"plugin","plugin":"plan-mode","form":"notice","summary":"The user switched this session to plan mode."}},"surfaceOp":"append"}
-{"type":"user/message","seq":19,"time":3002,"data":{"id":"m2","role":"user","content":[{"type":"text","text":"design the cache"}],"source":{"kind":"user"}},"surfaceOp":"append"}
-{"type":"request/header","seq":20,"time":3003,"data":{"header":{"config":{"provider":"p","model":"m"},"system":"<identity + persona>\n\n<configured plan section>","tools":[{"name":"exit_plan_mode"},{"name":"read"}]},"reason":"change"}}
-`
-
 // pmNoticeEvent logs a notice returned by PreStep as the user/message the
 // agent appends (at the spec's time).
 func (a *pmAgent) noticeEvent(notice string, tm int64) {
@@ -825,9 +823,13 @@ func pmWantNoStepEffect(t *testing.T, what string, r *sessionpb.PlanPreStepRespo
 	}
 }
 
+// Sequence 1 (docs/contract.md#pm-seq-idle-enter, testdata/planmode/seq1.jsonl)
+// verbatim (seq 11, the agent/inbox/spliced injection of the notice, and seq
+// 15, its claim, are the reference's inbox; the server returns the notice from
+// the next PreStep instead, so neither is logged).
 func TestPlanMode_Golden12_1(t *testing.T) {
 	n := pmNode(t)
-	s := pmParseSpec(t, pmSpec12_1)
+	s := pmParseSpec(t, refdata.PlanModeSequence(t, 1))
 
 	t.Run("idle /plan with an earlier header", func(t *testing.T) {
 		a := pmSession(t, n, "golden-12-1")
@@ -900,39 +902,12 @@ func TestPlanMode_Golden12_1(t *testing.T) {
 	})
 }
 
-// Sequence 2 (docs/contract.md#pm-seq-queued-enter) verbatim from seq 40,
-// after a prefix: an earlier turn whose header told the model "default", and
-// turn 3's prompt insertion.
-const pmSpec12_2 = `
-{"type":"agent/inbox/spliced","seq":30,"time":4000,"data":{"target":"next-turn","start":0,"inserted":[{"id":"m4","role":"user","content":[{"type":"text","text":"hi"}],"source":{"kind":"user"}}]}}
-{"type":"turn/start","seq":31,"time":4001,"data":{"turn":2}}
-{"type":"agent/inbox/spliced","seq":32,"time":4001,"data":{"target":"next-turn","start":0,"removedCount":1,"inserted":[]}}
-{"type":"step/start","seq":33,"time":4002,"data":{"turn":2,"step":1}}
-{"type":"user/message","seq":34,"time":4002,"data":{"id":"m4","role":"user","content":[{"type":"text","text":"hi"}],"source":{"kind":"user"}},"surfaceOp":"append"}
-{"type":"request/header","seq":35,"time":4003,"data":{"header":{"config":{"provider":"p","model":"m"},"system":"<identity + persona, no plan:policy>","tools":[{"name":"exit_plan_mode"},{"name":"read"}]},"reason":"initial"}}
-{"type":"assistant/message","seq":36,"time":4100,"data":{"turn":2,"step":1,"message":{"id":"a4","role":"assistant","content":[{"type":"text","text":"Hello."}],"source":{"kind":"model","provider":"p","model":"m"}}},"surfaceOp":"append"}
-{"type":"step/end","seq":37,"time":4101,"data":{"turn":2,"step":1}}
-{"type":"turn/end","seq":38,"time":4101,"data":{"turn":2,"reason":{"kind":"completed"}}}
-{"type":"agent/inbox/spliced","seq":39,"time":4999,"data":{"target":"next-turn","start":0,"inserted":[{"id":"m5","role":"user","content":[{"type":"text","text":"look at the parser"}],"source":{"kind":"user"}}]}}
-{"type":"turn/start","seq":40,"time":5000,"data":{"turn":3}}
-{"type":"agent/inbox/spliced","seq":41,"time":5000,"data":{"target":"next-turn","start":0,"removedCount":1,"inserted":[]}}
-{"type":"step/start","seq":42,"time":5001,"data":{"turn":3,"step":1}}
-{"type":"user/message","seq":43,"time":5001,"data":{"id":"m5","role":"user","content":[{"type":"text","text":"look at the parser"}],"source":{"kind":"user"}},"surfaceOp":"append"}
-{"type":"assistant/message","seq":44,"time":5200,"data":{"turn":3,"step":1,"message":{"id":"a5","role":"assistant","content":[{"type":"tool-call","id":"c1","name":"read","arguments":"{\"path\":\"parser.go\"}"}],"source":{"kind":"model","provider":"p","model":"m"}}},"surfaceOp":"append"}
-{"type":"tool/call","seq":45,"time":5201,"data":{"turn":3,"step":1,"callId":"c1","name":"read","arguments":"{\"path\":\"parser.go\"}"}}
-{"type":"command/run","seq":46,"time":5250,"data":{"commandId":"cmd-1a2b3c4d-2","name":"plan","args":"","source":{"kind":"user"}}}
-{"type":"command/done","seq":47,"time":5250,"data":{"commandId":"cmd-1a2b3c4d-2","kind":"success","text":"Entering plan mode (applies from the next step). Use /plan off to leave."}}
-{"type":"tool/result","seq":48,"time":5300,"data":{"turn":3,"step":1,"message":{"id":"r1","role":"user","content":[{"type":"tool-result","toolCallId":"c1","content":[{"type":"text","text":"<file>"}],"isError":false}],"source":{"kind":"tool","callId":"c1"}}},"surfaceOp":"append","sourceEventSeqs":[45]}
-{"type":"step/end","seq":49,"time":5301,"data":{"turn":3,"step":1}}
-{"type":"plan/mode","seq":50,"time":5302,"data":{"active":true}}
-{"type":"step/start","seq":51,"time":5302,"data":{"turn":3,"step":2}}
-{"type":"user/message","seq":52,"time":5302,"data":{"id":"n2","role":"user","content":[{"type":"text","text":"The user switched this session to plan mode."}],"source":{"kind":"plugin","plugin":"plan-mode","form":"notice","summary":"The user switched this session to plan mode."}},"surfaceOp":"append"}
-{"type":"request/header","seq":53,"time":5303,"data":{"header":{"config":{"provider":"p","model":"m"},"system":"<identity + persona>\n\n<configured plan section>","tools":[{"name":"exit_plan_mode"},{"name":"read"}]},"reason":"change"}}
-`
-
+// Sequence 2 (docs/contract.md#pm-seq-queued-enter, testdata/planmode/seq2.jsonl)
+// verbatim from seq 40, after a prefix: an earlier turn whose header told the
+// model "default", and turn 3's prompt insertion.
 func TestPlanMode_Golden12_2(t *testing.T) {
 	n := pmNode(t)
-	s := pmParseSpec(t, pmSpec12_2)
+	s := pmParseSpec(t, refdata.PlanModeSequence(t, 2))
 
 	t.Run("mid-turn /plan applied at the next pre-step", func(t *testing.T) {
 		a := pmSession(t, n, "golden-12-2")
@@ -1003,30 +978,12 @@ func TestPlanMode_Golden12_2(t *testing.T) {
 	})
 }
 
-// Sequence 3 (docs/contract.md#pm-seq-approved-exit) verbatim from seq 70,
-// after a prefix: plan mode entered by an idle Set (seq 60, appended by the
-// server) and step 1 of turn 4.
-const pmSpec12_3 = `
-{"type":"plan/mode","seq":60,"time":6000,"data":{"active":true}}
-{"type":"turn/start","seq":61,"time":6001,"data":{"turn":4}}
-{"type":"step/start","seq":62,"time":6002,"data":{"turn":4,"step":1}}
-{"type":"user/message","seq":63,"time":6002,"data":{"id":"m7","role":"user","content":[{"type":"text","text":"plan the cache"}],"source":{"kind":"user"}},"surfaceOp":"append"}
-{"type":"request/header","seq":64,"time":6003,"data":{"header":{"config":{"provider":"p","model":"m"},"system":"<identity + persona>\n\n<configured plan section>","tools":[{"name":"exit_plan_mode"},{"name":"read"}]},"reason":"initial"}}
-{"type":"assistant/message","seq":65,"time":6100,"data":{"turn":4,"step":1,"message":{"id":"a6","role":"assistant","content":[{"type":"text","text":"Drafting."}],"source":{"kind":"model","provider":"p","model":"m"}}},"surfaceOp":"append"}
-{"type":"step/end","seq":66,"time":6101,"data":{"turn":4,"step":1}}
-{"type":"step/start","seq":70,"time":7000,"data":{"turn":4,"step":2}}
-{"type":"assistant/message","seq":71,"time":7100,"data":{"turn":4,"step":2,"message":{"id":"a7","role":"assistant","content":[{"type":"tool-call","id":"c9","name":"exit_plan_mode","arguments":"{\"plan\":\"# Cache design\\n\\n1. Add an LRU.\"}"}],"source":{"kind":"model","provider":"p","model":"m"}}},"surfaceOp":"append"}
-{"type":"tool/call","seq":72,"time":7101,"data":{"turn":4,"step":2,"callId":"c9","name":"exit_plan_mode","arguments":"{\"plan\":\"# Cache design\\n\\n1. Add an LRU.\"}"}}
-{"type":"tool/result","seq":73,"time":9000,"data":{"turn":4,"step":2,"message":{"id":"r9","role":"user","content":[{"type":"tool-result","toolCallId":"c9","content":[{"type":"text","text":"Plan approved — plan mode exited; carry out the plan starting with your next step."}],"isError":false}],"source":{"kind":"tool","callId":"c9"}}},"surfaceOp":"append","sourceEventSeqs":[72]}
-{"type":"step/end","seq":74,"time":9001,"data":{"turn":4,"step":2}}
-{"type":"plan/mode","seq":75,"time":9002,"data":{"active":false}}
-{"type":"step/start","seq":76,"time":9002,"data":{"turn":4,"step":3}}
-{"type":"request/header","seq":77,"time":9003,"data":{"header":{"config":{"provider":"p","model":"m"},"system":"<identity + persona, no plan:policy>","tools":[{"name":"exit_plan_mode"},{"name":"read"}]},"reason":"change"}}
-`
-
+// Sequence 3 (docs/contract.md#pm-seq-approved-exit, testdata/planmode/seq3.jsonl)
+// verbatim from seq 70, after a prefix: plan mode entered by an idle Set (seq
+// 60, appended by the server) and step 1 of turn 4.
 func TestPlanMode_Golden12_3(t *testing.T) {
 	n := pmNode(t)
-	s := pmParseSpec(t, pmSpec12_3)
+	s := pmParseSpec(t, refdata.PlanModeSequence(t, 3))
 	a := pmSession(t, n, "golden-12-3")
 	r := a.wantSet(true, pmCommitted)
 	pmWantNorm(t, "Set appended", r.GetAppendedEvents(), s.at(60))
@@ -1058,23 +1015,11 @@ func TestPlanMode_Golden12_3(t *testing.T) {
 	pmWantLog(t, a.stored(), s.except())
 }
 
-// Sequence 4 (docs/contract.md#pm-seq-off-cancels) verbatim from seq 90, after the start of turn 5.
-const pmSpec12_4 = `
-{"type":"turn/start","seq":88,"time":10000,"data":{"turn":5}}
-{"type":"step/start","seq":89,"time":10001,"data":{"turn":5,"step":1}}
-{"type":"tool/call","seq":90,"time":11000,"data":{"turn":5,"step":1,"callId":"c20","name":"read","arguments":"{}"}}
-{"type":"command/run","seq":91,"time":11010,"data":{"commandId":"cmd-1a2b3c4d-3","name":"plan","args":"","source":{"kind":"user"}}}
-{"type":"command/done","seq":92,"time":11010,"data":{"commandId":"cmd-1a2b3c4d-3","kind":"success","text":"Entering plan mode (applies from the next step). Use /plan off to leave."}}
-{"type":"command/run","seq":93,"time":11020,"data":{"commandId":"cmd-1a2b3c4d-4","name":"plan","args":" off","source":{"kind":"user"}}}
-{"type":"command/done","seq":94,"time":11020,"data":{"commandId":"cmd-1a2b3c4d-4","kind":"success","text":"Plan mode entry cancelled."}}
-{"type":"tool/result","seq":95,"time":11100,"data":{"turn":5,"step":1,"message":{"id":"r20","role":"user","content":[{"type":"tool-result","toolCallId":"c20","content":[{"type":"text","text":"ok"}],"isError":false}],"source":{"kind":"tool","callId":"c20"}}},"surfaceOp":"append","sourceEventSeqs":[90]}
-{"type":"step/end","seq":96,"time":11101,"data":{"turn":5,"step":1}}
-{"type":"step/start","seq":97,"time":11102,"data":{"turn":5,"step":2}}
-`
-
+// Sequence 4 (docs/contract.md#pm-seq-off-cancels, testdata/planmode/seq4.jsonl)
+// verbatim from seq 90, after the start of turn 5.
 func TestPlanMode_Golden12_4(t *testing.T) {
 	n := pmNode(t)
-	s := pmParseSpec(t, pmSpec12_4)
+	s := pmParseSpec(t, refdata.PlanModeSequence(t, 4))
 
 	t.Run("mid-turn /plan off cancels the pending entry", func(t *testing.T) {
 		a := pmSession(t, n, "golden-12-4")
@@ -1162,17 +1107,13 @@ func TestPlanMode_SetDecisionTable(t *testing.T) {
 				a.turnEnd(1)
 			}
 			a.wantSet(false, pmNoop)
-			if g := a.get(); g != "{active:true, pending:false}" {
-				t.Errorf("after Set(false): Get %s, want the approved exit kept", g)
-			}
+			a.wantGet("after Set(false)", "{active:true, pending:false}")
 			a.wantSet(true, pmCancelled)
 			want := "{active:true}"
 			if open {
 				want = "{active:true, pending:true}"
 			}
-			if g := a.get(); g != want {
-				t.Errorf("after Set(true): Get %s, want %s", g, want)
-			}
+			a.wantGet("after Set(true)", want)
 			// Either way nothing changes at the next boundary, and the
 			// header already told "plan mode": no notice.
 			if !open {
@@ -1181,25 +1122,6 @@ func TestPlanMode_SetDecisionTable(t *testing.T) {
 			pmWantNoStepEffect(t, "next pre-step", a.preStep(), true)
 			a.state("after the boundary", "{active:true}", "{true,false}")
 		})
-	}
-}
-
-// plan-mode.spec.ts 8: the no-op sequence.
-func TestPlanMode_SetNoopSequence(t *testing.T) {
-	n := pmNode(t)
-	a := pmSession(t, n, "set-noop")
-	a.turnStart(1)
-	a.wantSet(false, pmNoop)
-	if g := a.get(); g != "{active:false}" {
-		t.Errorf("after Set(false): Get %s, want {active:false}", g)
-	}
-	a.wantSet(true, pmQueued)
-	a.wantSet(true, pmNoop)
-	if g := a.get(); g != "{active:false, pending:true}" {
-		t.Errorf("Get %s, want {active:false, pending:true}", g)
-	}
-	if got := pmCount(t, a.stored(), "plan/mode"); got != 0 {
-		t.Errorf("%d plan/mode events, want 0", got)
 	}
 }
 
@@ -1213,55 +1135,20 @@ func TestPlanMode_SetIdleCommit(t *testing.T) {
 	if r.GetRevision() == "" {
 		t.Errorf("Set: empty revision")
 	}
-	if g := a.get(); g != "{active:true}" {
-		t.Errorf("Get %s, want {active:true}", g)
-	}
+	a.wantGet("after Set(true)", "{active:true}")
 	r = a.wantSet(false, pmCommitted)
 	pmWantNorm(t, "Set(false) appended", r.GetAppendedEvents(), pmEv("plan/mode", 0, 0, `{"active":false}`))
-	if g := a.get(); g != "{active:false}" {
-		t.Errorf("Get %s, want {active:false}", g)
-	}
+	a.wantGet("after Set(false)", "{active:false}")
 	a.turnStart(1)
-	if ps, notices := a.step(1, 1); len(ps.GetAppendedEvents()) != 0 || len(notices) != 0 || ps.GetActive() {
-		t.Errorf("step after two idle commits: %v", ps)
-	}
-	if got := pmCount(t, a.stored(), "plan/mode"); got != 2 {
-		t.Errorf("%d plan/mode events, want 2", got)
-	}
-	if got := pmCount(t, a.stored(), "agent/inbox/spliced"); got != 0 {
-		t.Errorf("the server wrote %d agent/inbox/spliced events, want none", got)
-	}
+	a.wantStep(1, 1, false, 0) // after two idle commits
+	a.wantCount("plan/mode", 2)
+	a.wantCount("agent/inbox/spliced", 0) // the server writes none
 
 	// 15: the seam, with no turn at all.
 	b := pmSession(t, n, "set-idle-seam")
 	b.wantSet(true, pmCommitted)
-	if ps, _ := b.step(1, 1); !ps.GetActive() || len(ps.GetAppendedEvents()) != 0 {
-		t.Errorf("seam step: %v, want active with nothing appended", ps)
-	}
+	b.wantStep(1, 1, true, 0)
 	b.state("after the seam", "{active:true}", "{true,false}")
-}
-
-// plan-mode.spec.ts 10.
-func TestPlanMode_SetIdleReversalCancels(t *testing.T) {
-	n := pmNode(t)
-	a := pmSession(t, n, "set-idle-reversal")
-	a.turnStart(1)
-	a.wantSet(true, pmQueued)
-	a.turnEnd(1)
-	if g := a.get(); g != "{active:false, pending:true}" {
-		t.Errorf("a selection left pending by an ended turn: Get %s, want {active:false, pending:true}", g)
-	}
-	a.wantSet(true, pmNoop) // re-selecting while idle keeps it pending
-	if g := a.get(); g != "{active:false, pending:true}" {
-		t.Errorf("after the idle no-op: Get %s", g)
-	}
-	a.wantSet(false, pmCancelled)
-	if g := a.get(); g != "{active:false}" {
-		t.Errorf("after the idle reversal: Get %s, want {active:false}", g)
-	}
-	if got := pmCount(t, a.stored(), "plan/mode"); got != 0 {
-		t.Errorf("%d plan/mode events, want 0", got)
-	}
 }
 
 // Load's crash repair closes an open turn through the replicated log; the
@@ -1298,83 +1185,20 @@ func TestPlanMode_Narration(t *testing.T) {
 			t.Errorf("idle commit appended %v, want only plan/mode", got)
 		}
 		a.turnStart(1)
-		if _, notices := a.step(1, 1); !reflect.DeepEqual(notices, []string{pmNoticeEnter}) {
-			t.Errorf("first step notices %q, want the entry notice", notices)
-		}
-		if _, notices := a.step(1, 2); len(notices) != 0 {
-			t.Errorf("second step notices %q, want none (owed once)", notices)
-		}
+		a.wantStep(1, 1, true, 0, pmNoticeEnter)
+		a.wantStep(1, 2, true, 0) // owed once
 	})
 
 	t.Run("17 no notice before any header", func(t *testing.T) {
 		a := pmSession(t, n, "narrate-no-header")
 		a.turnStart(1)
 		a.wantSet(true, pmQueued)
-		ps, notices := a.step(1, 1)
-		if len(notices) != 0 || !ps.GetActive() || len(ps.GetAppendedEvents()) != 1 {
-			t.Errorf("step: active=%v appended %v notices %q; want the flush, no notice", ps.GetActive(), ps.GetAppendedEvents(), notices)
-		}
+		a.wantStep(1, 1, true, 1) // the flush, no notice
 		// Nor after an idle commit before any header.
 		b := pmSession(t, n, "narrate-no-header-idle")
 		b.wantSet(true, pmCommitted)
 		b.turnStart(1)
-		if _, notices := b.step(1, 1); len(notices) != 0 {
-			t.Errorf("idle commit without a header: notices %q, want none", notices)
-		}
-	})
-
-	t.Run("18 narrates once", func(t *testing.T) {
-		a := pmSession(t, n, "narrate-once")
-		a.header()
-		a.turnStart(1)
-		a.wantSet(true, pmQueued)
-		if _, notices := a.step(1, 1); !reflect.DeepEqual(notices, []string{pmNoticeEnter}) {
-			t.Errorf("first step notices %q, want the entry notice", notices)
-		}
-		if _, notices := a.step(1, 2); len(notices) != 0 {
-			t.Errorf("second step notices %q, want none", notices)
-		}
-		if got := pmCount(t, a.stored(), "plan/mode"); got != 1 {
-			t.Errorf("%d plan/mode events, want 1", got)
-		}
-	})
-
-	t.Run("19 narrates the exit", func(t *testing.T) {
-		a := pmSession(t, n, "narrate-exit")
-		a.planMode(true)
-		a.header()
-		a.turnStart(1)
-		a.wantSet(false, pmQueued)
-		ps, notices := a.step(1, 1)
-		if !reflect.DeepEqual(notices, []string{pmNoticeExit}) || ps.GetActive() {
-			t.Errorf("step: active=%v notices %q; want inactive and the exit notice", ps.GetActive(), notices)
-		}
-	})
-
-	t.Run("20 silent when the header agrees", func(t *testing.T) {
-		a := pmSession(t, n, "narrate-header-agrees")
-		a.planMode(true)
-		a.header()
-		a.planMode(false)
-		a.turnStart(1)
-		a.wantSet(true, pmQueued)
-		ps, notices := a.step(1, 1)
-		if len(notices) != 0 || !ps.GetActive() {
-			t.Errorf("step: active=%v notices %q; want active, no notice", ps.GetActive(), notices)
-		}
-	})
-
-	t.Run("owed idle notice dropped when the selection is reverted", func(t *testing.T) {
-		a := pmSession(t, n, "narrate-owed-reverted")
-		a.header()
-		a.wantSet(true, pmCommitted) // notice owed
-		a.turnStart(1)
-		a.wantSet(false, pmQueued)
-		ps, notices := a.step(1, 1)
-		if len(notices) != 0 || ps.GetActive() {
-			t.Errorf("step: active=%v notices %q; want inactive, no notice (the model was told default)", ps.GetActive(), notices)
-		}
-		pmWantNorm(t, "PreStep appended", ps.GetAppendedEvents(), pmEv("plan/mode", 0, 0, `{"active":false}`))
+		b.wantStep(1, 1, true, 0)
 	})
 
 	t.Run("owed idle notice and a net-zero marker give one notice", func(t *testing.T) {
@@ -1384,11 +1208,7 @@ func TestPlanMode_Narration(t *testing.T) {
 		a.turnStart(1)
 		a.wantSet(false, pmQueued)
 		a.wantSet(true, pmCancelled)
-		ps, notices := a.step(1, 1)
-		if !reflect.DeepEqual(notices, []string{pmNoticeEnter}) || len(ps.GetAppendedEvents()) != 0 || !ps.GetActive() {
-			t.Errorf("step: active=%v appended %v notices %q; want active, nothing appended, one entry notice",
-				ps.GetActive(), ps.GetAppendedEvents(), notices)
-		}
+		a.wantStep(1, 1, true, 0, pmNoticeEnter)
 	})
 
 	t.Run("an idle commit back to the told state owes nothing", func(t *testing.T) {
@@ -1397,9 +1217,7 @@ func TestPlanMode_Narration(t *testing.T) {
 		a.wantSet(true, pmCommitted)
 		a.wantSet(false, pmCommitted)
 		a.turnStart(1)
-		if _, notices := a.step(1, 1); len(notices) != 0 {
-			t.Errorf("notices %q, want none", notices)
-		}
+		a.wantStep(1, 1, false, 0)
 	})
 }
 
@@ -1434,16 +1252,10 @@ func TestPlanMode_PreStep(t *testing.T) {
 		a.turnStart(1)
 		a.wantSet(true, pmQueued)
 		a.wantSet(false, pmCancelled)
-		if g := a.get(); g != "{active:false, pending:false}" {
-			t.Errorf("marker: Get %s, want {active:false, pending:false}", g)
-		}
+		a.wantGet("marker", "{active:false, pending:false}")
 		pmWantNoStepEffect(t, "net-zero boundary", a.preStep(), false)
-		if g := a.get(); g != "{active:false}" {
-			t.Errorf("after the boundary: Get %s, want the marker dropped", g)
-		}
-		if got := pmCount(t, a.stored(), "plan/mode"); got != 0 {
-			t.Errorf("%d plan/mode events, want 0", got)
-		}
+		a.wantGet("after the boundary", "{active:false}")
+		a.wantCount("plan/mode", 0)
 	})
 
 	t.Run("21-22 refused pre-step keeps the selection", func(t *testing.T) {
@@ -1453,19 +1265,10 @@ func TestPlanMode_PreStep(t *testing.T) {
 		a.wantSet(true, pmQueued)
 		_, err := n.Client.PlanPreStep(n.ctx(), &sessionpb.PlanPreStepRequest{SessionId: a.id, ExpectedNextSeq: a.next + 1})
 		pmWantErr(t, "PreStep with a stale expected_next_seq", err, sessionstore.ReasonSeqMismatch, pmSeqMismatch(a.id, a.next, a.next+1))
-		if g := a.get(); g != "{active:false, pending:true}" {
-			t.Errorf("after the refused pre-step: Get %s, want the selection still pending", g)
-		}
-		if got := pmCount(t, a.stored(), "plan/mode"); got != 0 {
-			t.Errorf("%d plan/mode events, want 0", got)
-		}
-		ps, notices := a.step(1, 1)
-		if !ps.GetActive() || len(ps.GetAppendedEvents()) != 1 || !reflect.DeepEqual(notices, []string{pmNoticeEnter}) {
-			t.Errorf("next accepted pre-step: active=%v appended %v notices %q", ps.GetActive(), ps.GetAppendedEvents(), notices)
-		}
-		if g := a.get(); g != "{active:true}" {
-			t.Errorf("Get %s, want {active:true}", g)
-		}
+		a.wantGet("after the refused pre-step", "{active:false, pending:true}")
+		a.wantCount("plan/mode", 0)
+		a.wantStep(1, 1, true, 1, pmNoticeEnter) // the next accepted pre-step
+		a.wantGet("after the accepted pre-step", "{active:true}")
 	})
 }
 
@@ -1484,28 +1287,6 @@ func TestPlanMode_Command(t *testing.T) {
 		}
 		ids[id] = true
 	}
-
-	t.Run("32 open turn bare and with a message", func(t *testing.T) {
-		a := pmSession(t, n, "cmd-open")
-		a.turnStart(1)
-		r := a.command("")
-		track(t, r)
-		pmWantCommand(t, r, "success", pmTextEntering, nil, "")
-		pmWantNorm(t, "appended", r.GetAppendedEvents(),
-			pmEv("command/run", 0, 0, `{"commandId":"x","name":"plan","args":"","source":{"kind":"user"}}`),
-			pmEv("command/done", 0, 0, `{"commandId":"x","kind":"success","text":"`+pmTextEntering+`"}`))
-		a.state("after /plan", "{active:false, pending:true}", "{false,true}")
-
-		b := pmSession(t, n, "cmd-open-message")
-		b.turnStart(1)
-		r = b.command("   draft the migration  ")
-		track(t, r)
-		pmWantCommand(t, r, "success", pmTextEntering, pmStr("draft the migration"), `[{"type":"text","text":"draft the migration"}]`)
-		pmWantNorm(t, "appended", r.GetAppendedEvents(),
-			pmEv("command/run", 0, 0, `{"commandId":"x","name":"plan","args":"   draft the migration  ","source":{"kind":"user"}}`),
-			pmEv("command/done", 0, 0, `{"commandId":"x","kind":"success","text":"`+pmTextEntering+`"}`))
-		b.state("after /plan <message>", "{active:false, pending:true}", "{false,true}")
-	})
 
 	// The command-line rule (after "/plan" comes the end or a space, tab, CR
 	// or LF) holds for raw_input: "off" is the line "/planoff", another command.
@@ -1540,9 +1321,7 @@ func TestPlanMode_Command(t *testing.T) {
 		b.state("after /plan, /plan off", "{active:false, pending:false}", "{false,false}")
 		b.step(1, 1)
 		b.state("after the boundary", "{active:false}", "{false,false}")
-		if got := pmCount(t, b.stored(), "plan/mode"); got != 0 {
-			t.Errorf("%d plan/mode events, want 0", got)
-		}
+		b.wantCount("plan/mode", 0)
 
 		c := pmSession(t, n, "cmd-off-leave")
 		c.planMode(true)
@@ -1659,9 +1438,7 @@ func TestPlanMode_ExitPlan(t *testing.T) {
 		a.wantSet(true, pmQueued)
 		pmWantExit(t, "validate with a queued entry", a.exit(pmPlan, nil), false, true, pmErrNotInPlan)
 		pmWantExit(t, "approve with a queued entry", a.exit(pmPlan, pmApprove()), false, true, pmErrNotInPlan)
-		if g := a.get(); g != "{active:false, pending:true}" {
-			t.Errorf("Get %s, want the queued entry untouched", g)
-		}
+		a.wantGet("with the queued entry untouched", "{active:false, pending:true}")
 		// A queued exit does not block the tool.
 		b := active(t, "exit-queued-exit")
 		b.wantSet(false, pmQueued)
@@ -1699,15 +1476,10 @@ func TestPlanMode_ExitPlan(t *testing.T) {
 		a.state("after validation", "{active:true}", "{true,false}")
 		pmWantExit(t, "approve", a.exit(plan, pmApprove()), true, false, pmTextApproved)
 		a.state("after approval", "{active:true, pending:false}", "{true,false}")
-		ps, notices := a.step(1, 2)
-		if ps.GetActive() || len(notices) != 0 {
-			t.Errorf("boundary: active=%v notices %q; want inactive, no notice", ps.GetActive(), notices)
-		}
+		ps := a.wantStep(1, 2, false, 1)
 		pmWantNorm(t, "boundary appended", ps.GetAppendedEvents(), pmEv("plan/mode", 0, 0, `{"active":false}`))
 		a.state("after the boundary", "{active:false}", "{false,false}")
-		if _, notices := a.step(1, 3); len(notices) != 0 {
-			t.Errorf("later step notices %q, want none", notices)
-		}
+		a.wantStep(1, 3, false, 0)
 	})
 
 	t.Run("48-54 keep planning", func(t *testing.T) {
@@ -1763,10 +1535,7 @@ func TestPlanMode_Integration(t *testing.T) {
 		a.add("agent/inbox/spliced", `{"target":"next-turn","start":0,"inserted":[{"id":"m1","role":"user","content":[{"type":"text","text":"write it"}],"source":{"kind":"user"}}]}`)
 		a.turnStart(1)
 		a.add("agent/inbox/spliced", `{"target":"next-turn","start":0,"removedCount":1,"inserted":[]}`)
-		ps, notices := a.step(1, 1)
-		if !ps.GetActive() || len(notices) != 0 || len(ps.GetAppendedEvents()) != 0 {
-			t.Errorf("first step: active=%v appended %v notices %q; want active, nothing, no notice", ps.GetActive(), ps.GetAppendedEvents(), notices)
-		}
+		a.wantStep(1, 1, true, 0)
 		a.addSurf("user/message", `{"id":"m1","role":"user","content":[{"type":"text","text":"write it"}],"source":{"kind":"user"}}`)
 		a.header()
 		stored := a.stored()
@@ -1798,10 +1567,7 @@ func TestPlanMode_Integration(t *testing.T) {
 		a.turnEnd(1)
 		a.wantSet(true, pmCommitted)
 		a.turnStart(2)
-		_, notices := a.step(2, 1)
-		if !reflect.DeepEqual(notices, []string{pmNoticeEnter}) {
-			t.Errorf("second turn notices %q, want exactly the entry notice", notices)
-		}
+		a.wantStep(2, 1, true, 0, pmNoticeEnter)
 		a.add("request/header", `{"header":{"config":{"provider":"test","model":"test-model"}},"reason":"change"}`)
 		plugin := 0
 		for _, ev := range a.stored() {
@@ -1829,14 +1595,9 @@ func TestPlanMode_Integration(t *testing.T) {
 		a.stepEnd(1, 1)
 		a.turnEnd(1)
 		a.state("after turn 1", "{active:false, pending:true}", "{false,false}")
-		if got := pmCount(t, a.stored(), "plan/mode"); got != 0 {
-			t.Errorf("%d plan/mode events after turn 1, want 0", got)
-		}
+		a.wantCount("plan/mode", 0)
 		a.turnStart(2)
-		ps, notices := a.step(2, 1)
-		if !ps.GetActive() || !reflect.DeepEqual(notices, []string{pmNoticeEnter}) {
-			t.Errorf("turn 2 step 1: active=%v notices %q", ps.GetActive(), notices)
-		}
+		a.wantStep(2, 1, true, 1, pmNoticeEnter)
 		types := pmTypes(t, a.stored())
 		want := []string{"turn/start", "step/start", "request/header", "assistant/message", "step/end", "turn/end",
 			"turn/start", "plan/mode", "step/start", "user/message"}
@@ -1871,72 +1632,20 @@ func TestPlanMode_Invariant(t *testing.T) {
 
 func TestPlanMode_Projection(t *testing.T) {
 	n := pmNode(t)
-	// The bench of projection.spec.ts: run/settle append a /plan command pair by hand,
-	// commit wraps plan/mode in a turn.
-	type bench struct {
-		*pmAgent
-		cmd  int
-		turn int
-	}
-	newBench := func(t *testing.T, id string) *bench { return &bench{pmAgent: pmSession(t, n, id)} }
-	run := func(b *bench, args string) {
-		b.cmd++
-		b.add("command/run", fmt.Sprintf(`{"commandId":"c%d","name":"plan","args":%q,"source":{"kind":"user"}}`, b.cmd, args))
-	}
-	settle := func(b *bench, kind string) {
-		b.add("command/done", fmt.Sprintf(`{"commandId":"c%d","kind":%q,"text":"t"}`, b.cmd, kind))
-	}
-	commit := func(b *bench, active bool) {
-		b.turn++
-		b.turnStart(b.turn)
-		b.planMode(active)
-		b.turnEnd(b.turn)
-	}
-	want := func(t *testing.T, b *bench, what, v string) {
-		t.Helper()
-		if p := b.proj(); p != v {
-			t.Errorf("%s: projection %s, want %s", what, p, v)
-		}
-	}
-
-	t.Run("1 empty log", func(t *testing.T) {
-		want(t, newBench(t, "proj-empty"), "empty", "{false,false}")
-	})
+	// Rows 1 and 3–5 of projection.spec.ts are the rules alone (planmode's
+	// TestProjectionSpec; the empty log is also TestPlanMode_GetReadsFold's
+	// first state). Row 2 shows the service projecting a hand-written command
+	// pair, which leaves the service's own selection (Get) untouched.
 	t.Run("2 selection pending until plan/mode", func(t *testing.T) {
-		b := newBench(t, "proj-pending")
-		run(b, "")
-		want(t, b, "run", "{false,true}")
-		settle(b, "success")
-		want(t, b, "settle", "{false,true}")
-		commit(b, true)
-		want(t, b, "commit", "{true,false}")
-	})
-	t.Run("3 error settlement drops the selection", func(t *testing.T) {
-		b := newBench(t, "proj-error")
-		commit(b, true)
-		run(b, "off")
-		want(t, b, "run off", "{true,true}")
-		settle(b, "error")
-		want(t, b, "settle error", "{true,false}")
-	})
-	t.Run("4 off args and other commands", func(t *testing.T) {
-		b := newBench(t, "proj-args")
-		commit(b, true)
-		b.add("command/run", `{"commandId":"k1","name":"compact","args":"","source":{"kind":"user"}}`)
-		want(t, b, "compact", "{true,false}")
-		b.add("command/run", `{"commandId":"k2","name":"plan","source":{"kind":"user"}}`)
-		want(t, b, "plan without args", "{true,false}")
-		run(b, " off")
-		want(t, b, "run  off", "{true,true}")
-		commit(b, false)
-		want(t, b, "commit false", "{false,false}")
-		run(b, "off")
-		want(t, b, "run off while inactive", "{false,false}")
-	})
-	t.Run("5 message argument", func(t *testing.T) {
-		b := newBench(t, "proj-message")
-		run(b, " sketch the refactor first")
-		want(t, b, "run message", "{false,true}")
+		a := pmSession(t, n, "proj-pending")
+		a.add("command/run", `{"commandId":"c1","name":"plan","args":"","source":{"kind":"user"}}`)
+		a.state("run", "{active:false}", "{false,true}")
+		a.add("command/done", `{"commandId":"c1","kind":"success","text":"t"}`)
+		a.state("settle", "{active:false}", "{false,true}")
+		a.turnStart(1)
+		a.planMode(true)
+		a.turnEnd(1)
+		a.state("commit", "{active:true}", "{true,false}")
 	})
 	t.Run("8 cold replay", func(t *testing.T) {
 		a := pmSession(t, n, "proj-replay-a")
@@ -1989,9 +1698,7 @@ func TestPlanMode_RequestIDs(t *testing.T) {
 		if err != nil || !proto.Equal(first, again) {
 			t.Errorf("Set repeated after the log moved on: %v %v; want the first response", again, err)
 		}
-		if got := pmCount(t, a.stored(), "plan/mode"); got != 2 {
-			t.Errorf("%d plan/mode events, want 2 (a repeat appends nothing)", got)
-		}
+		a.wantCount("plan/mode", 2) // a repeat appends nothing
 		a.state("end", "{active:false}", "{false,false}")
 	})
 
@@ -2015,9 +1722,7 @@ func TestPlanMode_RequestIDs(t *testing.T) {
 		if err != nil || !proto.Equal(first, again) {
 			t.Errorf("PreStep repeated after the log moved on: %v %v; want the first response", again, err)
 		}
-		if got := pmCount(t, a.stored(), "plan/mode"); got != 1 {
-			t.Errorf("%d plan/mode events, want 1", got)
-		}
+		a.wantCount("plan/mode", 1)
 		// A new request id is a new pre-step: nothing pending, no notice.
 		pmWantNoStepEffect(t, "next pre-step", a.preStep(), true)
 	})
@@ -2035,12 +1740,8 @@ func TestPlanMode_RequestIDs(t *testing.T) {
 		if err != nil || !proto.Equal(first, again) {
 			t.Errorf("repeated Command: %v %v; want the first response %v", again, err, first)
 		}
-		if got := pmCount(t, a.stored(), "command/run"); got != 1 {
-			t.Errorf("%d command/run events, want 1", got)
-		}
-		if g := a.get(); g != "{active:false, pending:true}" {
-			t.Errorf("Get %s", g)
-		}
+		a.wantCount("command/run", 1)
+		a.wantGet("after the repeat", "{active:false, pending:true}")
 	})
 
 	t.Run("ExitPlan", func(t *testing.T) {
@@ -2061,9 +1762,7 @@ func TestPlanMode_RequestIDs(t *testing.T) {
 			t.Errorf("repeated ExitPlan: %v %v; want the first response %v", again, err, first)
 		}
 		// The repeat must not record the approved exit again.
-		if g := a.get(); g != "{active:false}" {
-			t.Errorf("after the repeat: Get %s, want {active:false}", g)
-		}
+		a.wantGet("after the repeat", "{active:false}")
 	})
 
 	t.Run("a refused call is remembered too", func(t *testing.T) {
@@ -2202,10 +1901,7 @@ func TestPlanMode_OwnedSession(t *testing.T) {
 	// The owner's next accepted pre-step applies the selection, narrated.
 	a.epoch = e
 	a.turnStart(2)
-	ps, notices := a.step(2, 1)
-	if !ps.GetActive() || !reflect.DeepEqual(notices, []string{pmNoticeEnter}) {
-		t.Errorf("owner's pre-step: active=%v notices %q", ps.GetActive(), notices)
-	}
+	ps := a.wantStep(2, 1, true, 1, pmNoticeEnter)
 	pmWantNorm(t, "owner's pre-step appended", ps.GetAppendedEvents(), pmEv("plan/mode", 0, 0, `{"active":true}`))
 
 	// exit_plan_mode: a wrong epoch is fenced; the owner's approval records
@@ -2216,10 +1912,7 @@ func TestPlanMode_OwnedSession(t *testing.T) {
 	pmWantExit(t, "owner's approval", a.exit(pmPlan, pmApprove()), true, false, pmTextApproved)
 	a.state("after the approval", "{active:true, pending:false}", "{true,false}")
 	a.stepEnd(2, 1)
-	ps, notices = a.step(2, 2)
-	if ps.GetActive() || len(notices) != 0 || len(ps.GetAppendedEvents()) != 1 {
-		t.Errorf("boundary after the approval: %v %q", ps, notices)
-	}
+	a.wantStep(2, 2, false, 1) // the boundary after the approval
 	a.stepEnd(2, 2)
 	a.turnEnd(2)
 	// The owner, idle, commits directly.
@@ -2249,16 +1942,10 @@ func TestPlanMode_SelectionsSurviveRestart(t *testing.T) {
 
 	a.state("selection after restart", "{active:false, pending:true}", "{false,false}")
 	b.state("approved exit after restart", "{active:true, pending:false}", "{true,false}")
-	if ps, notices := a.step(1, 1); !ps.GetActive() || !reflect.DeepEqual(notices, []string{pmNoticeEnter}) {
-		t.Errorf("selection's boundary after restart: active=%v notices %q", ps.GetActive(), notices)
-	}
-	if ps, notices := b.step(1, 1); ps.GetActive() || len(notices) != 0 || len(ps.GetAppendedEvents()) != 1 {
-		t.Errorf("approved exit's boundary after restart: %v %q", ps, notices)
-	}
+	a.wantStep(1, 1, true, 1, pmNoticeEnter) // the selection's boundary
+	b.wantStep(1, 1, false, 1)               // the approved exit's boundary
 	c.turnStart(1)
-	if _, notices := c.step(1, 1); !reflect.DeepEqual(notices, []string{pmNoticeEnter}) {
-		t.Errorf("owed notice after restart: %q", notices)
-	}
+	c.wantStep(1, 1, true, 0, pmNoticeEnter) // the owed notice
 }
 
 // ---------------------------------------------------------------------------
