@@ -694,36 +694,26 @@ func (a *Artifacts) syncChunk(jobs []syncJob, idx []int, out []syncResult, buf [
 // the frames to write are appended to buf (returned extended); lines is
 // scratch space for their plaintext (returned for reuse).
 func (a *Artifacts) plan(tx *storage.Tx, id string, w storage.Watermark, buf, lines []byte) (syncPlan, []byte, []byte) {
-	rec, err := ReadRecord(tx, id)
-	switch {
-	case err != nil:
-		return syncPlan{err: err}, buf, lines
-	case rec == nil:
-		return syncPlan{op: syncRemove}, buf, lines
-	case !rec.Materialized:
-		return syncPlan{op: syncKeep}, buf, lines
-	}
-	h := HeaderFromPB(rec.Header)
-	path, err := storage.ArtifactPath(a.root, h)
+	s, err := ReadSession(tx, id)
 	if err != nil {
 		return syncPlan{err: err}, buf, lines
 	}
-	sized := w.HasSum && w.Path == path && sizeIs(path, w.Bytes)
-	if sized && w.LastIndex == rec.LastChangeIndex && w.Frames == rec.Frames {
-		return syncPlan{op: syncKeep}, buf, lines
+	var path string
+	if s.Visible() {
+		if path, err = storage.ArtifactPath(a.root, s.Header); err != nil {
+			return syncPlan{err: err}, buf, lines
+		}
 	}
-	// A watermark older than the session's incarnation belongs to a
-	// deleted predecessor under the same path: start over. So does one
-	// without a checksum (converted from 2f2e872).
-	full := !(sized && w.Frames <= rec.Frames && w.Bytes > 0 && w.LastIndex >= rec.Incarnation)
-	from := w.Frames + 1
+	p, from := decideSync(w, s, path, sizeIs(path, w.Bytes))
+	if p.op != syncWrite {
+		return p, buf, lines
+	}
 	start := len(buf)
-	if full {
-		from = 1
-		buf = storage.EncodeFrame(buf, append(sessionlog.HeaderLine(h), '\n'))
+	if p.full {
+		buf = storage.EncodeFrame(buf, append(sessionlog.HeaderLine(s.Header), '\n'))
 	}
 	// The lines of every missing command, coalesced as syncPending does.
-	lines, err = appendLines(lines[:0], tx, id, rec.Incarnation, from, rec.Frames)
+	lines, err = appendLines(lines[:0], tx, id, s.Record.Incarnation, from, s.Record.Frames)
 	if err == nil {
 		buf = storage.EncodeLines(buf, lines, storage.MaxFramePlain)
 	}
@@ -733,7 +723,35 @@ func (a *Artifacts) plan(tx *storage.Tx, id string, w storage.Watermark, buf, li
 	if err != nil {
 		return syncPlan{err: err}, buf[:start], lines
 	}
-	return syncPlan{op: syncWrite, full: full, path: path, last: rec.LastChangeIndex, frames: rec.Frames}, buf, lines
+	return p, buf, lines
+}
+
+// decideSync is what an artifact at watermark w needs in order to hold
+// session s (nil: there is none) at path; sized tells whether the file on
+// disk has the watermark's length. The artifact is kept, removed, or written
+// from frame from on (whole when full: the header frame first).
+func decideSync(w storage.Watermark, s *Session, path string, sized bool) (p syncPlan, from uint64) {
+	switch {
+	case s == nil:
+		return syncPlan{op: syncRemove}, 0
+	case !s.Visible():
+		return syncPlan{op: syncKeep}, 0
+	}
+	rec := s.Record
+	sized = sized && w.HasSum && w.Path == path
+	if sized && w.LastIndex == rec.LastChangeIndex && w.Frames == rec.Frames {
+		return syncPlan{op: syncKeep}, 0
+	}
+	// A watermark older than the session's incarnation belongs to a deleted
+	// predecessor under the same path: start over. So does one without a
+	// checksum (converted from 2f2e872), and a file torn or grown behind the
+	// watermark's back.
+	p = syncPlan{op: syncWrite, path: path, last: rec.LastChangeIndex, frames: rec.Frames,
+		full: !(sized && w.Frames <= rec.Frames && w.Bytes > 0 && w.LastIndex >= rec.Incarnation)}
+	if p.full {
+		return p, 1
+	}
+	return p, w.Frames + 1
 }
 
 // write carries out a plan made from watermark w and returns the new watermark.
@@ -812,6 +830,9 @@ func (a *Artifacts) removeArtifact(path string) error {
 }
 
 func sizeIs(path string, n int64) bool {
+	if path == "" {
+		return false
+	}
 	st, err := os.Stat(path)
 	return err == nil && st.Size() == n
 }

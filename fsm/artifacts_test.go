@@ -614,3 +614,43 @@ func TestAppendLinesMatchesEncodeFrames(t *testing.T) {
 		})
 	}
 }
+
+// decideSync: what a watermark needs to catch up with its session's record.
+func TestDecideSync(t *testing.T) {
+	const path = "/a/x.jsonl.zstd"
+	cur := storage.Watermark{LastIndex: 9, Frames: 3, Bytes: 100, Path: path, HasSum: true}
+	rec := func(inc, last, frames uint64) *Session {
+		return &Session{Record: &fsmpb.SessionRecord{Materialized: true, Incarnation: inc, LastChangeIndex: last, Frames: frames}}
+	}
+	noSum := cur
+	noSum.HasSum = false
+	for _, c := range []struct {
+		name  string
+		w     storage.Watermark
+		s     *Session
+		sized bool
+		op    syncOp
+		full  bool
+		from  uint64
+	}{
+		{"current", cur, rec(2, 9, 3), true, syncKeep, false, 0},
+		{"lagging watermark appends the missing frames", cur, rec(2, 12, 5), true, syncWrite, false, 4},
+		{"deleted session", cur, nil, true, syncRemove, false, 0},
+		{"registration without events", storage.Watermark{}, &Session{Record: &fsmpb.SessionRecord{}}, false, syncKeep, false, 0},
+		{"new artifact", storage.Watermark{}, rec(2, 5, 1), false, syncWrite, true, 1},
+		{"watermark of a deleted incarnation", cur, rec(20, 22, 3), true, syncWrite, true, 1},
+		{"torn file", cur, rec(2, 9, 3), false, syncWrite, true, 1},
+		{"torn file behind a lagging watermark", cur, rec(2, 12, 5), false, syncWrite, true, 1},
+		{"watermark without a checksum", noSum, rec(2, 9, 3), true, syncWrite, true, 1},
+		{"watermark ahead of the record", cur, rec(2, 9, 2), true, syncWrite, true, 1},
+		{"file elsewhere (a copied data directory)", storage.Watermark{LastIndex: 9, Frames: 3, Bytes: 100, Path: "/b/x.jsonl.zstd", HasSum: true}, rec(2, 9, 3), true, syncWrite, true, 1},
+	} {
+		got, from := decideSync(c.w, c.s, path, c.sized)
+		if got.op != c.op || got.full != c.full || from != c.from {
+			t.Errorf("%s: op %d full %v from %d; want op %d full %v from %d", c.name, got.op, got.full, from, c.op, c.full, c.from)
+		}
+		if got.op == syncWrite && (got.path != path || got.last != c.s.Record.LastChangeIndex || got.frames != c.s.Record.Frames) {
+			t.Errorf("%s: plan %+v does not name the record's path, last change and frames", c.name, got)
+		}
+	}
+}
