@@ -478,10 +478,10 @@ func TestAuthTLS_ClientCertificatePrincipal(t *testing.T) {
 	ca := filepath.Join(dir, "ca.pem")
 	nodes := tlsStartCluster(t, dir, 3, tlsDial(t, clientFlags{ca: ca, token: auAdmin}),
 		func(c *serveConfig) { c.Auth.TokenFile = tokens })
-	leader := leaderOf(tlsCl(nodes))
-	var follower *tlsNode
+	leader := leaderOf(nodes)
+	var follower *clNode
 	for _, nd := range nodes {
-		if nd.clNode != leader {
+		if nd != leader {
 			follower = nd
 			break
 		}

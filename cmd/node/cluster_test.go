@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -80,32 +81,34 @@ func startCluster(t *testing.T, n int) []*clNode {
 
 func startClusterWith(t *testing.T, n int, extra func(*serveConfig)) []*clNode {
 	t.Helper()
+	return startClusterOpts(t, n, nodeOpts{tune: extra})
+}
+
+// startClusterOpts boots n nodes n1..n as startCluster does, each with o and
+// o.tune applied after the cluster's settings.
+func startClusterOpts(t *testing.T, n int, o nodeOpts) []*clNode {
+	t.Helper()
 	gossip := make([]string, n)
 	for i := range gossip {
 		gossip[i] = clFreeAddr(t)
 	}
 	nodes := make([]*clNode, n)
 	for i := range nodes {
-		id := fmt.Sprintf("n%d", i+1)
-		raftAddr, grpcAddr, httpAddr, gossipAddr := clFreeAddr(t), clFreeAddr(t), clFreeAddr(t), gossip[i]
-		var seeds []string
-		for j, g := range gossip {
-			if j != i {
-				seeds = append(seeds, g)
-			}
-		}
-		join := strings.Join(seeds, ",")
-		tune := func(c *serveConfig) {
-			c.Cluster.NodeID = id
-			c.Cluster.RaftAddr, c.Cluster.GossipAddr = raftAddr, gossipAddr
+		// Ports picked once, here: a restarted node binds the same ones.
+		raftAddr, grpcAddr, httpAddr := clFreeAddr(t), clFreeAddr(t), clFreeAddr(t)
+		join := strings.Join(slices.Delete(slices.Clone(gossip), i, i+1), ",")
+		no := o
+		no.id = fmt.Sprintf("n%d", i+1)
+		no.tune = func(c *serveConfig) {
+			c.Cluster.RaftAddr, c.Cluster.GossipAddr = raftAddr, gossip[i]
 			c.GRPCAddr, c.HTTPAddr = grpcAddr, httpAddr
 			c.Join = join
 			c.Cluster.BootstrapExpect = n
-			if extra != nil {
-				extra(c)
+			if o.tune != nil {
+				o.tune(c)
 			}
 		}
-		nodes[i] = &clNode{testNode: startTestNodeWith(t, "", tune), id: id}
+		nodes[i] = &clNode{testNode: startNode(t, no), id: no.id}
 	}
 	for _, nd := range nodes {
 		nd.waitReady(false)

@@ -656,10 +656,10 @@ func TestConnectTLS_ClientCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	ca := filepath.Join(dir, "ca.pem")
-	n := tlsStartNode(t, "n1", func(c *serveConfig) {
+	n := startNode(t, nodeOpts{id: "n1", freePorts: true, dial: tlsDial(t, clientFlags{ca: ca, token: auAdmin}), tune: func(c *serveConfig) {
 		tlsFiles(c, dir, "n1")
 		c.Auth.TokenFile = tokens
-	}, tlsDial(t, clientFlags{ca: ca, token: auAdmin}))
+	}})
 	n.waitReady(true)
 	ctx := n.ctx()
 	create := func(name, id string) error {
