@@ -11,7 +11,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -651,10 +650,7 @@ func TestConnect_WatchIdlePastNodeFetchLimit(t *testing.T) {
 func TestConnectTLS_ClientCertificate(t *testing.T) {
 	t.Parallel()
 	dir := tlsCerts(t, []string{"n1"}, []string{"alice", "mallory"})
-	tokens := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(tokens, []byte("cert:alice alice read,write alice/\n"+auAdmin+" admin read,write,admin\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tokens := auTokenFile(t, auCertTokens)
 	ca := filepath.Join(dir, "ca.pem")
 	n := startNode(t, nodeOpts{id: "n1", freePorts: true, dial: tlsDial(t, clientFlags{ca: ca, token: auAdmin}), tune: func(c *serveConfig) {
 		tlsFiles(c, dir, "n1")

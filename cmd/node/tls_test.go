@@ -94,34 +94,6 @@ func tlsConfigServers(t *testing.T, nodes []*clNode) []string {
 	return ids
 }
 
-// tlsWriteAndReadEverywhere writes a session through via and reads it back,
-// linearizably and from each node's own state, through every client.
-func tlsWriteAndReadEverywhere(t *testing.T, ctx context.Context, via *client.Client, clients []*client.Client, id string) {
-	t.Helper()
-	cwd := "/w/tls"
-	if _, err := via.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: id, CreatedAt: 1, Cwd: &cwd}}); err != nil {
-		t.Fatalf("create %s: %v", id, err)
-	}
-	for k := int64(0); k < 3; k++ {
-		if _, err := via.Append(ctx, &pb.AppendRequest{SessionId: id, Events: []string{clEvent(k, id)}}); err != nil {
-			t.Fatalf("append to %s: %v", id, err)
-		}
-	}
-	for i, c := range clients {
-		r, err := c.ReadFrom(ctx, &pb.ReadFromRequest{SessionId: id})
-		if err != nil || len(r.Events) != 3 {
-			t.Fatalf("linearizable read of %s through node %d: %d events, %v", id, i+1, len(r.GetEvents()), err)
-		}
-		clustertest.Eventually(t, 30*time.Second, func() error {
-			r, err := c.ReadFrom(ctx, &pb.ReadFromRequest{SessionId: id, Consistency: pb.Consistency_STALE})
-			if err != nil || len(r.Events) != 3 {
-				return fmt.Errorf("node %d's own state never held %s: %d events, %v", i+1, id, len(r.GetEvents()), err)
-			}
-			return nil
-		})
-	}
-}
-
 // A cluster whose nodes all run with certificates from `sessionstore certs` and an
 // encrypted gossip forms (Raft over mutual TLS), forwards a write from a
 // follower to the leader over mutual TLS, serves TLS clients that trust the
@@ -139,23 +111,9 @@ func TestTLS_ClusterOverMutualTLS(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 
-	var clients []*client.Client
-	for _, nd := range nodes {
-		clients = append(clients, nd.Client)
-	}
-	leader := leaderOf(nodes)
-	if leader == nil {
-		t.Fatal("no leader")
-	}
-	var follower *clNode
-	for _, nd := range nodes {
-		if nd != leader {
-			follower = nd
-			break
-		}
-	}
+	_, follower := followerOf(t, nodes)
 	// The follower forwards Create and Append to the leader over mutual TLS.
-	tlsWriteAndReadEverywhere(t, ctx, follower.Client, clients, "via-follower")
+	clWriteAndReadEverywhere(t, ctx, follower.Client, nodes, "via-follower")
 	for _, nd := range nodes {
 		if !nd.log.has("TLS on", "client_auth=optional") || !nd.log.has("gossip encrypted") {
 			t.Errorf("%s did not log its transport security", nd.id)
@@ -339,10 +297,8 @@ func TestTLS_ForeignNodeCannotJoin(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
 	var seeds []string
-	var clients []*client.Client
 	for _, nd := range nodes {
 		seeds = append(seeds, nd.srv.node.GossipAddr())
-		clients = append(clients, nd.Client)
 	}
 	want := []string{"n1", "n2", "n3"}
 	check := func(when string) {
@@ -376,7 +332,7 @@ func TestTLS_ForeignNodeCannotJoin(t *testing.T) {
 		// The leader knew of n4 (gossip works) and refused it at the TLS check.
 		waitLog("the leader checked n4's certificate", clusterLogs, "failed the TLS check", "peer_id=n4")
 		check("after the leader refused n4")
-		tlsWriteAndReadEverywhere(t, ctx, nodes[2].Client, clients, "after-n4")
+		clWriteAndReadEverywhere(t, ctx, nodes[2].Client, nodes, "after-n4")
 		check("after more writes")
 		if err := n4.srv.node.Ready(); err == nil {
 			t.Fatal("n4 reports ready")
@@ -398,7 +354,7 @@ func TestTLS_ForeignNodeCannotJoin(t *testing.T) {
 		waitLog("n5 tried to gossip", []*nodeLog{n5.log}, "no gossip seed answered yet")
 		waitLog("a seed refused n5's gossip", clusterLogs, "memberlist", "decrypt")
 		check("after n5 tried to join")
-		tlsWriteAndReadEverywhere(t, ctx, nodes[0].Client, clients, "after-n5")
+		clWriteAndReadEverywhere(t, ctx, nodes[0].Client, nodes, "after-n5")
 		check("after more writes")
 		if err := n5.srv.node.Ready(); err == nil {
 			t.Fatal("n5 reports ready")
