@@ -224,6 +224,17 @@ func (s *cjStream) recv(t *testing.T, out proto.Message) (end bool, e *cjError) 
 	return false, nil
 }
 
+// end reads s to its end, decoding each message into out (and dropping it),
+// and returns the error the stream ended with.
+func (s *cjStream) end(t *testing.T, out proto.Message) *cjError {
+	t.Helper()
+	for {
+		if end, e := s.recv(t, out); end {
+			return e
+		}
+	}
+}
+
 // cjOutcomeOf runs m (auth_test.go's table of every rpc) over the HTTP port
 // and returns how it ended; a Watch that was let in counts as ok at its
 // first message.
@@ -461,16 +472,8 @@ func TestConnect_ErrorsCarryTheReason(t *testing.T) {
 	if _, err := n.Client.Delete(ctx, &sessionpb.DeleteRequest{SessionId: "err-1"}); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		var m sessionpb.WatchResponse
-		end, e := w.recv(t, &m)
-		if !end {
-			continue
-		}
-		if e == nil || e.Code != "not_found" || e.reason(t) != string(sessionstore.ReasonNotFound) {
-			t.Fatalf("Watch of a deleted session ended with %+v", e)
-		}
-		break
+	if e := w.end(t, &sessionpb.WatchResponse{}); e == nil || e.Code != "not_found" || e.reason(t) != string(sessionstore.ReasonNotFound) {
+		t.Fatalf("Watch of a deleted session ended with %+v", e)
 	}
 
 	// connect-go's own client reads the same errors.
@@ -736,16 +739,8 @@ func TestConnect_WatchEndsWithShuttingDown(t *testing.T) {
 	}
 	closed := make(chan struct{})
 	go func() { n.Close(); close(closed) }()
-	for {
-		var m sessionpb.WatchResponse
-		end, e := s.recv(t, &m)
-		if !end {
-			continue
-		}
-		if e == nil || e.Code != "unavailable" || e.reason(t) != string(sessionstore.ReasonShuttingDown) {
-			t.Fatalf("HTTP watch of a stopping node ended with %+v", e)
-		}
-		break
+	if e := s.end(t, &sessionpb.WatchResponse{}); e == nil || e.Code != "unavailable" || e.reason(t) != string(sessionstore.ReasonShuttingDown) {
+		t.Fatalf("HTTP watch of a stopping node ended with %+v", e)
 	}
 	for {
 		_, err := recv()
