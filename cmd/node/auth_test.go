@@ -39,14 +39,25 @@ const (
 		auSlow + "   slow    read              *        rate=0.001 burst=2\n"
 )
 
+// auCertTokens names alice's client certificate (cert:alice) and the admin
+// token.
+const auCertTokens = "cert:alice alice read,write alice/\n" + auAdmin + " admin read,write,admin\n"
+
+// auTokenFile writes a token file with text and returns its path.
+func auTokenFile(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // auNode starts a lone node that requires the tokens above.
 func auNode(t *testing.T, tune func(*serveConfig)) (*testNode, string) {
 	t.Helper()
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(path, []byte(auTokens), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := auTokenFile(t, auTokens)
 	n := startTestNodeWith(t, "", func(c *serveConfig) {
 		c.Auth.TokenFile = path
 		if tune != nil {
@@ -418,19 +429,10 @@ func TestAuthCluster_ForwardedCallsKeepTheCaller(t *testing.T) {
 	if testing.Short() {
 		t.Skip("3-node cluster")
 	}
-	path := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(path, []byte(auTokens), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := auTokenFile(t, auTokens)
 	key := peClusterKey(t) // client authentication needs authenticated peers
 	nodes := startClusterWith(t, 3, func(c *serveConfig) { c.Auth.TokenFile = path; c.TLS.ClusterKeyFile = key })
-	var follower *clNode
-	for _, nd := range nodes {
-		if nd != leaderOf(nodes) {
-			follower = nd
-			break
-		}
-	}
+	_, follower := followerOf(t, nodes)
 	ctx := follower.ctx()
 	alice := auAs(t, follower.testNode, auAlice).WithOptions(client.Options{MaxAttempts: 8})
 	for i := range 4 {
@@ -471,21 +473,11 @@ func TestAuthTLS_ClientCertificatePrincipal(t *testing.T) {
 		t.Skip("starts three nodes")
 	}
 	dir := tlsCerts(t, []string{"n1", "n2", "n3"}, []string{"alice", "mallory"})
-	tokens := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(tokens, []byte("cert:alice alice read,write alice/\n"+auAdmin+" admin read,write,admin\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tokens := auTokenFile(t, auCertTokens)
 	ca := filepath.Join(dir, "ca.pem")
 	nodes := tlsStartCluster(t, dir, 3, tlsDial(t, clientFlags{ca: ca, token: auAdmin}),
 		func(c *serveConfig) { c.Auth.TokenFile = tokens })
-	leader := leaderOf(tlsCl(nodes))
-	var follower *tlsNode
-	for _, nd := range nodes {
-		if nd.clNode != leader {
-			follower = nd
-			break
-		}
-	}
+	_, follower := followerOf(t, nodes)
 	as := func(f clientFlags) *client.Client {
 		c, err := client.Dial(context.Background(), follower.srv.grpcAddr, tlsDial(t, f)...)
 		if err != nil {
@@ -531,14 +523,7 @@ func TestAuthCluster_DifferingTokenFilesWarn(t *testing.T) {
 		t.Skip("starts three nodes")
 	}
 	dir := tlsCerts(t, []string{"n1", "n2", "n3"}, nil)
-	same := filepath.Join(t.TempDir(), "tokens")
-	odd := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(same, []byte(auTokens), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(odd, []byte(auAdmin+" admin read,write,admin\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	same, odd := auTokenFile(t, auTokens), auTokenFile(t, auAdmin+" admin read,write,admin\n")
 	nodes := tlsStartCluster(t, dir, 3, tlsDial(t, clientFlags{ca: filepath.Join(dir, "ca.pem"), token: auAdmin}),
 		func(c *serveConfig) {
 			c.Auth.TokenFile = same

@@ -146,22 +146,17 @@ func bkRawText(t *testing.T, ctx context.Context, nd *clNode, id string) (api, l
 	return r.Content, loc, r.Revision
 }
 
+// bkList is every session id List gives through nd, in pages of 7.
 func bkList(t *testing.T, ctx context.Context, nd *clNode) []string {
 	t.Helper()
 	var ids []string
-	tok := ""
-	for {
+	for _, h := range owPages(t, "List via "+nd.id, "headers", 7, func(tok string) ([]*pb.SessionHeader, string, error) {
 		r, err := nd.Client.List(ctx, &pb.ListRequest{PageSize: 7, PageToken: tok})
-		if err != nil {
-			t.Fatalf("list via %s: %v", nd.id, err)
-		}
-		for _, h := range r.Headers {
-			ids = append(ids, h.Id)
-		}
-		if tok = r.NextPageToken; tok == "" {
-			return ids
-		}
+		return r.GetHeaders(), r.GetNextPageToken(), err
+	}) {
+		ids = append(ids, h.Id)
 	}
+	return ids
 }
 
 // bkWaitCaughtUp waits until every node has applied the leader's commit
@@ -199,14 +194,7 @@ func TestBackup_RestoreSeedsANewCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	old := startCluster(t, 3)
-	lead := leaderOf(old)
-	var follower *clNode
-	for _, nd := range old {
-		if nd != lead {
-			follower = nd
-			break
-		}
-	}
+	lead, follower := followerOf(t, old)
 	sessions := bkLoad(t, ctx, follower.Client)
 	oldCID := lead.srv.node.ClusterID()
 	bkWaitCaughtUp(t, old)

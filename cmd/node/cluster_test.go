@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -80,32 +81,34 @@ func startCluster(t *testing.T, n int) []*clNode {
 
 func startClusterWith(t *testing.T, n int, extra func(*serveConfig)) []*clNode {
 	t.Helper()
+	return startClusterOpts(t, n, nodeOpts{tune: extra})
+}
+
+// startClusterOpts boots n nodes n1..n as startCluster does, each with o and
+// o.tune applied after the cluster's settings.
+func startClusterOpts(t *testing.T, n int, o nodeOpts) []*clNode {
+	t.Helper()
 	gossip := make([]string, n)
 	for i := range gossip {
 		gossip[i] = clFreeAddr(t)
 	}
 	nodes := make([]*clNode, n)
 	for i := range nodes {
-		id := fmt.Sprintf("n%d", i+1)
-		raftAddr, grpcAddr, httpAddr, gossipAddr := clFreeAddr(t), clFreeAddr(t), clFreeAddr(t), gossip[i]
-		var seeds []string
-		for j, g := range gossip {
-			if j != i {
-				seeds = append(seeds, g)
-			}
-		}
-		join := strings.Join(seeds, ",")
-		tune := func(c *serveConfig) {
-			c.Cluster.NodeID = id
-			c.Cluster.RaftAddr, c.Cluster.GossipAddr = raftAddr, gossipAddr
+		// Ports picked once, here: a restarted node binds the same ones.
+		raftAddr, grpcAddr, httpAddr := clFreeAddr(t), clFreeAddr(t), clFreeAddr(t)
+		join := strings.Join(slices.Delete(slices.Clone(gossip), i, i+1), ",")
+		no := o
+		no.id = fmt.Sprintf("n%d", i+1)
+		no.tune = func(c *serveConfig) {
+			c.Cluster.RaftAddr, c.Cluster.GossipAddr = raftAddr, gossip[i]
 			c.GRPCAddr, c.HTTPAddr = grpcAddr, httpAddr
 			c.Join = join
 			c.Cluster.BootstrapExpect = n
-			if extra != nil {
-				extra(c)
+			if o.tune != nil {
+				o.tune(c)
 			}
 		}
-		nodes[i] = &clNode{testNode: startTestNodeWith(t, "", tune), id: id}
+		nodes[i] = &clNode{testNode: startNode(t, no), id: no.id}
 	}
 	for _, nd := range nodes {
 		nd.waitReady(false)
@@ -140,6 +143,21 @@ func waitVoters(t *testing.T, nodes []*clNode, want int) {
 	})
 }
 
+// followerOf returns the leader and the first node that is not the leader,
+// failing the test when there is no leader.
+func followerOf(t *testing.T, nodes []*clNode) (leader, follower *clNode) {
+	t.Helper()
+	if leader = leaderOf(nodes); leader == nil {
+		t.Fatal("no leader")
+	}
+	for _, nd := range nodes {
+		if nd != leader {
+			return leader, nd
+		}
+	}
+	return leader, nil
+}
+
 func leaderOf(nodes []*clNode) *clNode {
 	for _, nd := range nodes {
 		if nd.srv != nil && nd.srv.node.Raft().State() == raft.Leader {
@@ -147,6 +165,40 @@ func leaderOf(nodes []*clNode) *clNode {
 		}
 	}
 	return nil
+}
+
+// clWriteSessions creates sessions prefix0…prefix<count-1> (with cwd unless
+// empty) through c and appends perSession events to each, one per call,
+// made by event; it returns each session's events and its ReadRaw text.
+func clWriteSessions(t *testing.T, ctx context.Context, c *client.Client, prefix, cwd string, count int, perSession int64,
+	event func(id string, k int64) string) (map[string][]string, map[string][]byte) {
+	t.Helper()
+	want, raw := map[string][]string{}, map[string][]byte{}
+	for i := 0; i < count; i++ {
+		id := fmt.Sprintf("%s%d", prefix, i)
+		h := &pb.SessionHeader{Id: id, CreatedAt: 1}
+		if cwd != "" {
+			h.Cwd = &cwd
+		}
+		if _, err := c.Create(ctx, &pb.CreateRequest{Header: h}); err != nil {
+			t.Fatalf("create %s: %v", id, err)
+		}
+		for k := int64(0); k < perSession; k++ {
+			ev := event(id, k)
+			if _, err := c.Append(ctx, &pb.AppendRequest{SessionId: id, Events: []string{ev}}); err != nil {
+				t.Fatalf("append to %s: %v", id, err)
+			}
+			want[id] = append(want[id], ev)
+		}
+	}
+	for id := range want {
+		r, err := c.ReadRaw(ctx, &pb.ReadRawRequest{SessionId: id})
+		if err != nil {
+			t.Fatalf("read raw %s: %v", id, err)
+		}
+		raw[id] = r.Content
+	}
+	return want, raw
 }
 
 func clEvent(seq int64, marker string) string {
@@ -181,33 +233,43 @@ func TestCluster_ThreeNodesFormAndForward(t *testing.T) {
 		}
 	}
 
-	// Write one session through each node, followers included.
-	next := map[string]int64{}
+	// Write one session through each node, followers included: linearizable
+	// reads through every node see every write.
 	for i, nd := range nodes {
-		id := fmt.Sprintf("s%d", i)
-		cwd := "/w/cluster"
-		if _, err := nd.Client.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: id, CreatedAt: 1, Cwd: &cwd}}); err != nil {
-			t.Fatalf("create through %s: %v", nd.id, err)
-		}
-		for k := int64(0); k < 3; k++ {
-			if _, err := nd.Client.Append(ctx, &pb.AppendRequest{SessionId: id, Events: []string{clEvent(k, fmt.Sprintf("%s-%d", id, k))}}); err != nil {
-				t.Fatalf("append through %s: %v", nd.id, err)
-			}
-		}
-		next[id] = 3
-	}
-	// Linearizable reads through every node see every write.
-	for _, nd := range nodes {
-		for id := range next {
-			r, err := nd.Client.ReadFrom(ctx, &pb.ReadFromRequest{SessionId: id})
-			if err != nil || len(r.Events) != 3 {
-				t.Fatalf("read %s through %s: %d events, %v", id, nd.id, len(r.GetEvents()), err)
-			}
-		}
+		clWriteAndReadEverywhere(t, ctx, nd.Client, nodes, fmt.Sprintf("s%d", i))
 	}
 
 	// Losing the leader, the election, the restarted node's catch-up and
 	// the replicas converging are cluster's TestLeaderLossAndNotLeader.
+}
+
+// clWriteAndReadEverywhere writes a session of three events through via and
+// reads it back, linearizably and from each node's own state, through every
+// node.
+func clWriteAndReadEverywhere(t *testing.T, ctx context.Context, via *client.Client, nodes []*clNode, id string) {
+	t.Helper()
+	cwd := "/w/cluster"
+	if _, err := via.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: id, CreatedAt: 1, Cwd: &cwd}}); err != nil {
+		t.Fatalf("create %s: %v", id, err)
+	}
+	for k := int64(0); k < 3; k++ {
+		if _, err := via.Append(ctx, &pb.AppendRequest{SessionId: id, Events: []string{clEvent(k, fmt.Sprintf("%s-%d", id, k))}}); err != nil {
+			t.Fatalf("append to %s: %v", id, err)
+		}
+	}
+	for _, nd := range nodes {
+		r, err := nd.Client.ReadFrom(ctx, &pb.ReadFromRequest{SessionId: id})
+		if err != nil || len(r.Events) != 3 {
+			t.Fatalf("linearizable read of %s through %s: %d events, %v", id, nd.id, len(r.GetEvents()), err)
+		}
+		clustertest.Eventually(t, 30*time.Second, func() error {
+			r, err := nd.Client.ReadFrom(ctx, &pb.ReadFromRequest{SessionId: id, Consistency: pb.Consistency_STALE})
+			if err != nil || len(r.Events) != 3 {
+				return fmt.Errorf("%s's own state never held %s: %d events, %v", nd.id, id, len(r.GetEvents()), err)
+			}
+			return nil
+		})
+	}
 }
 
 // clConverged reports whether every node holds exactly the expected number
@@ -321,13 +383,7 @@ func TestCluster_LeasesAndWatchAcrossLeaderChange(t *testing.T) {
 	}
 
 	// Watch from a follower.
-	var follower *clNode
-	for _, nd := range nodes {
-		if nd != leaderOf(nodes) {
-			follower = nd
-			break
-		}
-	}
+	_, follower := followerOf(t, nodes)
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
 	recv, err := follower.Client.Watch(wctx, &pb.WatchRequest{SessionId: "lease"})
@@ -415,11 +471,7 @@ func TestCluster_LeaveRemovesTheNode(t *testing.T) {
 	nodes := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	leader := leaderOf(nodes)
-	leaving := nodes[0]
-	if leaving == leader {
-		leaving = nodes[1]
-	}
+	leader, leaving := followerOf(t, nodes)
 	if err := leaving.Client.Leave(ctx); err != nil {
 		t.Fatalf("leave: %v", err)
 	}

@@ -16,28 +16,9 @@ import (
 func TestCompactCmd_OfflineOnly(t *testing.T) {
 	n := startTestNode(t, "")
 	ctx := n.ctx()
-	want := map[string][]string{}
-	for i := 0; i < 5; i++ {
-		id := fmt.Sprintf("cp-%d", i)
-		if _, err := n.Client.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: id, CreatedAt: 1}}); err != nil {
-			t.Fatal(err)
-		}
-		for k := int64(0); k < 20; k++ {
-			ev := clEvent(k, strings.Repeat("x", 500))
-			if _, err := n.Client.Append(ctx, &pb.AppendRequest{SessionId: id, Events: []string{ev}}); err != nil {
-				t.Fatal(err)
-			}
-			want[id] = append(want[id], ev)
-		}
-	}
-	raw := map[string][]byte{}
-	for id := range want {
-		r, err := n.Client.ReadRaw(ctx, &pb.ReadRawRequest{SessionId: id})
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw[id] = r.Content
-	}
+	want, raw := clWriteSessions(t, ctx, n.Client, "cp-", "", 5, 20, func(_ string, k int64) string {
+		return clEvent(k, strings.Repeat("x", 500))
+	})
 	code, _, stderr := rcRun(t, "compact", "--data-dir", n.dir)
 	if code != 1 || !strings.Contains(stderr, "stop the node first") {
 		t.Fatalf("compact of a running node: exit %d, stderr %q", code, stderr)

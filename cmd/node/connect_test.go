@@ -11,7 +11,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -223,6 +222,17 @@ func (s *cjStream) recv(t *testing.T, out proto.Message) (end bool, e *cjError) 
 		t.Fatalf("stream message %q: %v", msg, err)
 	}
 	return false, nil
+}
+
+// end reads s to its end, decoding each message into out (and dropping it),
+// and returns the error the stream ended with.
+func (s *cjStream) end(t *testing.T, out proto.Message) *cjError {
+	t.Helper()
+	for {
+		if end, e := s.recv(t, out); end {
+			return e
+		}
+	}
 }
 
 // cjOutcomeOf runs m (auth_test.go's table of every rpc) over the HTTP port
@@ -462,16 +472,8 @@ func TestConnect_ErrorsCarryTheReason(t *testing.T) {
 	if _, err := n.Client.Delete(ctx, &sessionpb.DeleteRequest{SessionId: "err-1"}); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		var m sessionpb.WatchResponse
-		end, e := w.recv(t, &m)
-		if !end {
-			continue
-		}
-		if e == nil || e.Code != "not_found" || e.reason(t) != string(sessionstore.ReasonNotFound) {
-			t.Fatalf("Watch of a deleted session ended with %+v", e)
-		}
-		break
+	if e := w.end(t, &sessionpb.WatchResponse{}); e == nil || e.Code != "not_found" || e.reason(t) != string(sessionstore.ReasonNotFound) {
+		t.Fatalf("Watch of a deleted session ended with %+v", e)
 	}
 
 	// connect-go's own client reads the same errors.
@@ -651,15 +653,12 @@ func TestConnect_WatchIdlePastNodeFetchLimit(t *testing.T) {
 func TestConnectTLS_ClientCertificate(t *testing.T) {
 	t.Parallel()
 	dir := tlsCerts(t, []string{"n1"}, []string{"alice", "mallory"})
-	tokens := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(tokens, []byte("cert:alice alice read,write alice/\n"+auAdmin+" admin read,write,admin\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tokens := auTokenFile(t, auCertTokens)
 	ca := filepath.Join(dir, "ca.pem")
-	n := tlsStartNode(t, "n1", func(c *serveConfig) {
+	n := startNode(t, nodeOpts{id: "n1", freePorts: true, dial: tlsDial(t, clientFlags{ca: ca, token: auAdmin}), tune: func(c *serveConfig) {
 		tlsFiles(c, dir, "n1")
 		c.Auth.TokenFile = tokens
-	}, tlsDial(t, clientFlags{ca: ca, token: auAdmin}))
+	}})
 	n.waitReady(true)
 	ctx := n.ctx()
 	create := func(name, id string) error {
@@ -740,16 +739,8 @@ func TestConnect_WatchEndsWithShuttingDown(t *testing.T) {
 	}
 	closed := make(chan struct{})
 	go func() { n.Close(); close(closed) }()
-	for {
-		var m sessionpb.WatchResponse
-		end, e := s.recv(t, &m)
-		if !end {
-			continue
-		}
-		if e == nil || e.Code != "unavailable" || e.reason(t) != string(sessionstore.ReasonShuttingDown) {
-			t.Fatalf("HTTP watch of a stopping node ended with %+v", e)
-		}
-		break
+	if e := s.end(t, &sessionpb.WatchResponse{}); e == nil || e.Code != "unavailable" || e.reason(t) != string(sessionstore.ReasonShuttingDown) {
+		t.Fatalf("HTTP watch of a stopping node ended with %+v", e)
 	}
 	for {
 		_, err := recv()

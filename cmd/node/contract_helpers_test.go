@@ -419,19 +419,29 @@ func ctJSONEq(t *testing.T, what string, got any, want string) {
 	}
 }
 
-// ctEqualEvents compares event texts byte for byte.
+// ctEqualEvents compares event texts byte for byte, and shows both lists
+// side by side when they differ.
 func ctEqualEvents(t *testing.T, what string, got, want []string) {
 	t.Helper()
-	if len(got) != len(want) {
-		t.Errorf("%s: got %d events, want %d\n got: %s\nwant: %s", what, len(got), len(want),
-			strings.Join(got, "\n      "), strings.Join(want, "\n      "))
+	if slices.Equal(got, want) {
 		return
 	}
-	for i := range got {
-		if got[i] != want[i] {
-			t.Errorf("%s: event %d:\n got %s\nwant %s", what, i, got[i], want[i])
+	var b strings.Builder
+	for i := 0; i < max(len(got), len(want)); i++ {
+		g, w := "<none>", "<none>"
+		if i < len(got) {
+			g = got[i]
 		}
+		if i < len(want) {
+			w = want[i]
+		}
+		mark := " "
+		if g != w {
+			mark = "≠"
+		}
+		fmt.Fprintf(&b, "\n%s %d got  %s\n  %d want %s", mark, i, g, i, w)
 	}
+	t.Errorf("%s: got %d events, want %d:%s", what, len(got), len(want), b.String())
 }
 
 // ctInspectThenLoad runs the cold-repair protocol of docs/events.md#crash-repair on

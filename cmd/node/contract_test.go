@@ -101,8 +101,7 @@ func TestContract_C2_RejectsBadCreatedAtWithoutReservingTheID(t *testing.T) {
 		ctWantErrContains(t, "Create with createdAt "+strconv.FormatInt(bad, 10), err,
 			sessionstore.ReasonInvalidHeader, "session metadata createdAt must be a non-negative safe integer")
 	}
-	ctCreate(t, n, ctMeta(id, ""))
-	ctAppend(t, n, id, ctOneTurnLog()...)
+	owSession(t, n, id, ctOneTurnLog()...)
 	if got := ctLoad(t, n, id).GetHeader().GetCreatedAt(); got != 1000 {
 		t.Errorf("loaded createdAt: got %d, want 1000", got)
 	}
@@ -113,8 +112,7 @@ func TestContract_C2_RejectsBadCreatedAtWithoutReservingTheID(t *testing.T) {
 func TestContract_C3_CrashRecoveryLoadClosesInterruptedTurn(t *testing.T) {
 	n := ctSharedNode(t)
 	const id = "interrupted"
-	ctCreate(t, n, ctMeta(id, ""))
-	ctAppend(t, n, id, ctOneTurnLog()...)
+	owSession(t, n, id, ctOneTurnLog()...)
 	open := []string{
 		ctEv("turn/start", 6, 7, `{"turn":2}`),
 		ctEv("step/start", 7, 8, `{"turn":2,"step":1}`),
@@ -147,8 +145,7 @@ func TestContract_C3_CrashRecoveryLoadClosesInterruptedTurn(t *testing.T) {
 func TestContract_C4_CrashRecoveryUnstartedToolRequest(t *testing.T) {
 	n := ctSharedNode(t)
 	const id = "interrupted-toolcall"
-	ctCreate(t, n, ctMeta(id, ""))
-	ctAppend(t, n, id, ctOneTurnLog()...)
+	owSession(t, n, id, ctOneTurnLog()...)
 	open := []string{
 		ctEv("turn/start", 6, 7, `{"turn":2}`),
 		ctEv("step/start", 7, 8, `{"turn":2,"step":1}`),

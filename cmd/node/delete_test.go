@@ -45,13 +45,7 @@ func TestDeleteCluster_GoneEverywhere(t *testing.T) {
 		t.Skip("3-node cluster")
 	}
 	nodes := startCluster(t, 3)
-	var follower *clNode
-	for _, nd := range nodes {
-		if nd != leaderOf(nodes) {
-			follower = nd
-			break
-		}
-	}
+	_, follower := followerOf(t, nodes)
 	c := follower.Client
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

@@ -513,26 +513,15 @@ func TestExportImport_RoundTripThreeNodeClusters(t *testing.T) {
 		t.Skip("starts six nodes")
 	}
 	ctZstdPath(t)
-	follower := func(nodes []*clNode) *testNode {
-		l := leaderOf(nodes)
-		for _, nd := range nodes {
-			if nd != l {
-				return nd.testNode
-			}
-		}
-		t.Fatal("no follower")
-		return nil
-	}
-	srcNodes := startCluster(t, 3)
-	src := follower(srcNodes)
-	eiFill(t, src, eiVaried("c3-"))
-	want := eiState(t, src)
+	_, src := followerOf(t, startCluster(t, 3))
+	eiFill(t, src.testNode, eiVaried("c3-"))
+	want := eiState(t, src.testNode)
 	file := filepath.Join(t.TempDir(), "cluster.tar.zst")
-	eiExport(t, src, nil, "--out", file)
+	eiExport(t, src.testNode, nil, "--out", file)
 
 	dstNodes := startCluster(t, 3)
-	dst := follower(dstNodes)
-	if sum := eiMustImport(t, dst, file, "--keep-unreadable"); eiCounts(sum) != "imported=10" {
+	_, dst := followerOf(t, dstNodes)
+	if sum := eiMustImport(t, dst.testNode, file, "--keep-unreadable"); eiCounts(sum) != "imported=10" {
 		t.Fatalf("import: %s", eiCounts(sum))
 	}
 	for _, nd := range dstNodes {
@@ -553,14 +542,9 @@ func TestExportHTTPDownloadHasContentLengthAndETag(t *testing.T) {
 		raw := ctReadRaw(t, n, id)
 		for _, suffix := range []string{"session.jsonl", "session.jsonl.zstd"} {
 			u := "http://" + n.srv.httpAddr + "/v1/sessions/" + url.PathEscape(id) + "/" + suffix
-			resp, err := http.Get(u)
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if err != nil || resp.StatusCode != http.StatusOK {
-				t.Fatalf("GET %s: %d %v", u, resp.StatusCode, err)
+			resp, body := owGet(t, n, u)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("GET %s: %d", u, resp.StatusCode)
 			}
 			if cl := resp.Header.Get("Content-Length"); cl != strconv.Itoa(len(body)) {
 				t.Errorf("GET %s: Content-Length %q, body %d bytes", u, cl, len(body))

@@ -6,7 +6,6 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/http"
 	"net/url"
@@ -39,23 +38,30 @@ func igArtifactPath(t *testing.T, dir string) string {
 	return found[0]
 }
 
-// igGet downloads u and returns the status and body.
-func igGet(t *testing.T, n *testNode, u string) (int, []byte) {
+// igFlip flips the bits mask of the byte at of every copy of target in the
+// file at path; what names target in the failure when there is none.
+func igFlip(t *testing.T, path, what string, target []byte, at int, mask byte) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(n.ctx(), http.MethodGet, u, nil)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", u, err)
+	flipped := 0
+	for i := 0; ; {
+		j := bytes.Index(b[i:], target)
+		if j < 0 {
+			break
+		}
+		b[i+j+at] ^= mask
+		flipped++
+		i += j + len(target)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("GET %s: %v", u, err)
+	if flipped == 0 {
+		t.Fatalf("%s %q not found in %s", what, target, filepath.Base(path))
 	}
-	return resp.StatusCode, body
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // An artifact byte flipped while the node is stopped keeps the file's size,
@@ -65,7 +71,7 @@ func igGet(t *testing.T, n *testNode, u string) (int, []byte) {
 func TestArtifactFlippedWhileStoppedIsNotServed(t *testing.T) {
 	n := startTestNode(t, "")
 	const id = "ig-artifact"
-	owSession(t, n, id, owOneTurnLog()...)
+	owSession(t, n, id, ctOneTurnLog()...)
 	n.WaitArtifacts()
 	want := ctReadRaw(t, n, id).GetContent()
 	path := igArtifactPath(t, n.dir)
@@ -82,9 +88,9 @@ func TestArtifactFlippedWhileStoppedIsNotServed(t *testing.T) {
 	n = n.Restart()
 	n.WaitArtifacts()
 
-	code, body := igGet(t, n, "http://"+n.srv.httpAddr+"/v1/sessions/"+url.PathEscape(id)+"/session.jsonl.zstd")
-	if code != http.StatusOK || bytes.Equal(body, bad) {
-		t.Fatalf("GET session.jsonl.zstd: %d, damaged bytes served: %v", code, bytes.Equal(body, bad))
+	resp, body := owGet(t, n, "http://"+n.srv.httpAddr+"/v1/sessions/"+url.PathEscape(id)+"/session.jsonl.zstd")
+	if resp.StatusCode != http.StatusOK || bytes.Equal(body, bad) {
+		t.Fatalf("GET session.jsonl.zstd: %d, damaged bytes served: %v", resp.StatusCode, bytes.Equal(body, bad))
 	}
 	if got := owDecodeZstd(t, body); !bytes.Equal(got, want) {
 		t.Errorf("GET session.jsonl.zstd decodes to\n%s\nwant ReadRaw's\n%s", got, want)
@@ -105,10 +111,10 @@ func TestArtifactFlippedWhileStoppedIsNotServed(t *testing.T) {
 func TestStoredEventFlippedIsNotServed(t *testing.T) {
 	n := startTestNode(t, "")
 	const id = "ig-event"
-	events := owOneTurnLog()
+	events := ctOneTurnLog()
 	owSession(t, n, id, events...)
 	n.WaitArtifacts()
-	want := owStored(t, n, id)
+	want := ctReadFrom(t, n, id, 0).GetEvents()
 	n.Close()
 
 	// "hello" becomes "hgllo": still valid JSON, so only a checksum can tell.
@@ -124,27 +130,7 @@ func TestStoredEventFlippedIsNotServed(t *testing.T) {
 	if at < 1 {
 		t.Fatalf("the packed event 3 holds no literal hello: %q", target)
 	}
-	path := filepath.Join(n.dir, "state.db")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	flipped := 0
-	for i := 0; ; {
-		j := bytes.Index(b[i:], target)
-		if j < 0 {
-			break
-		}
-		b[i+j+at] ^= 0x02
-		flipped++
-		i += j + len(target)
-	}
-	if flipped == 0 {
-		t.Fatalf("event %q not found in state.db", target)
-	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	igFlip(t, filepath.Join(n.dir, "state.db"), "event", target, at, 0x02)
 	n = n.Restart()
 
 	// (The client turns the DATA_LOSS status and its ErrorInfo back into the
@@ -156,7 +142,7 @@ func TestStoredEventFlippedIsNotServed(t *testing.T) {
 	if v, _ := mtValue(mtScrape(t, n.srv.httpAddr), "sessionstore_checksum_failures_total"); v < 1 {
 		t.Errorf("sessionstore_checksum_failures_total = %v, want >= 1", v)
 	}
-	if got := owStored(t, n, id); !slices.Equal(got, want) {
+	if got := ctReadFrom(t, n, id, 0).GetEvents(); !slices.Equal(got, want) {
 		t.Errorf("ReadFrom after the repair = %q, want %q", got, want)
 	}
 }
@@ -173,32 +159,13 @@ func TestStoredRecordFlippedIsRefusedUntilRebuilt(t *testing.T) {
 	if l := n.layout(); l != storage.StateFormatVersion {
 		t.Fatalf("a new node serves in state format %d, want %d", l, storage.StateFormatVersion)
 	}
-	owCreate(t, n, owMeta(id, cwd))
-	owAppend(t, n, id, 0, owOneTurnLog()...)
-	want := owStored(t, n, id)
+	ctCreate(t, n, ctMeta(id, cwd))
+	owAppend(t, n, id, 0, ctOneTurnLog()...)
+	want := ctReadFrom(t, n, id, 0).GetEvents()
 	n.Close()
 
 	path := filepath.Join(n.dir, "state.db")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	flipped := 0
-	for i := 0; ; {
-		j := bytes.Index(b[i:], []byte(cwd))
-		if j < 0 {
-			break
-		}
-		b[i+j+4] ^= 0x01 // "/ig/record-cwd" → "/ig/secord-cwd"
-		flipped++
-		i += j + len(cwd)
-	}
-	if flipped == 0 {
-		t.Fatalf("cwd %q not found in state.db", cwd)
-	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	igFlip(t, path, "cwd", []byte(cwd), 4, 0x01) // "/ig/record-cwd" → "/ig/secord-cwd"
 	// Not ready while damaged (the artifact writer cannot read the record and
 	// says so in /readyz); wait for reads only.
 	n = startTestNodeWith(t, n.dir, nil)
@@ -208,7 +175,7 @@ func TestStoredRecordFlippedIsRefusedUntilRebuilt(t *testing.T) {
 		}
 		return nil
 	})
-	_, err = n.Client.ReadFrom(n.ctx(), &sessionpb.ReadFromRequest{SessionId: id})
+	_, err := n.Client.ReadFrom(n.ctx(), &sessionpb.ReadFromRequest{SessionId: id})
 	ctDomainErr(t, "ReadFrom of a session with a damaged record", err, sessionstore.ReasonCorruption)
 	_, err = n.Client.ReadFrom(n.ctx(), &sessionpb.ReadFromRequest{SessionId: id})
 	ctDomainErr(t, "ReadFrom again (no artifact repair for a record)", err, sessionstore.ReasonCorruption)
@@ -219,7 +186,7 @@ func TestStoredRecordFlippedIsRefusedUntilRebuilt(t *testing.T) {
 		t.Fatal(err)
 	}
 	n = n.Restart()
-	if got := owStored(t, n, id); !slices.Equal(got, want) {
+	if got := ctReadFrom(t, n, id, 0).GetEvents(); !slices.Equal(got, want) {
 		t.Errorf("ReadFrom after the rebuild = %q, want %q", got, want)
 	}
 	h := owListAll(t, n, "", 0)
@@ -234,7 +201,7 @@ func TestStoredRecordFlippedIsRefusedUntilRebuilt(t *testing.T) {
 func TestArtifactsOffServesFromState(t *testing.T) {
 	n := startTestNode(t, "")
 	const id = "ig-off"
-	owSession(t, n, id, owOneTurnLog()...)
+	owSession(t, n, id, ctOneTurnLog()...)
 	n.WaitArtifacts()
 	path := igArtifactPath(t, n.dir)
 	n.Close()
@@ -245,17 +212,17 @@ func TestArtifactsOffServesFromState(t *testing.T) {
 		_, err := os.Stat(filepath.Join(n.dir, "artifacts"))
 		return os.IsNotExist(err)
 	})
-	owAppend(t, n, id, 0, owEvent("turn/start", 6, 7, `{"turn":2}`))
+	owAppend(t, n, id, 0, ctEv("turn/start", 6, 7, `{"turn":2}`))
 	want := ctReadRaw(t, n, id).GetContent()
 	if !bytes.Contains(want, []byte(`"seq":6`)) {
 		t.Fatalf("ReadRaw lacks the event appended with artifacts off:\n%s", want)
 	}
 	base := "http://" + n.srv.httpAddr + "/v1/sessions/" + url.PathEscape(id)
-	if code, body := igGet(t, n, base+"/session.jsonl"); code != http.StatusOK || !bytes.Equal(body, want) {
-		t.Errorf("GET session.jsonl: %d\n%s\nwant ReadRaw's\n%s", code, body, want)
+	if resp, body := owGet(t, n, base+"/session.jsonl"); resp.StatusCode != http.StatusOK || !bytes.Equal(body, want) {
+		t.Errorf("GET session.jsonl: %d\n%s\nwant ReadRaw's\n%s", resp.StatusCode, body, want)
 	}
-	if code, body := igGet(t, n, base+"/session.jsonl.zstd"); code != http.StatusOK || !bytes.Equal(owDecodeZstd(t, body), want) {
-		t.Errorf("GET session.jsonl.zstd: %d, decodes to\n%s\nwant ReadRaw's\n%s", code, owDecodeZstd(t, body), want)
+	if resp, body := owGet(t, n, base+"/session.jsonl.zstd"); resp.StatusCode != http.StatusOK || !bytes.Equal(owDecodeZstd(t, body), want) {
+		t.Errorf("GET session.jsonl.zstd: %d, decodes to\n%s\nwant ReadRaw's\n%s", resp.StatusCode, owDecodeZstd(t, body), want)
 	}
 	if _, err := os.Stat(filepath.Join(n.dir, "artifacts")); !os.IsNotExist(err) {
 		t.Errorf("artifact directory with artifacts off: stat = %v, want none", err)

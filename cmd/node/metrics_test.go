@@ -32,17 +32,7 @@ func TestMetrics_WorkloadMovesOperatorMetrics(t *testing.T) {
 		t.Skip("starts three nodes")
 	}
 	nodes := startCluster(t, 3)
-	leader := leaderOf(nodes)
-	if leader == nil {
-		t.Fatal("no leader")
-	}
-	var follower *clNode
-	for _, nd := range nodes {
-		if nd != leader {
-			follower = nd
-			break
-		}
-	}
+	leader, follower := followerOf(t, nodes)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 

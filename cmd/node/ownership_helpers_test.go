@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -23,41 +25,12 @@ import (
 // Helpers of ownership_test.go. Every name starts with "ow" (other test files
 // of this package use other prefixes).
 
-// owMeta is the reference fixture meta(id, cwd?) (docs/contract.md):
-// {version: 0, id, createdAt: 1000, cwd?}.
-func owMeta(id string, cwd ...string) *sessionpb.SessionHeader {
-	h := &sessionpb.SessionHeader{Version: 0, Id: id, CreatedAt: 1000}
-	if len(cwd) > 0 {
-		c := cwd[0]
-		h.Cwd = &c
-	}
-	return h
-}
-
-// owOneTurnLog is the reference fixture oneTurnLog() (docs/contract.md):
-// six events, seqs 0…5, times 1…6, in the live loop's key order.
-func owOneTurnLog() []string {
-	return []string{
-		`{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}`,
-		`{"type":"user/message","seq":1,"time":2,"data":{"id":"one-turn-user","role":"user","content":[{"type":"text","text":"hi"}],"source":{"kind":"user"}},"surfaceOp":"append"}`,
-		`{"type":"step/start","seq":2,"time":3,"data":{"turn":1,"step":1}}`,
-		`{"type":"assistant/message","seq":3,"time":4,"data":{"turn":1,"step":1,"message":{"id":"one-turn-assistant","role":"assistant","content":[{"type":"text","text":"hello"}],"source":{"kind":"model","provider":"mock","model":"mock"}}},"surfaceOp":"append"}`,
-		`{"type":"step/end","seq":4,"time":5,"data":{"turn":1,"step":1}}`,
-		`{"type":"turn/end","seq":5,"time":6,"data":{"turn":1,"reason":{"kind":"completed"}}}`,
-	}
-}
-
-// owEvent renders one event in the envelope order type, seq, time, data.
-func owEvent(typ string, seq, tm int64, data string) string {
-	return fmt.Sprintf(`{"type":%q,"seq":%d,"time":%d,"data":%s}`, typ, seq, tm, data)
-}
-
 func owTurnStart(seq, turn int64) string {
-	return owEvent("turn/start", seq, seq+1, fmt.Sprintf(`{"turn":%d}`, turn))
+	return ctEv("turn/start", seq, seq+1, fmt.Sprintf(`{"turn":%d}`, turn))
 }
 
 func owTurnEnd(seq, turn int64) string {
-	return owEvent("turn/end", seq, seq+1, fmt.Sprintf(`{"turn":%d,"reason":{"kind":"completed"}}`, turn))
+	return ctEv("turn/end", seq, seq+1, fmt.Sprintf(`{"turn":%d,"reason":{"kind":"completed"}}`, turn))
 }
 
 // owOpenTurn is turn/start{turn} at seq and step/start{turn,1} at seq+1
@@ -65,7 +38,7 @@ func owTurnEnd(seq, turn int64) string {
 func owOpenTurn(seq, turn int64) []string {
 	return []string{
 		owTurnStart(seq, turn),
-		owEvent("step/start", seq+1, seq+2, fmt.Sprintf(`{"turn":%d,"step":1}`, turn)),
+		ctEv("step/start", seq+1, seq+2, fmt.Sprintf(`{"turn":%d,"step":1}`, turn)),
 	}
 }
 
@@ -73,28 +46,7 @@ func owOpenTurn(seq, turn int64) []string {
 // (docs/events.md#crash-repair): step/end then turn/end {interrupted}, both at the
 // time of the last real event.
 func owOpenTurnClosers(seq, turn int64) []string {
-	tm := seq + 2
-	return []string{
-		owEvent("step/end", seq+2, tm, fmt.Sprintf(`{"turn":%d,"step":1}`, turn)),
-		owEvent("turn/end", seq+3, tm, fmt.Sprintf(`{"turn":%d,"reason":{"kind":"interrupted"}}`, turn)),
-	}
-}
-
-// owConcat joins event lists.
-func owConcat(lists ...[]string) []string {
-	var out []string
-	for _, l := range lists {
-		out = append(out, l...)
-	}
-	return out
-}
-
-// owCreate registers meta(id) and fails the test on error.
-func owCreate(t *testing.T, n *testNode, h *sessionpb.SessionHeader) {
-	t.Helper()
-	if _, err := n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: h}); err != nil {
-		t.Fatalf("Create(%q): %v", h.GetId(), err)
-	}
+	return []string{ctStepEndCloser(seq+2, seq+2, turn, 1), ctTurnEndCloser(seq+3, seq+2, turn)}
 }
 
 // owAppend appends events and fails the test on error.
@@ -110,7 +62,7 @@ func owAppend(t *testing.T, n *testNode, id string, epoch uint64, events ...stri
 // owSession creates meta(id) and appends events (epoch 0) when there are any.
 func owSession(t *testing.T, n *testNode, id string, events ...string) *sessionpb.AppendResponse {
 	t.Helper()
-	owCreate(t, n, owMeta(id))
+	ctCreate(t, n, ctMeta(id, ""))
 	if len(events) == 0 {
 		return nil
 	}
@@ -130,16 +82,6 @@ func owPrepare(t *testing.T, n *testNode, id, owner string, ttl time.Duration) (
 	return v, l
 }
 
-// owStored is every stored event of a session (ReadFrom 0).
-func owStored(t *testing.T, n *testNode, id string) []string {
-	t.Helper()
-	r, err := n.Client.ReadFrom(n.ctx(), &sessionpb.ReadFromRequest{SessionId: id})
-	if err != nil {
-		t.Fatalf("ReadFrom(%q, 0): %v", id, err)
-	}
-	return r.GetEvents()
-}
-
 // owRevision is the session's revision as ListSnapshots reports it ("" when
 // the session is not listed).
 func owRevision(t *testing.T, n *testNode, id string) string {
@@ -155,48 +97,43 @@ func owRevision(t *testing.T, n *testNode, id string) string {
 // owListAll pages through List and returns every header in order.
 func owListAll(t *testing.T, n *testNode, cwdPrefix string, pageSize int32) []*sessionpb.SessionHeader {
 	t.Helper()
-	var out []*sessionpb.SessionHeader
-	token := ""
-	for page := 0; ; page++ {
-		if page > 1000 {
-			t.Fatalf("List: more than 1000 pages; the page token does not advance")
-		}
+	return owPages(t, "List", "headers", pageSize, func(token string) ([]*sessionpb.SessionHeader, string, error) {
 		r, err := n.Client.List(n.ctx(), &sessionpb.ListRequest{PageSize: pageSize, PageToken: token, CwdPrefix: cwdPrefix})
-		if err != nil {
-			t.Fatalf("List(page %d): %v", page, err)
-		}
-		if pageSize > 0 && int32(len(r.GetHeaders())) > pageSize {
-			t.Errorf("List page %d: got %d headers, want at most page_size %d", page, len(r.GetHeaders()), pageSize)
-		}
-		out = append(out, r.GetHeaders()...)
-		if r.GetNextPageToken() == "" {
-			return out
-		}
-		token = r.GetNextPageToken()
-	}
+		return r.GetHeaders(), r.GetNextPageToken(), err
+	})
 }
 
 // owListAllSnapshots pages through ListSnapshots.
 func owListAllSnapshots(t *testing.T, n *testNode, cwdPrefix string, pageSize int32) []*sessionpb.SessionSnapshot {
 	t.Helper()
-	var out []*sessionpb.SessionSnapshot
-	token := ""
-	for page := 0; ; page++ {
-		if page > 1000 {
-			t.Fatalf("ListSnapshots: more than 1000 pages; the page token does not advance")
-		}
+	return owPages(t, "ListSnapshots", "snapshots", pageSize, func(token string) ([]*sessionpb.SessionSnapshot, string, error) {
 		r, err := n.Client.ListSnapshots(n.ctx(), &sessionpb.ListSnapshotsRequest{PageSize: pageSize, PageToken: token, CwdPrefix: cwdPrefix})
+		return r.GetSnapshots(), r.GetNextPageToken(), err
+	})
+}
+
+// owPages follows the page tokens of the list call rpc (page answers one
+// page) to the end, checking that no page holds more than pageSize items.
+func owPages[T any](t *testing.T, rpc, items string, pageSize int32, page func(token string) ([]T, string, error)) []T {
+	t.Helper()
+	var out []T
+	token := ""
+	for i := 0; ; i++ {
+		if i > 1000 {
+			t.Fatalf("%s: more than 1000 pages; the page token does not advance", rpc)
+		}
+		got, next, err := page(token)
 		if err != nil {
-			t.Fatalf("ListSnapshots(page %d): %v", page, err)
+			t.Fatalf("%s(page %d): %v", rpc, i, err)
 		}
-		if pageSize > 0 && int32(len(r.GetSnapshots())) > pageSize {
-			t.Errorf("ListSnapshots page %d: got %d snapshots, want at most page_size %d", page, len(r.GetSnapshots()), pageSize)
+		if pageSize > 0 && int32(len(got)) > pageSize {
+			t.Errorf("%s page %d: got %d %s, want at most page_size %d", rpc, i, len(got), items, pageSize)
 		}
-		out = append(out, r.GetSnapshots()...)
-		if r.GetNextPageToken() == "" {
+		out = append(out, got...)
+		if next == "" {
 			return out
 		}
-		token = r.GetNextPageToken()
+		token = next
 	}
 }
 
@@ -240,12 +177,6 @@ func owStatus(err error) (codes.Code, sessionstore.Reason, string) {
 	return st.Code(), reason, st.Message()
 }
 
-// owRaw is the generated client on the node's connection: no retries, no
-// error conversion, so tests see the gRPC code itself.
-func owRaw(n *testNode) sessionpb.SessionPersistenceClient {
-	return sessionpb.NewSessionPersistenceClient(n.Client.Conn())
-}
-
 // owSeq returns an event's seq (-1 when it has none).
 func owSeq(t *testing.T, ev string) int64 {
 	t.Helper()
@@ -258,44 +189,24 @@ func owSeq(t *testing.T, ev string) int64 {
 	return *e.Seq
 }
 
-// owTypes lists the events' types.
-func owTypes(t *testing.T, events []string) []string {
+// owGet downloads u, failing the test when there is no answer, and returns
+// the response (its body closed) and body.
+func owGet(t *testing.T, n *testNode, u string) (*http.Response, []byte) {
 	t.Helper()
-	out := make([]string, len(events))
-	for i, ev := range events {
-		var e struct {
-			Type string `json:"type"`
-		}
-		if err := json.Unmarshal([]byte(ev), &e); err != nil {
-			t.Fatalf("event %d %q: %v", i, ev, err)
-		}
-		out[i] = e.Type
+	req, err := http.NewRequestWithContext(n.ctx(), http.MethodGet, u, nil)
+	if err != nil {
+		t.Fatalf("request %s: %v", u, err)
 	}
-	return out
-}
-
-// owSameEvents compares two event lists byte for byte.
-func owSameEvents(t *testing.T, what string, got, want []string) {
-	t.Helper()
-	if slices.Equal(got, want) {
-		return
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", u, err)
 	}
-	var b strings.Builder
-	for i := 0; i < max(len(got), len(want)); i++ {
-		g, w := "<none>", "<none>"
-		if i < len(got) {
-			g = got[i]
-		}
-		if i < len(want) {
-			w = want[i]
-		}
-		mark := " "
-		if g != w {
-			mark = "≠"
-		}
-		fmt.Fprintf(&b, "\n%s %d got  %s\n  %d want %s", mark, i, g, i, w)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: read body: %v", u, err)
 	}
-	t.Errorf("%s: got %d events, want %d:%s", what, len(got), len(want), b.String())
+	return resp, body
 }
 
 // owWaitPast polls until the wall clock is past unixMs (plus a margin), i.e.

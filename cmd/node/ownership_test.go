@@ -43,18 +43,18 @@ func TestOwOwnership(t *testing.T) {
 
 	t.Run("Prepare on a cold session commits closers, bumps the epoch and grants a lease", func(t *testing.T) {
 		id := "own-prepare-cold"
-		stored := owConcat(owOneTurnLog(), owOpenTurn(6, 2))
+		stored := slices.Concat(ctOneTurnLog(), owOpenTurn(6, 2))
 		owSession(t, n, id, stored...)
 		before := owRevision(t, n, id)
 		start := time.Now().UnixMilli()
 
 		v, l := owPrepare(t, n, id, "host-a", long)
 
-		want := owConcat(stored, owOpenTurnClosers(6, 2))
+		want := slices.Concat(stored, owOpenTurnClosers(6, 2))
 		if !v.GetRepaired() {
 			t.Errorf("Prepare: got repaired=false, want true (the open turn was closed)")
 		}
-		owSameEvents(t, "Prepare view", v.GetEvents(), want)
+		ctEqualEvents(t, "Prepare view", v.GetEvents(), want)
 		if got := v.GetNextSeq(); got != 10 {
 			t.Errorf("Prepare next_seq: got %d, want 10", got)
 		}
@@ -70,8 +70,8 @@ func TestOwOwnership(t *testing.T) {
 		if got := owRevision(t, n, id); got != v.GetRevision() {
 			t.Errorf("ListSnapshots revision after Prepare: got %q, want the view's %q", got, v.GetRevision())
 		}
-		owSameEvents(t, "ReadFrom after Prepare (closers are durable)", owStored(t, n, id), want)
-		if got := owTypes(t, v.GetEvents()); slices.Contains(got, "session/end-seed") {
+		ctEqualEvents(t, "ReadFrom after Prepare (closers are durable)", ctReadFrom(t, n, id, 0).GetEvents(), want)
+		if got := ctTypes(t, v.GetEvents()); slices.Contains(got, "session/end-seed") {
 			t.Errorf("Prepare view types %v: Prepare must not write session/end-seed", got)
 		}
 		// The owner continues the log with its epoch.
@@ -83,12 +83,12 @@ func TestOwOwnership(t *testing.T) {
 
 	t.Run("Prepare on a cold balanced session repairs nothing and bumps the epoch each time", func(t *testing.T) {
 		id := "own-prepare-balanced"
-		owSession(t, n, id, owOneTurnLog()...)
+		owSession(t, n, id, ctOneTurnLog()...)
 		v, l1 := owPrepare(t, n, id, "host-a", long)
 		if v.GetRepaired() {
 			t.Errorf("Prepare of a balanced log: got repaired=true, want false")
 		}
-		owSameEvents(t, "Prepare view", v.GetEvents(), owOneTurnLog())
+		ctEqualEvents(t, "Prepare view", v.GetEvents(), ctOneTurnLog())
 		if l1.GetEpoch() != 1 {
 			t.Errorf("first Prepare: got epoch %d, want 1", l1.GetEpoch())
 		}
@@ -103,11 +103,11 @@ func TestOwOwnership(t *testing.T) {
 
 	t.Run("Prepare by the same owner while its lease is live returns the same lease", func(t *testing.T) {
 		id := "own-prepare-same-owner"
-		owSession(t, n, id, owOneTurnLog()...)
+		owSession(t, n, id, ctOneTurnLog()...)
 		_, l1 := owPrepare(t, n, id, "host-a", long)
 		// The owner opens a turn; its own second Prepare must not repair it.
 		owAppend(t, n, id, l1.GetEpoch(), owOpenTurn(6, 2)...)
-		stored := owConcat(owOneTurnLog(), owOpenTurn(6, 2))
+		stored := slices.Concat(ctOneTurnLog(), owOpenTurn(6, 2))
 
 		v2, l2 := owPrepare(t, n, id, "host-a", long)
 		if l2.GetEpoch() != l1.GetEpoch() || l2.GetOwner() != l1.GetOwner() ||
@@ -117,14 +117,14 @@ func TestOwOwnership(t *testing.T) {
 		if v2.GetRepaired() {
 			t.Errorf("second Prepare by the owner: got repaired=true, want false")
 		}
-		owSameEvents(t, "second Prepare view (as stored, turn still open)", v2.GetEvents(), stored)
-		owSameEvents(t, "ReadFrom after the second Prepare", owStored(t, n, id), stored)
-		owAppend(t, n, id, l1.GetEpoch(), owEvent("step/end", 8, 9, `{"turn":2,"step":1}`), owTurnEnd(9, 2))
+		ctEqualEvents(t, "second Prepare view (as stored, turn still open)", v2.GetEvents(), stored)
+		ctEqualEvents(t, "ReadFrom after the second Prepare", ctReadFrom(t, n, id, 0).GetEvents(), stored)
+		owAppend(t, n, id, l1.GetEpoch(), ctEv("step/end", 8, 9, `{"turn":2,"step":1}`), owTurnEnd(9, 2))
 	})
 
 	t.Run("Prepare by another owner while a lease is live is SESSION_LIVE", func(t *testing.T) {
 		id := "own-prepare-other-owner"
-		owSession(t, n, id, owOneTurnLog()...)
+		owSession(t, n, id, ctOneTurnLog()...)
 		_, l := owPrepare(t, n, id, "host-a", long)
 		rev := owRevision(t, n, id)
 
@@ -145,7 +145,7 @@ func TestOwOwnership(t *testing.T) {
 
 	t.Run("Append to a session that has had an epoch must carry the current epoch", func(t *testing.T) {
 		id := "own-append-fencing"
-		owSession(t, n, id, owOneTurnLog()...)
+		owSession(t, n, id, ctOneTurnLog()...)
 		_, l1 := owPrepare(t, n, id, "host-a", long)
 		if err := n.Client.Release(n.ctx(), &sessionpb.ReleaseRequest{SessionId: id, LeaseEpoch: l1.GetEpoch()}); err != nil {
 			t.Fatalf("Release: %v", err)
@@ -167,7 +167,7 @@ func TestOwOwnership(t *testing.T) {
 				_, err := n.Client.Append(n.ctx(), &sessionpb.AppendRequest{SessionId: id, LeaseEpoch: c.epoch,
 					Events: []string{owTurnStart(6, 2)}})
 				owWantErr(t, fmt.Sprintf("Append with epoch %d (current %d)", c.epoch, cur), err, sessionstore.ReasonLeaseFenced, "")
-				owSameEvents(t, "ReadFrom after the fenced Append", owStored(t, n, id), owOneTurnLog())
+				ctEqualEvents(t, "ReadFrom after the fenced Append", ctReadFrom(t, n, id, 0).GetEvents(), ctOneTurnLog())
 			})
 		}
 		r := owAppend(t, n, id, cur, owTurnStart(6, 2))
@@ -178,7 +178,7 @@ func TestOwOwnership(t *testing.T) {
 
 	t.Run("lease expiry does not change the epoch: the owner can KeepAlive afterwards", func(t *testing.T) {
 		id := "own-expiry-keepalive"
-		owSession(t, n, id, owOneTurnLog()...)
+		owSession(t, n, id, ctOneTurnLog()...)
 		_, l := owPrepare(t, n, id, "host-a", short)
 		owWaitPast(t, l.GetExpiresAtUnixMs())
 
@@ -210,10 +210,10 @@ func TestOwOwnership(t *testing.T) {
 	for _, op := range []string{"Load", "Prepare"} {
 		t.Run(op+" of a session whose lease expired with an open turn commits the closers and fences the old owner", func(t *testing.T) {
 			id := "own-expired-open-" + strings.ToLower(op)
-			owSession(t, n, id, owOneTurnLog()...)
+			owSession(t, n, id, ctOneTurnLog()...)
 			_, old := owPrepare(t, n, id, "host-a", short)
 			owAppend(t, n, id, old.GetEpoch(), owOpenTurn(6, 2)...)
-			want := owConcat(owOneTurnLog(), owOpenTurn(6, 2), owOpenTurnClosers(6, 2))
+			want := slices.Concat(ctOneTurnLog(), owOpenTurn(6, 2), owOpenTurnClosers(6, 2))
 			owWaitPast(t, old.GetExpiresAtUnixMs())
 
 			var v *sessionpb.SessionView
@@ -234,15 +234,15 @@ func TestOwOwnership(t *testing.T) {
 			if !v.GetRepaired() {
 				t.Errorf("%s: got repaired=false, want true", op)
 			}
-			owSameEvents(t, op+" view", v.GetEvents(), want)
-			owSameEvents(t, "ReadFrom after "+op, owStored(t, n, id), want)
+			ctEqualEvents(t, op+" view", v.GetEvents(), want)
+			ctEqualEvents(t, "ReadFrom after "+op, ctReadFrom(t, n, id, 0).GetEvents(), want)
 
 			_, err := n.Client.Append(n.ctx(), &sessionpb.AppendRequest{SessionId: id, LeaseEpoch: old.GetEpoch(),
 				Events: []string{owTurnStart(10, 3)}})
 			owWantErr(t, "old owner's Append", err, sessionstore.ReasonLeaseFenced, "")
 			_, err = n.Client.KeepAlive(n.ctx(), &sessionpb.KeepAliveRequest{Lease: old})
 			owWantErr(t, "old owner's KeepAlive", err, sessionstore.ReasonLeaseFenced, "")
-			owSameEvents(t, "ReadFrom after the fenced writes", owStored(t, n, id), want)
+			ctEqualEvents(t, "ReadFrom after the fenced writes", ctReadFrom(t, n, id, 0).GetEvents(), want)
 
 			if op == "Load" {
 				_, l := owPrepare(t, n, id, "host-c", long)
@@ -257,7 +257,7 @@ func TestOwOwnership(t *testing.T) {
 
 	t.Run("Load while a lease is live and the turn is open is LIVE_TURN_OPEN", func(t *testing.T) {
 		id := "own-load-live-open"
-		owSession(t, n, id, owOneTurnLog()...)
+		owSession(t, n, id, ctOneTurnLog()...)
 		_, l := owPrepare(t, n, id, "host-a", long)
 
 		// A closed turn under a live lease loads fine.
@@ -265,20 +265,20 @@ func TestOwOwnership(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Load under a live lease with no open turn: %v", err)
 		}
-		owSameEvents(t, "Load view", v.GetEvents(), owOneTurnLog())
+		ctEqualEvents(t, "Load view", v.GetEvents(), ctOneTurnLog())
 
 		owAppend(t, n, id, l.GetEpoch(), owOpenTurn(6, 2)...)
-		stored := owConcat(owOneTurnLog(), owOpenTurn(6, 2))
+		stored := slices.Concat(ctOneTurnLog(), owOpenTurn(6, 2))
 		rev := owRevision(t, n, id)
 		_, err = n.Client.Load(n.ctx(), &sessionpb.LoadRequest{SessionId: id})
 		owWantErr(t, "Load", err, sessionstore.ReasonLiveTurnOpen,
 			`cannot load session "own-load-live-open" while its live turn is open; use the live Session or wait for the turn to close`)
-		owSameEvents(t, "ReadFrom after the refused Load", owStored(t, n, id), stored)
+		ctEqualEvents(t, "ReadFrom after the refused Load", ctReadFrom(t, n, id, 0).GetEvents(), stored)
 		if got := owRevision(t, n, id); got != rev {
 			t.Errorf("revision after the refused Load: got %q, want %q", got, rev)
 		}
 		// The owner closes its turn; Load then succeeds with the owner's bytes.
-		owAppend(t, n, id, l.GetEpoch(), owEvent("step/end", 8, 9, `{"turn":2,"step":1}`), owTurnEnd(9, 2))
+		owAppend(t, n, id, l.GetEpoch(), ctEv("step/end", 8, 9, `{"turn":2,"step":1}`), owTurnEnd(9, 2))
 		v, err = n.Client.Load(n.ctx(), &sessionpb.LoadRequest{SessionId: id})
 		if err != nil {
 			t.Fatalf("Load after the turn closed: %v", err)
@@ -286,17 +286,17 @@ func TestOwOwnership(t *testing.T) {
 		if v.GetRepaired() {
 			t.Errorf("Load after the turn closed: got repaired=true, want false")
 		}
-		if got := owTypes(t, v.GetEvents()); len(got) != 10 || got[9] != "turn/end" {
+		if got := ctTypes(t, v.GetEvents()); len(got) != 10 || got[9] != "turn/end" {
 			t.Errorf("Load after the turn closed: got types %v, want 10 events ending in turn/end", got)
 		}
 	})
 
 	t.Run("Inspect returns an owned session as stored and an unowned one with closers in memory", func(t *testing.T) {
-		stored := owConcat(owOneTurnLog(), owOpenTurn(6, 2))
-		balanced := owConcat(stored, owOpenTurnClosers(6, 2))
+		stored := slices.Concat(ctOneTurnLog(), owOpenTurn(6, 2))
+		balanced := slices.Concat(stored, owOpenTurnClosers(6, 2))
 
 		owned := "own-inspect-owned"
-		owSession(t, n, owned, owOneTurnLog()...)
+		owSession(t, n, owned, ctOneTurnLog()...)
 		_, l := owPrepare(t, n, owned, "host-a", long)
 		owAppend(t, n, owned, l.GetEpoch(), owOpenTurn(6, 2)...)
 
@@ -304,7 +304,7 @@ func TestOwOwnership(t *testing.T) {
 		owSession(t, n, never, stored...)
 
 		released := "own-inspect-released"
-		owSession(t, n, released, owOneTurnLog()...)
+		owSession(t, n, released, ctOneTurnLog()...)
 		_, rl := owPrepare(t, n, released, "host-a", long)
 		owAppend(t, n, released, rl.GetEpoch(), owOpenTurn(6, 2)...)
 		if err := n.Client.Release(n.ctx(), &sessionpb.ReleaseRequest{SessionId: released, LeaseEpoch: rl.GetEpoch()}); err != nil {
@@ -325,14 +325,14 @@ func TestOwOwnership(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Inspect: %v", err)
 				}
-				owSameEvents(t, "Inspect view", v.GetEvents(), c.want)
+				ctEqualEvents(t, "Inspect view", v.GetEvents(), c.want)
 				if v.GetRevision() != rev {
 					t.Errorf("Inspect revision: got %q, want the stored %q", v.GetRevision(), rev)
 				}
 				if v.GetRepaired() {
 					t.Errorf("Inspect: got repaired=true, want false (Inspect commits nothing)")
 				}
-				owSameEvents(t, "ReadFrom after Inspect (nothing committed)", owStored(t, n, c.id), stored)
+				ctEqualEvents(t, "ReadFrom after Inspect (nothing committed)", ctReadFrom(t, n, c.id, 0).GetEvents(), stored)
 				if got := owRevision(t, n, c.id); got != rev {
 					t.Errorf("revision after Inspect: got %q, want %q", got, rev)
 				}
@@ -342,9 +342,9 @@ func TestOwOwnership(t *testing.T) {
 
 	t.Run("sessions never prepared: any Load closes an open turn and appends need no epoch", func(t *testing.T) {
 		id := "own-epoch-zero"
-		stored := owConcat(owOneTurnLog(), owOpenTurn(6, 2))
+		stored := slices.Concat(ctOneTurnLog(), owOpenTurn(6, 2))
 		owSession(t, n, id, stored...)
-		want := owConcat(stored, owOpenTurnClosers(6, 2))
+		want := slices.Concat(stored, owOpenTurnClosers(6, 2))
 
 		v, err := n.Client.Load(n.ctx(), &sessionpb.LoadRequest{SessionId: id})
 		if err != nil {
@@ -353,8 +353,8 @@ func TestOwOwnership(t *testing.T) {
 		if !v.GetRepaired() || v.GetNextSeq() != 10 {
 			t.Errorf("Load: got repaired=%v next_seq=%d, want repaired=true next_seq=10", v.GetRepaired(), v.GetNextSeq())
 		}
-		owSameEvents(t, "Load view", v.GetEvents(), want)
-		owSameEvents(t, "ReadFrom after Load", owStored(t, n, id), want)
+		ctEqualEvents(t, "Load view", v.GetEvents(), want)
+		ctEqualEvents(t, "ReadFrom after Load", ctReadFrom(t, n, id, 0).GetEvents(), want)
 
 		v2, err := n.Client.Load(n.ctx(), &sessionpb.LoadRequest{SessionId: id})
 		if err != nil {
@@ -371,21 +371,21 @@ func TestOwOwnership(t *testing.T) {
 
 	t.Run("Append never repairs: the seq continues after an open turn", func(t *testing.T) {
 		id := "own-append-no-repair"
-		stored := owConcat(owOneTurnLog(), owOpenTurn(6, 2))
+		stored := slices.Concat(ctOneTurnLog(), owOpenTurn(6, 2))
 		owSession(t, n, id, stored...)
 
 		// A writer that assumes closers were added is refused.
 		_, err := n.Client.Append(n.ctx(), &sessionpb.AppendRequest{SessionId: id, Events: []string{owTurnStart(10, 3)}})
 		owWantErr(t, "Append at seq 10", err, sessionstore.ReasonSeqMismatch,
 			`append seq mismatch for "own-append-no-repair": expected 8 at index 0, got 10`)
-		owSameEvents(t, "ReadFrom after the refused Append", owStored(t, n, id), stored)
+		ctEqualEvents(t, "ReadFrom after the refused Append", ctReadFrom(t, n, id, 0).GetEvents(), stored)
 
-		tail := []string{owEvent("step/end", 8, 9, `{"turn":2,"step":1}`), owTurnEnd(9, 2)}
+		tail := []string{ctEv("step/end", 8, 9, `{"turn":2,"step":1}`), owTurnEnd(9, 2)}
 		r := owAppend(t, n, id, 0, tail...)
 		if r.GetNextSeq() != 10 {
 			t.Errorf("Append continuing the open turn: got next_seq %d, want 10", r.GetNextSeq())
 		}
-		owSameEvents(t, "ReadFrom (the writer's own bytes, no closers)", owStored(t, n, id), owConcat(stored, tail))
+		ctEqualEvents(t, "ReadFrom (the writer's own bytes, no closers)", ctReadFrom(t, n, id, 0).GetEvents(), slices.Concat(stored, tail))
 	})
 }
 
@@ -396,20 +396,20 @@ func TestOwOwnershipRelease(t *testing.T) {
 
 	t.Run("Release makes the session cold and keeps the epoch", func(t *testing.T) {
 		id := "rel-cold"
-		owSession(t, n, id, owOneTurnLog()...)
+		owSession(t, n, id, ctOneTurnLog()...)
 		_, a := owPrepare(t, n, id, "host-a", long)
 		if err := n.Client.Release(n.ctx(), &sessionpb.ReleaseRequest{SessionId: id, LeaseEpoch: a.GetEpoch()}); err != nil {
 			t.Fatalf("Release: %v", err)
 		}
 		_, err := n.Client.Append(n.ctx(), &sessionpb.AppendRequest{SessionId: id, Events: []string{owTurnStart(6, 2)}})
 		owWantErr(t, "Append with epoch 0 after Release", err, sessionstore.ReasonLeaseFenced, "")
-		owSameEvents(t, "ReadFrom after the fenced Append", owStored(t, n, id), owOneTurnLog())
+		ctEqualEvents(t, "ReadFrom after the fenced Append", ctReadFrom(t, n, id, 0).GetEvents(), ctOneTurnLog())
 
 		v, b := owPrepare(t, n, id, "host-b", long)
 		if b.GetEpoch() <= a.GetEpoch() || b.GetOwner() != "host-b" {
 			t.Errorf("Prepare by host-b after Release: got %v, want owner host-b with an epoch above %d", b, a.GetEpoch())
 		}
-		owSameEvents(t, "host-b's view", v.GetEvents(), owOneTurnLog())
+		ctEqualEvents(t, "host-b's view", v.GetEvents(), ctOneTurnLog())
 
 		_, err = n.Client.KeepAlive(n.ctx(), &sessionpb.KeepAliveRequest{Lease: a})
 		owWantErr(t, "host-a's KeepAlive", err, sessionstore.ReasonLeaseFenced, "")
@@ -427,7 +427,7 @@ func TestOwOwnershipRelease(t *testing.T) {
 
 	t.Run("KeepAlive with a superseded epoch is LEASE_FENCED", func(t *testing.T) {
 		id := "rel-keepalive-superseded"
-		owSession(t, n, id, owOneTurnLog()...)
+		owSession(t, n, id, ctOneTurnLog()...)
 		_, a := owPrepare(t, n, id, "host-a", 300*time.Millisecond)
 		owWaitPast(t, a.GetExpiresAtUnixMs())
 		_, b := owPrepare(t, n, id, "host-b", long)
@@ -453,8 +453,8 @@ func TestOwRetry(t *testing.T) {
 
 	t.Run("an identical re-sent Append is a duplicate with the current revision and next seq", func(t *testing.T) {
 		id := "retry-dup"
-		owCreate(t, n, owMeta(id))
-		req := &sessionpb.AppendRequest{SessionId: id, Events: owOneTurnLog()}
+		ctCreate(t, n, ctMeta(id, ""))
+		req := &sessionpb.AppendRequest{SessionId: id, Events: ctOneTurnLog()}
 		first, err := n.Client.Append(n.ctx(), req)
 		if err != nil {
 			t.Fatalf("Append: %v", err)
@@ -469,7 +469,7 @@ func TestOwRetry(t *testing.T) {
 		if !again.GetDuplicate() || again.GetRevision() != first.GetRevision() || again.GetNextSeq() != 6 {
 			t.Errorf("re-sent Append: got %v, want duplicate=true revision %q next_seq 6", again, first.GetRevision())
 		}
-		owSameEvents(t, "ReadFrom after the re-send", owStored(t, n, id), owOneTurnLog())
+		ctEqualEvents(t, "ReadFrom after the re-send", ctReadFrom(t, n, id, 0).GetEvents(), ctOneTurnLog())
 
 		// A later state: the duplicate answers with the current revision and next seq.
 		later := owAppend(t, n, id, 0, owTurnStart(6, 2))
@@ -481,22 +481,22 @@ func TestOwRetry(t *testing.T) {
 			t.Errorf("re-sent Append after a later append: got %v, want duplicate=true revision %q next_seq 7", third, later.GetRevision())
 		}
 		// An identical re-send of a stored middle run is a duplicate too.
-		mid, err := n.Client.Append(n.ctx(), &sessionpb.AppendRequest{SessionId: id, Events: owOneTurnLog()[2:4]})
+		mid, err := n.Client.Append(n.ctx(), &sessionpb.AppendRequest{SessionId: id, Events: ctOneTurnLog()[2:4]})
 		if err != nil || !mid.GetDuplicate() {
 			t.Errorf("re-sent events 2..3: got %v, %v, want duplicate=true", mid, err)
 		}
-		if got := owStored(t, n, id); len(got) != 7 {
+		if got := ctReadFrom(t, n, id, 0).GetEvents(); len(got) != 7 {
 			t.Errorf("ReadFrom: got %d events, want 7 (nothing stored twice)", len(got))
 		}
 	})
 
 	t.Run("the duplicate check runs before the lease and revision checks", func(t *testing.T) {
 		id := "retry-dup-before-fence"
-		a := owSession(t, n, id, owOneTurnLog()[:3]...)
-		owAppend(t, n, id, 0, owOneTurnLog()[3:]...)
+		a := owSession(t, n, id, ctOneTurnLog()[:3]...)
+		owAppend(t, n, id, 0, ctOneTurnLog()[3:]...)
 		_, l := owPrepare(t, n, id, "host-a", long)
 		cur := owRevision(t, n, id)
-		r, err := n.Client.Append(n.ctx(), &sessionpb.AppendRequest{SessionId: id, Events: owOneTurnLog()[3:],
+		r, err := n.Client.Append(n.ctx(), &sessionpb.AppendRequest{SessionId: id, Events: ctOneTurnLog()[3:],
 			LeaseEpoch: 0, ExpectedRevision: a.GetRevision()})
 		if err != nil {
 			t.Fatalf("re-send with epoch 0 and a stale expected revision: got %v, want a duplicate", err)
@@ -509,9 +509,9 @@ func TestOwRetry(t *testing.T) {
 
 	t.Run("a partial overlap or different bytes at a stored seq is SEQ_MISMATCH", func(t *testing.T) {
 		id := "retry-overlap"
-		owSession(t, n, id, owOneTurnLog()...)
+		owSession(t, n, id, ctOneTurnLog()...)
 		rev := owRevision(t, n, id)
-		log := owOneTurnLog()
+		log := ctOneTurnLog()
 		for _, c := range []struct {
 			name   string
 			events []string
@@ -519,15 +519,15 @@ func TestOwRetry(t *testing.T) {
 		}{
 			{"partial overlap", []string{log[5], owTurnStart(6, 2)},
 				`append seq mismatch for "retry-overlap": expected 6 at index 0, got 5`},
-			{"different bytes at a stored seq", []string{owEvent("turn/end", 5, 99, `{"turn":1,"reason":{"kind":"completed"}}`)},
+			{"different bytes at a stored seq", []string{ctEv("turn/end", 5, 99, `{"turn":1,"reason":{"kind":"completed"}}`)},
 				`append seq mismatch for "retry-overlap": expected 6 at index 0, got 5`},
-			{"whole log re-sent with one event changed", append(slices.Clone(log[:5]), owEvent("turn/end", 5, 7, `{"turn":1,"reason":{"kind":"completed"}}`)),
+			{"whole log re-sent with one event changed", append(slices.Clone(log[:5]), ctEv("turn/end", 5, 7, `{"turn":1,"reason":{"kind":"completed"}}`)),
 				`append seq mismatch for "retry-overlap": expected 6 at index 0, got 0`},
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				_, err := n.Client.Append(n.ctx(), &sessionpb.AppendRequest{SessionId: id, Events: c.events})
 				owWantErr(t, "Append", err, sessionstore.ReasonSeqMismatch, c.msg)
-				owSameEvents(t, "ReadFrom", owStored(t, n, id), log)
+				ctEqualEvents(t, "ReadFrom", ctReadFrom(t, n, id, 0).GetEvents(), log)
 				if got := owRevision(t, n, id); got != rev {
 					t.Errorf("revision: got %q, want %q", got, rev)
 				}
@@ -537,33 +537,33 @@ func TestOwRetry(t *testing.T) {
 
 	t.Run("a repeated Create returns the first response", func(t *testing.T) {
 		id := "retry-create"
-		req := &sessionpb.CreateRequest{Header: owMeta(id), RequestId: "create-1"}
+		req := &sessionpb.CreateRequest{Header: ctMeta(id, ""), RequestId: "create-1"}
 		if _, err := n.Client.Create(n.ctx(), req); err != nil {
 			t.Fatalf("Create: %v", err)
 		}
 		// The same header while unmaterialised succeeds, whatever the id.
-		if _, err := n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: owMeta(id), RequestId: "create-2"}); err != nil {
+		if _, err := n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: ctMeta(id, ""), RequestId: "create-2"}); err != nil {
 			t.Errorf("Create of an equal unmaterialised registration: got %v, want success", err)
 		}
-		other := owMeta(id)
+		other := ctMeta(id, "")
 		other.CreatedAt = 2000
 		_, err := n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: other, RequestId: "create-3"})
 		owWantErr(t, "Create with a different header", err, sessionstore.ReasonAlreadyExists,
 			`session "retry-create" already exists in this backend`)
 
-		owAppend(t, n, id, 0, owOneTurnLog()...)
+		owAppend(t, n, id, 0, ctOneTurnLog()...)
 		if _, err := n.Client.Create(n.ctx(), req); err != nil {
 			t.Errorf("repeated Create (request id create-1) after materialisation: got %v, want the first response (success)", err)
 		}
-		_, err = n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: owMeta(id), RequestId: "create-4"})
+		_, err = n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: ctMeta(id, ""), RequestId: "create-4"})
 		owWantErr(t, "new Create after materialisation", err, sessionstore.ReasonAlreadyExists,
 			`session "retry-create" already has a persisted log on disk; load/resume it instead of creating`)
-		owSameEvents(t, "ReadFrom", owStored(t, n, id), owOneTurnLog())
+		ctEqualEvents(t, "ReadFrom", ctReadFrom(t, n, id, 0).GetEvents(), ctOneTurnLog())
 	})
 
 	t.Run("a repeated Prepare returns the stored lease, not a bumped one", func(t *testing.T) {
 		id := "retry-prepare"
-		owSession(t, n, id, owOneTurnLog()...)
+		owSession(t, n, id, ctOneTurnLog()...)
 		req := &sessionpb.PrepareRequest{SessionId: id, Owner: "host-a", TtlMs: long.Milliseconds(), RequestId: "prepare-1"}
 		_, l1, err := n.Client.Prepare(n.ctx(), req)
 		if err != nil {
@@ -579,7 +579,7 @@ func TestOwRetry(t *testing.T) {
 		if l2.GetEpoch() != l1.GetEpoch() || l2.GetExpiresAtUnixMs() != l1.GetExpiresAtUnixMs() || l2.GetOwner() != l1.GetOwner() {
 			t.Errorf("repeated Prepare (request id prepare-1): got lease %v, want the first response's %v", l2, l1)
 		}
-		owSameEvents(t, "repeated Prepare view", v.GetEvents(), owOneTurnLog())
+		ctEqualEvents(t, "repeated Prepare view", v.GetEvents(), ctOneTurnLog())
 		_, l3 := owPrepare(t, n, id, "host-a", long)
 		if l3.GetEpoch() != l1.GetEpoch()+1 {
 			t.Errorf("Prepare with a new request id: got epoch %d, want %d", l3.GetEpoch(), l1.GetEpoch()+1)
@@ -588,7 +588,7 @@ func TestOwRetry(t *testing.T) {
 
 	t.Run("a repeated KeepAlive returns the first response", func(t *testing.T) {
 		id := "retry-keepalive"
-		owSession(t, n, id, owOneTurnLog()...)
+		owSession(t, n, id, ctOneTurnLog()...)
 		_, l := owPrepare(t, n, id, "host-a", long)
 		req := &sessionpb.KeepAliveRequest{Lease: l, RequestId: "keepalive-1"}
 		k1, err := n.Client.KeepAlive(n.ctx(), req)
@@ -623,7 +623,7 @@ func TestOwRetry(t *testing.T) {
 
 	t.Run("a repeated Release returns the first response and ends no later lease", func(t *testing.T) {
 		id := "retry-release"
-		owSession(t, n, id, owOneTurnLog()...)
+		owSession(t, n, id, ctOneTurnLog()...)
 		_, a := owPrepare(t, n, id, "host-a", long)
 		req := &sessionpb.ReleaseRequest{SessionId: id, LeaseEpoch: a.GetEpoch(), RequestId: "release-1"}
 		if err := n.Client.Release(n.ctx(), req); err != nil {
@@ -640,8 +640,8 @@ func TestOwRetry(t *testing.T) {
 
 	t.Run("expected_revision", func(t *testing.T) {
 		id := "retry-expected-revision"
-		r1 := owSession(t, n, id, owOneTurnLog()[:3]...)
-		r2 := owAppend(t, n, id, 0, owOneTurnLog()[3:]...)
+		r1 := owSession(t, n, id, ctOneTurnLog()[:3]...)
+		r2 := owAppend(t, n, id, 0, ctOneTurnLog()[3:]...)
 		for _, c := range []struct{ name, rev string }{
 			{"stale revision", r1.GetRevision()},
 			{"unknown revision", "no-such-revision"},
@@ -650,7 +650,7 @@ func TestOwRetry(t *testing.T) {
 				_, err := n.Client.Append(n.ctx(), &sessionpb.AppendRequest{SessionId: id, Events: []string{owTurnStart(6, 2)},
 					ExpectedRevision: c.rev})
 				owWantErr(t, "Append", err, sessionstore.ReasonRevisionMismatch, "")
-				owSameEvents(t, "ReadFrom", owStored(t, n, id), owOneTurnLog())
+				ctEqualEvents(t, "ReadFrom", ctReadFrom(t, n, id, 0).GetEvents(), ctOneTurnLog())
 				if got := owRevision(t, n, id); got != r2.GetRevision() {
 					t.Errorf("revision: got %q, want %q", got, r2.GetRevision())
 				}
@@ -764,7 +764,7 @@ func owBadCases() []owBadCase {
 
 		// Contiguity (docs/events.md#write-checks).
 		{name: "gap inside the batch", events: func(s int64) []string {
-			return []string{valid(s), owEvent("step/start", s+2, 2, `{"turn":1,"step":1}`)}
+			return []string{valid(s), ctEv("step/start", s+2, 2, `{"turn":1,"step":1}`)}
 		}, reasons: []sessionstore.Reason{sessionstore.ReasonSeqMismatch}, msg: func(id string, s int64) string {
 			return fmt.Sprintf(`append seq mismatch for %q: expected %d at index 1, got %d`, id, s+1, s+2)
 		}},
@@ -775,38 +775,38 @@ func owBadCases() []owBadCase {
 
 		// Size limits (docs/api.md "Limits": event 2 MiB, batch 4 MiB and 1,000 events).
 		{name: "event above 2 MiB", events: one(func(s int64) string {
-			return owEvent("todo/write", s, 1, `{"text":"`+big(2<<20)+`"}`)
+			return ctEv("todo/write", s, 1, `{"text":"`+big(2<<20)+`"}`)
 		}), reasons: []sessionstore.Reason{sessionstore.ReasonTooLarge}},
 		{name: "batch above 1,000 events", events: func(s int64) []string {
 			out := make([]string, 1001)
 			for i := range out {
-				out[i] = owEvent("todo/write", s+int64(i), 1, `{"todos":[]}`)
+				out[i] = ctEv("todo/write", s+int64(i), 1, `{"todos":[]}`)
 			}
 			return out
 		}, reasons: []sessionstore.Reason{sessionstore.ReasonTooLarge}},
 		{name: "batch above 4 MiB", events: func(s int64) []string {
 			out := make([]string, 3)
 			for i := range out {
-				out[i] = owEvent("todo/write", s+int64(i), 1, `{"text":"`+big(3<<19)+`"}`) // 1.5 MiB each
+				out[i] = ctEv("todo/write", s+int64(i), 1, `{"text":"`+big(3<<19)+`"}`) // 1.5 MiB each
 			}
 			return out
 		}, reasons: []sessionstore.Reason{sessionstore.ReasonTooLarge}},
 
 		// The three legacy types refused on append (docs/events.md#legacy-shapes).
-		{name: "legacy request/header-delta", events: one(func(s int64) string { return owEvent("request/header-delta", s, 1, `{}`) }),
+		{name: "legacy request/header-delta", events: one(func(s int64) string { return ctEv("request/header-delta", s, 1, `{}`) }),
 			reasons: invalidArg, msg: legacy("request/header-delta event")},
-		{name: "legacy mode/set", events: one(func(s int64) string { return owEvent("mode/set", s, 1, `{"mode":"plan"}`) }),
+		{name: "legacy mode/set", events: one(func(s int64) string { return ctEv("mode/set", s, 1, `{"mode":"plan"}`) }),
 			reasons: invalidArg, msg: legacy("mode/set event")},
 		{name: "legacy request/header reason fallback", events: one(func(s int64) string {
-			return owEvent("request/header", s, 1, `{"header":{"config":{"provider":"mock","model":"mock"}},"reason":"fallback"}`)
+			return ctEv("request/header", s, 1, `{"header":{"config":{"provider":"mock","model":"mock"}},"reason":"fallback"}`)
 		}), reasons: invalidArg, msg: legacy(`request/header reason "fallback"`)},
 
 		// The plan/mode boolean invariant (docs/api.md, docs/planmode.md#invariant).
-		{name: "plan/mode active 1", events: one(func(s int64) string { return owEvent("plan/mode", s, 1, `{"active":1}`) }),
+		{name: "plan/mode active 1", events: one(func(s int64) string { return ctEv("plan/mode", s, 1, `{"active":1}`) }),
 			reasons: invalidArg, msg: planMode("1")},
-		{name: `plan/mode active "x"`, events: one(func(s int64) string { return owEvent("plan/mode", s, 1, `{"active":"x"}`) }),
+		{name: `plan/mode active "x"`, events: one(func(s int64) string { return ctEv("plan/mode", s, 1, `{"active":"x"}`) }),
 			reasons: invalidArg, msg: planMode(`"x"`)},
-		{name: "plan/mode active missing", events: one(func(s int64) string { return owEvent("plan/mode", s, 1, `{}`) }),
+		{name: "plan/mode active missing", events: one(func(s int64) string { return ctEv("plan/mode", s, 1, `{}`) }),
 			reasons: invalidArg, msg: planMode("undefined")},
 	}
 }
@@ -817,7 +817,7 @@ func owBadCases() []owBadCase {
 // and each refusal is followed by a valid Append that succeeds.
 func TestOwBadInput(t *testing.T) {
 	n := startTestNode(t, "")
-	raw := owRaw(n)
+	raw := ctRaw(n)
 	check := func(t *testing.T, c owBadCase, id string, seq int64) {
 		t.Helper()
 		_, err := raw.Append(owCtx(t, 30*time.Second), &sessionpb.AppendRequest{SessionId: id, Events: c.events(seq)})
@@ -844,7 +844,7 @@ func TestOwBadInput(t *testing.T) {
 	for i, c := range owBadCases() {
 		t.Run(c.name, func(t *testing.T) {
 			id := fmt.Sprintf("bad-%02d", i)
-			owCreate(t, n, owMeta(id))
+			ctCreate(t, n, ctMeta(id, ""))
 
 			// Never materialised: the refusal must not materialise it.
 			check(t, c, id, 0)
@@ -855,11 +855,11 @@ func TestOwBadInput(t *testing.T) {
 			owWantErr(t, "ReadFrom of the never-materialised session", err, sessionstore.ReasonNotFound, fmt.Sprintf(`session %q not found`, id))
 
 			// The node keeps serving: a valid append succeeds.
-			r := owAppend(t, n, id, 0, owOneTurnLog()...)
+			r := owAppend(t, n, id, 0, ctOneTurnLog()...)
 
 			// Materialised: nothing new is stored, the revision stays.
 			check(t, c, id, 6)
-			owSameEvents(t, "ReadFrom after the refusal", owStored(t, n, id), owOneTurnLog())
+			ctEqualEvents(t, "ReadFrom after the refusal", ctReadFrom(t, n, id, 0).GetEvents(), ctOneTurnLog())
 			if got := owRevision(t, n, id); got != r.GetRevision() {
 				t.Errorf("revision after the refusal: got %q, want %q", got, r.GetRevision())
 			}
@@ -890,9 +890,9 @@ func TestOwBadInputSessionIDs(t *testing.T) {
 		{"200 accented letters (1000 bytes encoded)", strings.Repeat("é", 200)},
 	} {
 		t.Run("invalid/"+c.name, func(t *testing.T) {
-			_, err := n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: owMeta(c.id)})
+			_, err := n.Client.Create(n.ctx(), &sessionpb.CreateRequest{Header: ctMeta(c.id, "")})
 			owWantErr(t, "Create", err, sessionstore.ReasonInvalidSessionID, "")
-			_, err = n.Client.Append(n.ctx(), &sessionpb.AppendRequest{SessionId: c.id, Events: owOneTurnLog()})
+			_, err = n.Client.Append(n.ctx(), &sessionpb.AppendRequest{SessionId: c.id, Events: ctOneTurnLog()})
 			owWantErr(t, "Append", err, sessionstore.ReasonInvalidSessionID, "")
 			_, err = n.Client.Load(n.ctx(), &sessionpb.LoadRequest{SessionId: c.id})
 			owWantErr(t, "Load", err, sessionstore.ReasonInvalidSessionID, "")
@@ -917,7 +917,7 @@ func TestOwBadInputSessionIDs(t *testing.T) {
 	wantFiles := map[string]string{} // artifact path → id
 	for _, c := range valid {
 		t.Run("valid/"+c.name, func(t *testing.T) {
-			owSession(t, n, c.id, owOneTurnLog()...)
+			owSession(t, n, c.id, ctOneTurnLog()...)
 			v, err := n.Client.Load(n.ctx(), &sessionpb.LoadRequest{SessionId: c.id})
 			if err != nil {
 				t.Fatalf("Load: %v", err)
@@ -925,13 +925,13 @@ func TestOwBadInputSessionIDs(t *testing.T) {
 			if v.GetHeader().GetId() != c.id {
 				t.Errorf("Load header id: got %q, want %q", v.GetHeader().GetId(), c.id)
 			}
-			owSameEvents(t, "Load view", v.GetEvents(), owOneTurnLog())
+			ctEqualEvents(t, "Load view", v.GetEvents(), ctOneTurnLog())
 			if !owListed(t, n, c.id) {
 				t.Errorf("List does not show %q", c.id)
 			}
 			want := filepath.Join(root, "_no-cwd", owEncodeSegment(c.id), "session.jsonl.zstd")
 			wantFiles[want] = c.id
-			loc, err := n.Client.Locate(n.ctx(), &sessionpb.LocateRequest{Header: owMeta(c.id)})
+			loc, err := n.Client.Locate(n.ctx(), &sessionpb.LocateRequest{Header: ctMeta(c.id, "")})
 			if err != nil {
 				t.Fatalf("Locate: %v", err)
 			}
@@ -942,7 +942,7 @@ func TestOwBadInputSessionIDs(t *testing.T) {
 	}
 
 	t.Run("invalid/unknown id", func(t *testing.T) {
-		_, err := n.Client.Append(n.ctx(), &sessionpb.AppendRequest{SessionId: "never-created", Events: owOneTurnLog()})
+		_, err := n.Client.Append(n.ctx(), &sessionpb.AppendRequest{SessionId: "never-created", Events: ctOneTurnLog()})
 		owWantErr(t, "Append to a never-created id", err, sessionstore.ReasonNotFound, `session "never-created" not found`)
 		if owListed(t, n, "never-created") {
 			t.Errorf("List shows never-created")
@@ -1026,7 +1026,7 @@ func TestOwRevision(t *testing.T) {
 	cid := n.srv.node.ClusterID()
 	form := regexp.MustCompile(`^(.+):([0-9]+):([0-9]+)$`)
 
-	r1 := owSession(t, n, id, owOneTurnLog()...).GetRevision()
+	r1 := owSession(t, n, id, ctOneTurnLog()...).GetRevision()
 	m := form.FindStringSubmatch(r1)
 	if m == nil {
 		t.Fatalf("revision %q: want the form <cluster-id>:<n>:<n>", r1)
@@ -1049,7 +1049,7 @@ func TestOwRevision(t *testing.T) {
 			}
 			return v.GetRevision()
 		}},
-		{"ReadFrom", func() string { owStored(t, n, id); return "" }},
+		{"ReadFrom", func() string { ctReadFrom(t, n, id, 0).GetEvents(); return "" }},
 		{"List", func() string { owListAll(t, n, "", 0); return "" }},
 		{"ReadRaw", func() string {
 			if _, err := n.Client.ReadRaw(n.ctx(), &sessionpb.ReadRawRequest{SessionId: id}); err != nil {
@@ -1117,7 +1117,7 @@ func TestOwRevision(t *testing.T) {
 		}
 	})
 	t.Run("a second session has its own revision of the same cluster", func(t *testing.T) {
-		r := owSession(t, n, "rev-b", owOneTurnLog()...).GetRevision()
+		r := owSession(t, n, "rev-b", ctOneTurnLog()...).GetRevision()
 		m := form.FindStringSubmatch(r)
 		if m == nil || m[1] != cid {
 			t.Errorf("revision %q: want cluster id %q", r, cid)
@@ -1128,7 +1128,7 @@ func TestOwRevision(t *testing.T) {
 	})
 
 	t.Run("equal across a restart", func(t *testing.T) {
-		events := owStored(t, n, id)
+		events := ctReadFrom(t, n, id, 0).GetEvents()
 		n2 := n.Restart()
 		// The restarted node is ready (startTestNode waited for it) and no
 		// write has happened since: a linearizable read must still answer.
@@ -1149,7 +1149,7 @@ func TestOwRevision(t *testing.T) {
 		if v.GetRevision() != r3 {
 			t.Errorf("Inspect revision after restart: got %q, want %q", v.GetRevision(), r3)
 		}
-		owSameEvents(t, "ReadFrom after restart", owStored(t, n2, id), events)
+		ctEqualEvents(t, "ReadFrom after restart", ctReadFrom(t, n2, id, 0).GetEvents(), events)
 		r4 := owAppend(t, n2, id, 0, owTurnStart(10, 3)).GetRevision()
 		if r4 == r3 {
 			t.Errorf("Append after restart: revision %q unchanged", r4)
@@ -1158,7 +1158,7 @@ func TestOwRevision(t *testing.T) {
 
 	t.Run("another cluster never produces an equal revision", func(t *testing.T) {
 		other := startTestNode(t, "")
-		r := owSession(t, other, id, owOneTurnLog()...).GetRevision()
+		r := owSession(t, other, id, ctOneTurnLog()...).GetRevision()
 		if r == r1 {
 			t.Errorf("two clusters, same operations: both revisions are %q, want them to differ", r)
 		}
@@ -1184,15 +1184,11 @@ func TestOwList(t *testing.T) {
 	}
 	revs := map[string]string{}
 	for _, s := range sessions {
-		h := owMeta(s.id)
-		if s.cwd != "" {
-			h = owMeta(s.id, s.cwd)
-		}
-		owCreate(t, n, h)
-		revs[s.id] = owAppend(t, n, s.id, 0, owOneTurnLog()...).GetRevision()
+		ctCreate(t, n, ctMeta(s.id, s.cwd))
+		revs[s.id] = owAppend(t, n, s.id, 0, ctOneTurnLog()...).GetRevision()
 	}
-	owCreate(t, n, owMeta("list-lazy"))
-	owCreate(t, n, owMeta("list-empty-batch"))
+	ctCreate(t, n, ctMeta("list-lazy", ""))
+	ctCreate(t, n, ctMeta("list-empty-batch", ""))
 	if _, err := n.Client.Append(n.ctx(), &sessionpb.AppendRequest{SessionId: "list-empty-batch"}); err != nil {
 		t.Fatalf("empty Append: %v", err)
 	}
@@ -1253,7 +1249,7 @@ func TestOwList(t *testing.T) {
 func TestOwWatch(t *testing.T) {
 	n := startTestNode(t, "")
 	id := "watch-a"
-	log := owOneTurnLog()
+	log := ctOneTurnLog()
 	owSession(t, n, id, log[:3]...)
 
 	ctx, cancel := context.WithCancel(n.ctx())
@@ -1296,12 +1292,12 @@ func TestOwWatch(t *testing.T) {
 		}
 	}
 	collect(3)
-	owSameEvents(t, "Watch stored events", got, log[:3])
+	ctEqualEvents(t, "Watch stored events", got, log[:3])
 
 	owAppend(t, n, id, 0, log[3:5]...)
 	owAppend(t, n, id, 0, log[5])
 	collect(6)
-	owSameEvents(t, "Watch events after two appends", got, log)
+	ctEqualEvents(t, "Watch events after two appends", got, log)
 	for i, ev := range got {
 		if s := owSeq(t, ev); s != int64(i) {
 			t.Errorf("Watch event %d: got seq %d, want %d", i, s, i)
@@ -1333,7 +1329,7 @@ func TestOwWatch(t *testing.T) {
 func TestOwWatchFromSeq(t *testing.T) {
 	n := startTestNode(t, "")
 	id := "watch-from"
-	owSession(t, n, id, owOneTurnLog()...)
+	owSession(t, n, id, ctOneTurnLog()...)
 	ctx, cancel := context.WithCancel(n.ctx())
 	defer cancel()
 	recv, err := n.Client.Watch(ctx, &sessionpb.WatchRequest{SessionId: id, FromSeq: 4})
@@ -1348,7 +1344,7 @@ func TestOwWatchFromSeq(t *testing.T) {
 		}
 		got = append(got, m.GetEvents()...)
 	}
-	owSameEvents(t, "Watch from seq 4", got, owOneTurnLog()[4:])
+	ctEqualEvents(t, "Watch from seq 4", got, ctOneTurnLog()[4:])
 }
 
 // TestOwHTTP covers the HTTP port: health, readiness, metrics and the
@@ -1357,36 +1353,18 @@ func TestOwHTTP(t *testing.T) {
 	n := startTestNode(t, "")
 	base := "http://" + n.srv.httpAddr
 	id := "http/a b%é"
-	owSession(t, n, id, owOneTurnLog()...)
+	owSession(t, n, id, ctOneTurnLog()...)
 	rev := owRevision(t, n, id)
-
-	get := func(t *testing.T, u string) (*http.Response, []byte) {
-		t.Helper()
-		req, err := http.NewRequestWithContext(n.ctx(), http.MethodGet, u, nil)
-		if err != nil {
-			t.Fatalf("request %s: %v", u, err)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatalf("GET %s: %v", u, err)
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatalf("GET %s: read body: %v", u, err)
-		}
-		return resp, body
-	}
 
 	for _, p := range []string{"/healthz", "/readyz"} {
 		t.Run("GET "+p, func(t *testing.T) {
-			if resp, body := get(t, base+p); resp.StatusCode != http.StatusOK {
+			if resp, body := owGet(t, n, base+p); resp.StatusCode != http.StatusOK {
 				t.Errorf("GET %s: got %d %q, want 200", p, resp.StatusCode, body)
 			}
 		})
 	}
 	t.Run("GET /metrics", func(t *testing.T) {
-		resp, body := get(t, base+"/metrics")
+		resp, body := owGet(t, n, base+"/metrics")
 		if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte("sessionstore_rpc_requests_total")) {
 			t.Errorf("GET /metrics: got %d, want 200 with sessionstore_rpc_requests_total in:\n%.2000s", resp.StatusCode, body)
 		}
@@ -1398,7 +1376,7 @@ func TestOwHTTP(t *testing.T) {
 	}
 	t.Run("ReadRaw is the header line and the stored events", func(t *testing.T) {
 		want := fmt.Sprintf(`{"type":"session","version":0,"id":"%s","createdAt":1000,"delegationDepth":0}`, id) + "\n" +
-			strings.Join(owOneTurnLog(), "\n") + "\n"
+			strings.Join(ctOneTurnLog(), "\n") + "\n"
 		if string(rr.GetContent()) != want || rr.GetFilename() != "session.jsonl" {
 			t.Errorf("ReadRaw: got filename %q content\n%s\nwant session.jsonl\n%s", rr.GetFilename(), rr.GetContent(), want)
 		}
@@ -1407,7 +1385,7 @@ func TestOwHTTP(t *testing.T) {
 	path := base + "/v1/sessions/" + url.PathEscape(id)
 	checkDownload := func(t *testing.T, suffix string, decode func([]byte) []byte) {
 		t.Helper()
-		resp, body := get(t, path+suffix)
+		resp, body := owGet(t, n, path+suffix)
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("GET %s: got %d %q, want 200", suffix, resp.StatusCode, body)
 		}
@@ -1431,11 +1409,11 @@ func TestOwHTTP(t *testing.T) {
 		checkDownload(t, "/session.jsonl", plain)
 	})
 	t.Run("Locate's url downloads the artifact", func(t *testing.T) {
-		loc, err := n.Client.Locate(n.ctx(), &sessionpb.LocateRequest{Header: owMeta(id)})
+		loc, err := n.Client.Locate(n.ctx(), &sessionpb.LocateRequest{Header: ctMeta(id, "")})
 		if err != nil {
 			t.Fatalf("Locate: %v", err)
 		}
-		resp, body := get(t, loc.GetUrl())
+		resp, body := owGet(t, n, loc.GetUrl())
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("GET %s: got %d %q, want 200", loc.GetUrl(), resp.StatusCode, body)
 		}
@@ -1447,15 +1425,15 @@ func TestOwHTTP(t *testing.T) {
 		t.Run("unknown id "+suffix, func(t *testing.T) {
 			for _, unknown := range []string{"no-such-session", "no/such session"} {
 				u := base + "/v1/sessions/" + url.PathEscape(unknown) + suffix
-				if resp, body := get(t, u); resp.StatusCode != http.StatusNotFound {
+				if resp, body := owGet(t, n, u); resp.StatusCode != http.StatusNotFound {
 					t.Errorf("GET %s: got %d %q, want 404", u, resp.StatusCode, body)
 				}
 			}
 		})
 	}
 	t.Run("a created but never materialised session is 404", func(t *testing.T) {
-		owCreate(t, n, owMeta("http-lazy"))
-		if resp, body := get(t, base+"/v1/sessions/http-lazy/session.jsonl"); resp.StatusCode != http.StatusNotFound {
+		ctCreate(t, n, ctMeta("http-lazy", ""))
+		if resp, body := owGet(t, n, base+"/v1/sessions/http-lazy/session.jsonl"); resp.StatusCode != http.StatusNotFound {
 			t.Errorf("GET unmaterialised: got %d %q, want 404", resp.StatusCode, body)
 		}
 	})

@@ -161,31 +161,27 @@ func TestProcNode_OtherNodeIDRefused(t *testing.T) {
 	nd.WaitReady(c)
 	nd.Term()
 	nd.Extra = []string{"--node-id", "second"}
-	nd.Start()
-	select {
-	case <-nd.cur.exited:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("the node started on the data directory of node \"first\" under --node-id second")
+	// refused starts the node and waits for its exit, a refusal naming want.
+	refused := func(when, want, what string) {
+		t.Helper()
+		nd.Start()
+		select {
+		case <-nd.cur.exited:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%sthe node started on the data directory of node \"first\" under --node-id second", when)
+		}
+		nd.cur = nil
+		if log := nd.Log(); !strings.Contains(log, want) {
+			t.Fatalf("refusal does not name the %s node id:\n%s", what, log)
+		}
 	}
-	nd.cur = nil
-	if log := nd.Log(); !strings.Contains(log, `belongs to node "first"`) {
-		t.Fatalf("refusal does not name the stored node id:\n%s", log)
-	}
+	refused("", `belongs to node "first"`, "stored")
 	// A directory of 2f2e872 has no identity.json: the Raft configuration,
 	// which lists "first" at this address, is the evidence.
 	if err := os.Remove(filepath.Join(nd.Dir, "identity.json")); err != nil {
 		t.Fatal(err)
 	}
-	nd.Start()
-	select {
-	case <-nd.cur.exited:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("without identity.json, the node started on the data directory of node \"first\" under --node-id second")
-	}
-	nd.cur = nil
-	if log := nd.Log(); !strings.Contains(log, `belongs to node "first" (its Raft configuration lists "first"`) {
-		t.Fatalf("refusal does not name the configured node id:\n%s", log)
-	}
+	refused("without identity.json, ", `belongs to node "first" (its Raft configuration lists "first"`, "configured")
 	if _, err := os.Stat(filepath.Join(nd.Dir, "identity.json")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the refused start left identity.json: %v", err)
 	}

@@ -68,42 +68,13 @@ func rcQuorumLoss(t *testing.T, perSession int64, tune func(*serveConfig)) {
 	nodes := startClusterWith(t, 3, tune)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	leader := leaderOf(nodes)
-	if leader == nil {
-		t.Fatal("no leader")
-	}
-	var survivor *clNode
-	for _, nd := range nodes {
-		if nd != leader {
-			survivor = nd // a follower: it holds only what was replicated to it
-			break
-		}
-	}
+	// The survivor is a follower: it holds only what was replicated to it.
+	leader, survivor := followerOf(t, nodes)
 
 	// Sessions written through the leader.
-	want := map[string][]string{}
-	for i := 0; i < 4; i++ {
-		id := fmt.Sprintf("rc-%d", i)
-		cwd := "/w/recover"
-		if _, err := leader.Client.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: id, CreatedAt: 1, Cwd: &cwd}}); err != nil {
-			t.Fatal(err)
-		}
-		for k := int64(0); k < perSession; k++ {
-			ev := clEvent(k, fmt.Sprintf("%s-%d", id, k))
-			if _, err := leader.Client.Append(ctx, &pb.AppendRequest{SessionId: id, Events: []string{ev}}); err != nil {
-				t.Fatal(err)
-			}
-			want[id] = append(want[id], ev)
-		}
-	}
-	raw := map[string][]byte{}
-	for id := range want {
-		r, err := leader.Client.ReadRaw(ctx, &pb.ReadRawRequest{SessionId: id})
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw[id] = r.Content
-	}
+	want, raw := clWriteSessions(t, ctx, leader.Client, "rc-", "/w/recover", 4, perSession, func(id string, k int64) string {
+		return clEvent(k, fmt.Sprintf("%s-%d", id, k))
+	})
 	// Wait until the survivor has applied all of it (its own state).
 	clustertest.Eventually(t, 30*time.Second, func() error {
 		for id, evs := range want {

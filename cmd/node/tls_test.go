@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,39 +27,6 @@ import (
 	"github.com/sessionstore/sessionstore/cluster/clustertest"
 	"github.com/sessionstore/sessionstore/internal/tlsconf"
 )
-
-// tlsLog is a log sink a test can search while the node writes to it.
-type tlsLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *tlsLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *tlsLog) has(all ...string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, line := range strings.Split(l.b.String(), "\n") {
-		ok := true
-		for _, s := range all {
-			ok = ok && strings.Contains(line, s)
-		}
-		if ok {
-			return true
-		}
-	}
-	return false
-}
-
-// tlsNode is a cluster node whose log the test reads.
-type tlsNode struct {
-	*clNode
-	log *tlsLog
-}
 
 // tlsCerts writes a CA, node certificates, client certificates and a gossip
 // key into a fresh directory with `sessionstore certs`' own code.
@@ -82,71 +48,17 @@ func tlsFiles(c *serveConfig, dir, id string) {
 	c.TLS.GossipKeyFile = filepath.Join(dir, "gossip.key")
 }
 
-// tlsStartNode starts one in-process node with cfg adjusted by tune, logging
-// into a searchable buffer (and stderr with SESSIONSTORE_TEST_LOG), and a
-// client dialled with dial.
-func tlsStartNode(t *testing.T, id string, tune func(*serveConfig), dial []grpc.DialOption) *tlsNode {
-	t.Helper()
-	cfg := defaultServeConfig()
-	cfg.Cluster.DataDir = t.TempDir()
-	cfg.Cluster.NodeID = id
-	cfg.GRPCAddr, cfg.HTTPAddr = clFreeAddr(t), clFreeAddr(t)
-	cfg.Cluster.RaftAddr, cfg.Cluster.GossipAddr = clFreeAddr(t), clFreeAddr(t)
-	tune(&cfg)
-	lg := &tlsLog{}
-	var out io.Writer = lg
-	if os.Getenv("SESSIONSTORE_TEST_LOG") != "" {
-		out = io.MultiWriter(lg, os.Stderr)
-	}
-	logger := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", id)
-	srv, err := startServer(cfg, logger, out)
-	if err != nil {
-		t.Fatalf("start %s: %v", id, err)
-	}
-	c, err := client.Dial(context.Background(), srv.grpcAddr, dial...)
-	if err != nil {
-		srv.Close()
-		t.Fatal(err)
-	}
-	n := &tlsNode{clNode: &clNode{testNode: &testNode{t: t, dir: cfg.Cluster.DataDir, srv: srv, tune: tune, Client: c}, id: id}, log: lg}
-	t.Cleanup(n.Close)
-	return n
-}
-
 // tlsStartCluster boots n TLS nodes n1..n (certificates and gossip key from
-// dir) that bootstrap one cluster; their clients use dial.
-func tlsStartCluster(t *testing.T, dir string, n int, dial []grpc.DialOption, extra ...func(*serveConfig)) []*tlsNode {
+// dir) that bootstrap one cluster; their clients use dial and their logs are
+// kept.
+func tlsStartCluster(t *testing.T, dir string, n int, dial []grpc.DialOption, extra ...func(*serveConfig)) []*clNode {
 	t.Helper()
-	gossip := make([]string, n)
-	for i := range gossip {
-		gossip[i] = clFreeAddr(t)
-	}
-	nodes := make([]*tlsNode, n)
-	for i := range nodes {
-		id := fmt.Sprintf("n%d", i+1)
-		nodes[i] = tlsStartNode(t, id, func(c *serveConfig) {
-			c.Cluster.GossipAddr = gossip[i]
-			c.Join = strings.Join(slices.Delete(slices.Clone(gossip), i, i+1), ",")
-			c.Cluster.BootstrapExpect = n
-			tlsFiles(c, dir, id)
-			for _, f := range extra {
-				f(c)
-			}
-		}, dial)
-	}
-	for _, nd := range nodes {
-		nd.waitReady(false)
-	}
-	waitVoters(t, tlsCl(nodes), n)
-	return nodes
-}
-
-func tlsCl(nodes []*tlsNode) []*clNode {
-	out := make([]*clNode, len(nodes))
-	for i, n := range nodes {
-		out[i] = n.clNode
-	}
-	return out
+	return startClusterOpts(t, n, nodeOpts{dial: dial, keepLog: true, tune: func(c *serveConfig) {
+		tlsFiles(c, dir, c.Cluster.NodeID)
+		for _, f := range extra {
+			f(c)
+		}
+	}})
 }
 
 // tlsDial returns client options from the CLI's own connection flags.
@@ -161,11 +73,11 @@ func tlsDial(t *testing.T, f clientFlags) []grpc.DialOption {
 
 // tlsConfigServers is the leader's Raft configuration (ids), polled until a
 // leader answers.
-func tlsConfigServers(t *testing.T, nodes []*tlsNode) []string {
+func tlsConfigServers(t *testing.T, nodes []*clNode) []string {
 	t.Helper()
 	var ids []string
 	clustertest.Eventually(t, 30*time.Second, func() error {
-		l := leaderOf(tlsCl(nodes))
+		l := leaderOf(nodes)
 		if l == nil {
 			return errors.New("no leader answered")
 		}
@@ -180,34 +92,6 @@ func tlsConfigServers(t *testing.T, nodes []*tlsNode) []string {
 	})
 	slices.Sort(ids)
 	return ids
-}
-
-// tlsWriteAndReadEverywhere writes a session through via and reads it back,
-// linearizably and from each node's own state, through every client.
-func tlsWriteAndReadEverywhere(t *testing.T, ctx context.Context, via *client.Client, clients []*client.Client, id string) {
-	t.Helper()
-	cwd := "/w/tls"
-	if _, err := via.Create(ctx, &pb.CreateRequest{Header: &pb.SessionHeader{Id: id, CreatedAt: 1, Cwd: &cwd}}); err != nil {
-		t.Fatalf("create %s: %v", id, err)
-	}
-	for k := int64(0); k < 3; k++ {
-		if _, err := via.Append(ctx, &pb.AppendRequest{SessionId: id, Events: []string{clEvent(k, id)}}); err != nil {
-			t.Fatalf("append to %s: %v", id, err)
-		}
-	}
-	for i, c := range clients {
-		r, err := c.ReadFrom(ctx, &pb.ReadFromRequest{SessionId: id})
-		if err != nil || len(r.Events) != 3 {
-			t.Fatalf("linearizable read of %s through node %d: %d events, %v", id, i+1, len(r.GetEvents()), err)
-		}
-		clustertest.Eventually(t, 30*time.Second, func() error {
-			r, err := c.ReadFrom(ctx, &pb.ReadFromRequest{SessionId: id, Consistency: pb.Consistency_STALE})
-			if err != nil || len(r.Events) != 3 {
-				return fmt.Errorf("node %d's own state never held %s: %d events, %v", i+1, id, len(r.GetEvents()), err)
-			}
-			return nil
-		})
-	}
 }
 
 // A cluster whose nodes all run with certificates from `sessionstore certs` and an
@@ -227,23 +111,9 @@ func TestTLS_ClusterOverMutualTLS(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 
-	var clients []*client.Client
-	for _, nd := range nodes {
-		clients = append(clients, nd.Client)
-	}
-	leader := leaderOf(tlsCl(nodes))
-	if leader == nil {
-		t.Fatal("no leader")
-	}
-	var follower *tlsNode
-	for _, nd := range nodes {
-		if nd.clNode != leader {
-			follower = nd
-			break
-		}
-	}
+	_, follower := followerOf(t, nodes)
 	// The follower forwards Create and Append to the leader over mutual TLS.
-	tlsWriteAndReadEverywhere(t, ctx, follower.Client, clients, "via-follower")
+	clWriteAndReadEverywhere(t, ctx, follower.Client, nodes, "via-follower")
 	for _, nd := range nodes {
 		if !nd.log.has("TLS on", "client_auth=optional") || !nd.log.has("gossip encrypted") {
 			t.Errorf("%s did not log its transport security", nd.id)
@@ -387,7 +257,7 @@ func TestTLS_ClusterOverMutualTLS(t *testing.T) {
 	// leader may add a leaving node back before gossip reports it gone is a
 	// race of its own, with or without TLS.)
 	t.Run("sessionstore leave over TLS", func(t *testing.T) {
-		var leaving *tlsNode
+		var leaving *clNode
 		for _, nd := range nodes {
 			if nd.srv.node.Raft().State() != raft.Leader {
 				leaving = nd
@@ -427,10 +297,8 @@ func TestTLS_ForeignNodeCannotJoin(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
 	var seeds []string
-	var clients []*client.Client
 	for _, nd := range nodes {
 		seeds = append(seeds, nd.srv.node.GossipAddr())
-		clients = append(clients, nd.Client)
 	}
 	want := []string{"n1", "n2", "n3"}
 	check := func(when string) {
@@ -439,7 +307,7 @@ func TestTLS_ForeignNodeCannotJoin(t *testing.T) {
 			t.Fatalf("%s: the Raft configuration is %v, want %v", when, got, want)
 		}
 	}
-	waitLog := func(what string, logs []*tlsLog, all ...string) {
+	waitLog := func(what string, logs []*nodeLog, all ...string) {
 		t.Helper()
 		clustertest.Eventually(t, 60*time.Second, func() error {
 			for _, l := range logs {
@@ -450,21 +318,21 @@ func TestTLS_ForeignNodeCannotJoin(t *testing.T) {
 			return fmt.Errorf("no sign that %s", what)
 		})
 	}
-	var clusterLogs []*tlsLog
+	var clusterLogs []*nodeLog
 	for _, nd := range nodes {
 		clusterLogs = append(clusterLogs, nd.log)
 	}
 
 	t.Run("certificate of another CA", func(t *testing.T) {
-		n4 := tlsStartNode(t, "n4", func(c *serveConfig) {
+		n4 := startNode(t, nodeOpts{id: "n4", freePorts: true, tune: func(c *serveConfig) {
 			tlsFiles(c, foreign, "n4")
 			c.TLS.GossipKeyFile = filepath.Join(dir, "gossip.key") // the right gossip key
 			c.Join = strings.Join(seeds, ",")
-		}, nil)
+		}})
 		// The leader knew of n4 (gossip works) and refused it at the TLS check.
 		waitLog("the leader checked n4's certificate", clusterLogs, "failed the TLS check", "peer_id=n4")
 		check("after the leader refused n4")
-		tlsWriteAndReadEverywhere(t, ctx, nodes[2].Client, clients, "after-n4")
+		clWriteAndReadEverywhere(t, ctx, nodes[2].Client, nodes, "after-n4")
 		check("after more writes")
 		if err := n4.srv.node.Ready(); err == nil {
 			t.Fatal("n4 reports ready")
@@ -476,23 +344,23 @@ func TestTLS_ForeignNodeCannotJoin(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		n5 := tlsStartNode(t, "n5", func(c *serveConfig) {
+		n5 := startNode(t, nodeOpts{id: "n5", freePorts: true, keepLog: true, tune: func(c *serveConfig) {
 			tlsFiles(c, dir, "n5") // a valid node certificate of the cluster's CA
 			c.TLS.GossipKeyFile = ""
 			c.TLS.GossipKey = tlsconf.EncodeGossipKey(wrong)
 			c.Join = strings.Join(seeds, ",")
-		}, nil)
+		}})
 		// n5 tried the seeds and none would talk to it.
-		waitLog("n5 tried to gossip", []*tlsLog{n5.log}, "no gossip seed answered yet")
+		waitLog("n5 tried to gossip", []*nodeLog{n5.log}, "no gossip seed answered yet")
 		waitLog("a seed refused n5's gossip", clusterLogs, "memberlist", "decrypt")
 		check("after n5 tried to join")
-		tlsWriteAndReadEverywhere(t, ctx, nodes[0].Client, clients, "after-n5")
+		clWriteAndReadEverywhere(t, ctx, nodes[0].Client, nodes, "after-n5")
 		check("after more writes")
 		if err := n5.srv.node.Ready(); err == nil {
 			t.Fatal("n5 reports ready")
 		}
 	})
-	ms, err := leaderOf(tlsCl(nodes)).Client.Members(ctx)
+	ms, err := leaderOf(nodes).Client.Members(ctx)
 	if err != nil || len(ms) != 3 {
 		t.Fatalf("members: %v, %v", ms, err)
 	}
@@ -617,7 +485,7 @@ func TestTLS_WarnIfExposed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			lg := &tlsLog{}
+			lg := &nodeLog{}
 			warnIfExposed(slog.New(slog.NewTextHandler(lg, nil)), tt.ls...)
 			var got []string
 			for _, l := range []string{"gRPC API", "HTTP", "Raft", "gossip"} {
@@ -626,7 +494,7 @@ func TestTLS_WarnIfExposed(t *testing.T) {
 				}
 			}
 			if !slices.Equal(got, tt.warned) {
-				t.Fatalf("warned about %v, want %v\n%s", got, tt.warned, lg.b.String())
+				t.Fatalf("warned about %v, want %v\n%s", got, tt.warned, lg.String())
 			}
 		})
 	}
