@@ -23,6 +23,7 @@ import (
 var layers = map[string]int{
 	".":                   0, // domain types and errors
 	"internal/benchload":  0,
+	"internal/corrupt":    0,
 	"internal/dockertest": 0,
 	"internal/du":         0,
 	"internal/procstat":   0,
@@ -49,14 +50,15 @@ var layers = map[string]int{
 	"fsm":                 3, // the deterministic state machine
 	"archive":             3,
 	"api/rpc":             3, // the gRPC and HTTP service, over a backend interface
-	"cluster":             4, // Raft, gossip, proposals, reads
+	"artifacts":           4, // the artifact writer, fed by the FSM's observer
 	"jepsen":              4,
-	"cluster/clustertest": 5, // in-process clusters for tests
-	"cmd/node":            5, // wires everything
-	"jepsen/cmd/jepsen":   5,
-	"scripts/exportbench": 5,
-	"scripts/scaling":     5,
-	"scripts/vsetcd":      5,
+	"cluster":             5, // Raft, gossip, proposals, reads
+	"cluster/clustertest": 6, // in-process clusters for tests
+	"cmd/node":            6, // wires everything
+	"jepsen/cmd/jepsen":   6,
+	"scripts/exportbench": 6,
+	"scripts/scaling":     6,
+	"scripts/vsetcd":      6,
 }
 
 // TestImportsGoDown fails when a package imports one of its own layer or a

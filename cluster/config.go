@@ -61,7 +61,7 @@ type Config struct {
 	AuthHash string
 	// HTTPBase is the base URL of this node's HTTP server (for Locate's url).
 	HTTPBase string
-	// ArtifactsOff: keep no artifact files (fsm.NoArtifacts); raw reads,
+	// ArtifactsOff: keep no artifact files (artifacts.Off); raw reads,
 	// downloads and exports render from the state database.
 	ArtifactsOff bool
 

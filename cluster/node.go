@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/artifacts"
 	"github.com/sessionstore/sessionstore/fsm"
 	"github.com/sessionstore/sessionstore/fsm/fsmpb"
 	"github.com/sessionstore/sessionstore/storage"
@@ -34,7 +35,7 @@ type Node struct {
 	snaps     raft.SnapshotStore
 	transport Transport
 	fsm       *fsm.FSM
-	artifacts *fsm.Artifacts
+	artifacts *artifacts.Writer
 	raft      *raft.Raft
 	gossip    *gossip
 	metrics   *Metrics
@@ -159,9 +160,9 @@ func New(cfg Config, p Parts) (_ *Node, err error) {
 	}
 	n.disk = newDiskMonitor(cfg.DataDir, cfg.MinFreeBytes, n.logger, reg)
 	if cfg.ArtifactsOff {
-		n.artifacts = fsm.NoArtifacts(artifactsDir(cfg.DataDir), n.local, logger, fm)
+		n.artifacts = artifacts.Off(artifactsDir(cfg.DataDir), n.local, logger, fm)
 	} else {
-		n.artifacts = fsm.NewArtifacts(artifactsDir(cfg.DataDir), n.state, n.local, logger, fm)
+		n.artifacts = artifacts.New(artifactsDir(cfg.DataDir), n.state, n.local, logger, fm)
 	}
 	if n.fsm, err = fsm.New(n.state, logger, fm, n.artifacts.Observe); err != nil {
 		return nil, err
@@ -453,7 +454,7 @@ func (n *Node) SnapshotRestores() uint64 { return n.fsm.Restores() }
 func (n *Node) GossipAddr() string { return n.gossip.addr() }
 
 // Artifacts exposes the artifact writer (HTTP download, tests).
-func (n *Node) Artifacts() *fsm.Artifacts { return n.artifacts }
+func (n *Node) Artifacts() *artifacts.Writer { return n.artifacts }
 
 // State exposes the state database (HTTP download, metrics).
 func (n *Node) State() *storage.StateDB { return n.state }

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/artifacts"
 	"github.com/sessionstore/sessionstore/fsm"
 	"github.com/sessionstore/sessionstore/fsm/fsmpb"
 	"github.com/sessionstore/sessionstore/sessionlog"
@@ -620,7 +621,7 @@ func (n *Node) RawText(ctx context.Context, id string, c sessionstore.Consistenc
 // transaction.
 //
 // It serves this node's own applied state, as the artifact on its disk does.
-// An artifact that fails verification (fsm.Artifacts.Verify) is not served:
+// An artifact that fails verification (artifacts.Writer.Verify) is not served:
 // the state database's encoding is, while the artifact is rebuilt.
 func (n *Node) Artifact(ctx context.Context, id string) (revision, path string, size int64, rendered io.Reader, err error) {
 	var w storage.Watermark
@@ -656,7 +657,7 @@ func (n *Node) artifact(id string, fromFile bool) (revision string, w storage.Wa
 			return nil
 		}
 		fr = &frameReader{n: n, id: id, revision: revision, incarnation: s.Record.Incarnation, frames: s.Record.Frames,
-			buf: fsm.EncodeHeaderFrame(s.Header)}
+			buf: artifacts.EncodeHeaderFrame(s.Header)}
 		return nil
 	})
 	if fr != nil {
@@ -687,7 +688,7 @@ func (f *frameReader) Read(p []byte) (int, error) {
 			if _, err := fsm.ReadIncarnation(tx, f.id, f.incarnation, f.revision); err != nil {
 				return err
 			}
-			frames, err := fsm.EncodeFrames(tx, f.id, f.incarnation, f.next, f.next)
+			frames, err := artifacts.EncodeFrames(tx, f.id, f.incarnation, f.next, f.next)
 			if len(frames) == 1 {
 				f.buf = frames[0]
 			}

@@ -16,7 +16,7 @@
 // the state file is missing, unreadable, damaged by an operating-system crash,
 // or older than that snapshot.
 //
-// Artifacts are written after the commit by an Artifacts writer and never fail
-// Apply. A bbolt failure inside Apply panics: a replica that cannot apply an
-// entry must not go on and diverge.
+// Artifacts are written after the commit by the artifacts package, fed by the
+// observer New is given, and never fail Apply. A bbolt failure inside Apply
+// panics: a replica that cannot apply an entry must not go on and diverge.
 package fsm

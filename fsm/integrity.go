@@ -2,9 +2,7 @@ package fsm
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"os"
 
 	"github.com/sessionstore/sessionstore/fsm/fsmpb"
 	"github.com/sessionstore/sessionstore/storage"
@@ -15,7 +13,7 @@ import (
 // sessionstore_checksum_failures_total, never wrong bytes.
 //
 // Repair: a damaged or missing event is rewritten from this node's artifact,
-// but only with the bytes its stored checksum names (Artifacts.RepairEvents).
+// but only with the bytes its stored checksum names (artifacts.Writer.RepairEvents).
 // That happens on its own when the FSM meets the damage while applying, and
 // after a read returned the error (cluster). A damaged record, or an event the
 // artifact does not hold, cannot be repaired here: the node refuses to serve
@@ -95,47 +93,4 @@ func EnsureChecksums(db *storage.StateDB) (int, error) {
 		return tx.MarkSumsCurrent()
 	})
 	return n, err
-}
-
-// errNoArtifact: the session has no artifact on this node to repair from.
-var errNoArtifact = errors.New("no artifact to repair from")
-
-// RepairEvents rewrites, inside tx, each event of session id (incarnation inc,
-// seqs below nextSeq) whose stored bytes fail their checksum or are missing,
-// with the artifact's line for that seq when the line has exactly the stored
-// checksum. The artifact's zstd frames carry their own checksums; the stored
-// checksum decides.
-func (a *Artifacts) RepairEvents(tx *storage.Tx, id string, inc uint64, nextSeq int64) (int, error) {
-	a.mu.Lock()
-	w, ok := a.marks[id]
-	a.mu.Unlock()
-	if !ok || w.Path == "" {
-		return 0, errNoArtifact
-	}
-	if _, err := storage.ArtifactRel(a.root, w.Path); err != nil {
-		return 0, err
-	}
-	data, err := os.ReadFile(w.Path)
-	if err != nil {
-		return 0, err
-	}
-	d, err := storage.DecodeArtifact(data)
-	if err != nil {
-		return 0, err
-	}
-	lines := bytes.Split(d.Text, []byte{'\n'}) // line 0 is the header; line seq+1 is event seq
-	fixed := 0
-	for seq := int64(0); seq < nextSeq && int(seq)+1 < len(lines); seq++ {
-		ok, err := tx.RepairEvent(id, inc, seq, lines[seq+1])
-		if err != nil {
-			return fixed, err
-		}
-		if ok {
-			fixed++
-		}
-	}
-	if fixed > 0 {
-		a.logger.Warn("damaged events rewritten from the artifact", "session", id, "events", fixed)
-	}
-	return fixed, nil
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/prototext"
 
 	"github.com/sessionstore/sessionstore/fsm/fsmpb"
+	"github.com/sessionstore/sessionstore/internal/corrupt"
 	"github.com/sessionstore/sessionstore/storage"
 )
 
@@ -298,7 +299,7 @@ func TestConvertLayoutRefusesDamage(t *testing.T) {
 	})
 	path := db.Path()
 	db.Close()
-	flipAll(t, path, []byte(`"step/start"`), 2, nil)
+	corrupt.FlipAll(t, path, []byte(`"step/start"`), 2, nil)
 	db, err := storage.OpenState(path, storage.StateOptions{})
 	if err != nil {
 		t.Fatal(err)

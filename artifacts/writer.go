@@ -1,4 +1,8 @@
-package fsm
+// Package artifacts keeps a node's JSONL artifacts: the zstd-compressed
+// copy of every session, in the reference harness's layout, written after
+// the state machine applies a batch (fed by its observer) and never in the
+// way of Apply.
+package artifacts
 
 import (
 	"context"
@@ -13,11 +17,12 @@ import (
 	"time"
 
 	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/fsm"
 	"github.com/sessionstore/sessionstore/sessionlog"
 	"github.com/sessionstore/sessionstore/storage"
 )
 
-// Artifacts keeps this node's JSONL artifacts: after commits, in passes at
+// Writer keeps this node's JSONL artifacts: after commits, in passes at
 // least passPause apart, it appends to each changed session's file the lines
 // of the commands applied since the last pass, in log order, in one zstd
 // frame per MiB (storage.EncodeLines), without fsync, and records a
@@ -31,12 +36,12 @@ import (
 // they never reach Apply.
 //
 // The writer goroutine is started by Run and stops when its context ends.
-type Artifacts struct {
+type Writer struct {
 	root    string
 	db      *storage.StateDB
 	local   *storage.RaftStore
 	logger  *slog.Logger
-	metrics *Metrics
+	metrics *fsm.Metrics
 
 	mu      sync.Mutex
 	dirty   map[string]struct{}
@@ -60,7 +65,7 @@ type Artifacts struct {
 	// the writer can frame them without reading them back from the state
 	// database; bounded by maxPendingBytes (past it, sessions fall back to
 	// reading the state database).
-	pending      map[string][]Frame
+	pending      map[string][]fsm.Frame
 	pendingBytes int
 	// deleted are sessions deleted since the last pass: their artifacts go
 	// first.
@@ -81,7 +86,7 @@ type Artifacts struct {
 	// plain and frames are syncPending's scratch buffers (writer goroutine).
 	plain, frames []byte
 
-	// off: the node keeps no artifacts (NoArtifacts).
+	// off: the node keeps no artifacts (Off).
 	off bool
 }
 
@@ -100,32 +105,32 @@ const passPause = time.Second
 // maxPendingBytes bounds the frames held for the writer in memory.
 const maxPendingBytes = 32 << 20
 
-// NewArtifacts returns a writer for artifacts under root.
-func NewArtifacts(root string, db *storage.StateDB, local *storage.RaftStore, logger *slog.Logger, metrics *Metrics) *Artifacts {
+// New returns a writer for artifacts under root.
+func New(root string, db *storage.StateDB, local *storage.RaftStore, logger *slog.Logger, metrics *fsm.Metrics) *Writer {
 	if metrics == nil {
-		metrics = NewMetrics(nil)
+		metrics = fsm.NewMetrics(nil)
 	}
-	return &Artifacts{root: root, db: db, local: local, logger: logger.With("component", "artifacts"), metrics: metrics,
+	return &Writer{root: root, db: db, local: local, logger: logger.With("component", "artifacts"), metrics: metrics,
 		dirty: map[string]struct{}{}, all: true, wake: make(chan struct{}, 1), hurry: make(chan struct{}, 1), idle: make(chan struct{}),
 		files: storage.NewArtifactFiles(storage.MaxOpenArtifacts)}
 }
 
-// NoArtifacts returns a writer for a node that keeps no artifacts (serve
+// Off returns a writer for a node that keeps no artifacts (serve
 // --artifacts off): Run removes the artifacts and watermarks an earlier run
 // left, which would otherwise go stale, and then writes nothing. Current
 // never finds a file, so raw reads and downloads render from the state
 // database, and a damaged event cannot be repaired from an artifact.
-func NoArtifacts(root string, local *storage.RaftStore, logger *slog.Logger, metrics *Metrics) *Artifacts {
-	a := NewArtifacts(root, nil, local, logger, metrics)
+func Off(root string, local *storage.RaftStore, logger *slog.Logger, metrics *fsm.Metrics) *Writer {
+	a := New(root, nil, local, logger, metrics)
 	a.off, a.all = true, false
 	return a
 }
 
 // Root is the artifact directory.
-func (a *Artifacts) Root() string { return a.root }
+func (a *Writer) Root() string { return a.root }
 
 // Observe is the FSM observer: it marks changed sessions for writing.
-func (a *Artifacts) Observe(ap Applied) {
+func (a *Writer) Observe(ap fsm.Applied) {
 	if a.off {
 		return
 	}
@@ -138,13 +143,13 @@ func (a *Artifacts) Observe(ap Applied) {
 		a.marks = nil // reloaded (after the clear) by the writer
 	}
 	if ap.Converted {
-		a.all = true // frame boundaries may have been mended (layout1Frames)
+		a.all = true // frame boundaries may have been mended (fsm.ConvertLayout)
 	}
 	for _, id := range ap.Sessions {
 		a.dirty[id] = struct{}{}
 	}
 	if a.pending == nil {
-		a.pending = map[string][]Frame{}
+		a.pending = map[string][]fsm.Frame{}
 	}
 	for _, f := range ap.Frames {
 		if f.Deleted {
@@ -178,7 +183,7 @@ func (a *Artifacts) Observe(ap Applied) {
 }
 
 // Healthy reports the last write error, nil when artifacts are current or catching up.
-func (a *Artifacts) Healthy() error {
+func (a *Writer) Healthy() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.lastErr
@@ -188,7 +193,7 @@ func (a *Artifacts) Healthy() error {
 // length (Bytes) and checksum (Sum) of its prefix that holds exactly the state
 // at lastChange; ok is false while the artifact lags or awaits a rewrite. (The
 // file may already be longer: serve only that prefix, after Verify.)
-func (a *Artifacts) Current(id string, lastChange uint64) (storage.Watermark, bool) {
+func (a *Writer) Current(id string, lastChange uint64) (storage.Watermark, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	w, ok := a.marks[id]
@@ -205,7 +210,7 @@ func (a *Artifacts) Current(id string, lastChange uint64) (storage.Watermark, bo
 // is counted (sessionstore_artifact_verify_failures_total), logged, and the
 // session's artifact is rewritten whole from the state database; the caller
 // serves the state database's encoding meanwhile, never the bad bytes.
-func (a *Artifacts) Verify(id string, w storage.Watermark) error {
+func (a *Writer) Verify(id string, w storage.Watermark) error {
 	f, err := os.Open(w.Path)
 	if err == nil {
 		err = storage.VerifyArtifact(f, w.Bytes, w.Sum)
@@ -234,14 +239,14 @@ func (a *Artifacts) Verify(id string, w storage.Watermark) error {
 }
 
 // working notes that work arrived (under mu): WaitIdle callers wait for it.
-func (a *Artifacts) working() {
+func (a *Writer) working() {
 	if a.idleClosed {
 		a.idle, a.idleClosed = make(chan struct{}), false
 	}
 }
 
 // WaitIdle blocks until every known change is written or ctx ends.
-func (a *Artifacts) WaitIdle(ctx context.Context) error {
+func (a *Writer) WaitIdle(ctx context.Context) error {
 	if a.off {
 		return nil
 	}
@@ -261,7 +266,7 @@ func (a *Artifacts) WaitIdle(ctx context.Context) error {
 }
 
 // Run writes artifacts until ctx ends.
-func (a *Artifacts) Run(ctx context.Context) {
+func (a *Writer) Run(ctx context.Context) {
 	defer a.files.Close()
 	if a.off {
 		a.removeAll(ctx)
@@ -312,7 +317,7 @@ func (a *Artifacts) Run(ctx context.Context) {
 
 // step runs one pass over what is pending, if anything, and says whether it
 // did; an error (counted and logged here) means the pass is to be retried.
-func (a *Artifacts) step() (bool, error) {
+func (a *Writer) step() (bool, error) {
 	a.mu.Lock()
 	all := a.all
 	dirty := a.dirty
@@ -364,7 +369,7 @@ func (a *Artifacts) step() (bool, error) {
 }
 
 // pass brings the given sessions (or all) up to date.
-func (a *Artifacts) pass(all bool, dirty, deleted, damaged map[string]struct{}, marks map[string]storage.Watermark, pending map[string][]Frame) error {
+func (a *Writer) pass(all bool, dirty, deleted, damaged map[string]struct{}, marks map[string]storage.Watermark, pending map[string][]fsm.Frame) error {
 	if marks == nil {
 		// First pass, or after a restore: start from the persisted watermarks;
 		// sync checks each against the state and the file.
@@ -483,7 +488,7 @@ func (a *Artifacts) pass(all bool, dirty, deleted, damaged map[string]struct{}, 
 }
 
 // flushWatermarks persists pending watermarks (always when force is set).
-func (a *Artifacts) flushWatermarks(force bool) error {
+func (a *Writer) flushWatermarks(force bool) error {
 	if len(a.unflushed) == 0 || (!force && time.Since(a.lastFlush) < flushEvery) {
 		return nil
 	}
@@ -495,7 +500,7 @@ func (a *Artifacts) flushWatermarks(force bool) error {
 	return nil
 }
 
-func pendingSize(fs []Frame) int {
+func pendingSize(fs []fsm.Frame) int {
 	n := 0
 	for _, f := range fs {
 		for _, e := range f.Events {
@@ -508,7 +513,7 @@ func pendingSize(fs []Frame) int {
 // syncPending appends the frames an applied batch handed over when they
 // continue the artifact exactly where its watermark ends; ok is false when
 // they do not (the caller then reads the state database).
-func (a *Artifacts) syncPending(w storage.Watermark, fs []Frame) (storage.Watermark, bool, error) {
+func (a *Writer) syncPending(w storage.Watermark, fs []fsm.Frame) (storage.Watermark, bool, error) {
 	if len(fs) == 0 || fs[0].N != w.Frames+1 || (w.Frames > 0 && !w.HasSum) {
 		return w, false, nil
 	}
@@ -521,7 +526,7 @@ func (a *Artifacts) syncPending(w storage.Watermark, fs []Frame) (storage.Waterm
 	data := a.frames[:0]
 	if w.Frames == 0 {
 		// A new artifact: the header frame first.
-		h := HeaderFromPB(fs[0].Header)
+		h := fsm.HeaderFromPB(fs[0].Header)
 		p, err := storage.ArtifactPath(a.root, h)
 		if err != nil {
 			return w, false, err
@@ -614,7 +619,7 @@ const maxScratch = 1 << 20
 // restored follower) rebuilds every artifact here, so the work is spread
 // over GOMAXPROCS workers, each reading many sessions per transaction: most
 // of the time is file system calls, which run in parallel.
-func (a *Artifacts) syncAll(jobs []syncJob) []syncResult {
+func (a *Writer) syncAll(jobs []syncJob) []syncResult {
 	out := make([]syncResult, len(jobs))
 	if len(jobs) == 0 {
 		return out
@@ -650,7 +655,7 @@ func (a *Artifacts) syncAll(jobs []syncJob) []syncResult {
 // syncChunk syncs jobs[i] for every i in idx, into out[i]: their records and
 // frames read in as few transactions as syncHeldBytes allows, the files
 // written after each. buf is scratch space, returned for reuse.
-func (a *Artifacts) syncChunk(jobs []syncJob, idx []int, out []syncResult, buf []byte) []byte {
+func (a *Writer) syncChunk(jobs []syncJob, idx []int, out []syncResult, buf []byte) []byte {
 	type span struct{ start, end int }
 	var lines []byte // plan's scratch
 	plans := make([]syncPlan, 0, len(idx))
@@ -693,8 +698,8 @@ func (a *Artifacts) syncChunk(jobs []syncJob, idx []int, out []syncResult, buf [
 // plan reads what session id's artifact needs to catch up from watermark w;
 // the frames to write are appended to buf (returned extended); lines is
 // scratch space for their plaintext (returned for reuse).
-func (a *Artifacts) plan(tx *storage.Tx, id string, w storage.Watermark, buf, lines []byte) (syncPlan, []byte, []byte) {
-	s, err := ReadSession(tx, id)
+func (a *Writer) plan(tx *storage.Tx, id string, w storage.Watermark, buf, lines []byte) (syncPlan, []byte, []byte) {
+	s, err := fsm.ReadSession(tx, id)
 	if err != nil {
 		return syncPlan{err: err}, buf, lines
 	}
@@ -730,7 +735,7 @@ func (a *Artifacts) plan(tx *storage.Tx, id string, w storage.Watermark, buf, li
 // session s (nil: there is none) at path; sized tells whether the file on
 // disk has the watermark's length. The artifact is kept, removed, or written
 // from frame from on (whole when full: the header frame first).
-func decideSync(w storage.Watermark, s *Session, path string, sized bool) (p syncPlan, from uint64) {
+func decideSync(w storage.Watermark, s *fsm.Session, path string, sized bool) (p syncPlan, from uint64) {
 	switch {
 	case s == nil:
 		return syncPlan{op: syncRemove}, 0
@@ -755,7 +760,7 @@ func decideSync(w storage.Watermark, s *Session, path string, sized bool) (p syn
 }
 
 // write carries out a plan made from watermark w and returns the new watermark.
-func (a *Artifacts) write(w storage.Watermark, p syncPlan) (storage.Watermark, error) {
+func (a *Writer) write(w storage.Watermark, p syncPlan) (storage.Watermark, error) {
 	switch {
 	case p.err != nil:
 		return w, p.err
@@ -787,10 +792,10 @@ func (a *Artifacts) write(w storage.Watermark, p syncPlan) (storage.Watermark, e
 	return storage.Watermark{LastIndex: p.last, Bytes: size, Frames: p.frames, Path: p.path, Sum: sum, HasSum: true}, nil
 }
 
-// removeAll removes every artifact and watermark (NoArtifacts), retrying
+// removeAll removes every artifact and watermark (Off), retrying
 // each second until it succeeds or ctx ends; meanwhile Healthy reports the
 // failure.
-func (a *Artifacts) removeAll(ctx context.Context) {
+func (a *Writer) removeAll(ctx context.Context) {
 	for {
 		err := a.local.ClearWatermarks()
 		if err == nil {
@@ -819,7 +824,7 @@ func (a *Artifacts) removeAll(ctx context.Context) {
 // removeArtifact removes a session's artifact file and its directory when
 // that is left empty (a missing file is fine). A path outside the artifact
 // root is refused: nothing outside the node's own directory is ever removed.
-func (a *Artifacts) removeArtifact(path string) error {
+func (a *Writer) removeArtifact(path string) error {
 	if path == "" {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package fsm
+package artifacts
 
 import (
 	"bytes"
@@ -19,6 +19,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/fsm"
 	"github.com/sessionstore/sessionstore/fsm/fsmpb"
 	"github.com/sessionstore/sessionstore/storage"
 )
@@ -29,8 +30,8 @@ type artifactNode struct {
 	dir   string
 	db    *storage.StateDB
 	local *storage.RaftStore
-	fsm   *FSM
-	arts  *Artifacts
+	fsm   *fsm.FSM
+	arts  *Writer
 	stop  context.CancelFunc
 	done  chan struct{}
 }
@@ -65,11 +66,11 @@ func openArtifactNodeMode(t *testing.T, dir string, mode int) *artifactNode {
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if mode == writerNoArts {
-		n.arts = NoArtifacts(filepath.Join(dir, "artifacts"), n.local, logger, nil)
+		n.arts = Off(filepath.Join(dir, "artifacts"), n.local, logger, nil)
 	} else {
-		n.arts = NewArtifacts(filepath.Join(dir, "artifacts"), n.db, n.local, logger, nil)
+		n.arts = New(filepath.Join(dir, "artifacts"), n.db, n.local, logger, nil)
 	}
-	if n.fsm, err = New(n.db, logger, nil, n.arts.Observe); err != nil {
+	if n.fsm, err = fsm.New(n.db, logger, nil, n.arts.Observe); err != nil {
 		t.Fatal(err)
 	}
 	n.fsm.RepairFrom(n.arts) // as cluster wires it
@@ -330,7 +331,7 @@ func artifactHistory(t *testing.T, layout int) (first, second []*raft.Log) {
 	first = append(first, entry(t, idx, 100, &fsmpb.Command{Cmd: &fsmpb.Command_SetClusterId{SetClusterId: &fsmpb.SetClusterID{ClusterId: "c1"}}}))
 	if layout == 2 {
 		idx++
-		first = append(first, entry(t, idx, 100, convertCmd()))
+		first = append(first, entry(t, idx, 100, convertCmd(2)))
 	}
 	next := map[string]int64{}
 	add := func(logs []*raft.Log, cmds ...*fsmpb.Command) []*raft.Log {
@@ -358,7 +359,7 @@ func artifactHistory(t *testing.T, layout int) (first, second []*raft.Log) {
 		id := fmt.Sprintf("s%03d", s)
 		second = add(second, appendN(id, 1))
 	}
-	second = add(second, deleteCmd("s001", "", ""))
+	second = add(second, deleteCmd("s001"))
 	delete(next, "s001")
 	second = add(second, createCmd("s001"), appendN("s001", 1))
 	return first, second
@@ -490,7 +491,7 @@ func TestArtifactsOffKeepsNone(t *testing.T) {
 	}
 	var last uint64
 	_ = n.db.View(func(tx *storage.Tx) error {
-		rec, err := ReadRecord(tx, "s000")
+		rec, err := fsm.ReadRecord(tx, "s000")
 		if err != nil || rec == nil {
 			t.Fatalf("record of s000: %v, %v", rec, err)
 		}
@@ -530,7 +531,7 @@ func TestArtifactDescriptorsAreClosed(t *testing.T) {
 	if !ok {
 		t.Fatal("artifact of a not current")
 	}
-	n.fsm.ApplyBatch([]*raft.Log{entry(t, 4, 100, deleteCmd("a", "", ""))})
+	n.fsm.ApplyBatch([]*raft.Log{entry(t, 4, 100, deleteCmd("a"))})
 	n.idle(t)
 	if open := n.arts.files.Open(); open != 1 {
 		t.Errorf("%d artifacts open after a's deletion, want 1", open)
@@ -558,7 +559,7 @@ func TestAppendLinesMatchesEncodeFrames(t *testing.T) {
 	const frames = 70 // two index blocks of layout 2 and a tail
 	for _, layout := range []int{1, 2} {
 		t.Run(fmt.Sprintf("layout %d", layout), func(t *testing.T) {
-			f, db := newTestFSMLayout(t, layout)
+			f, db := newFSM(t, uint32(layout))
 			logs := []*raft.Log{entry(t, 2, 100, createCmd("s"))}
 			seq := int64(0)
 			for n := 0; n < frames; n++ {
@@ -576,7 +577,7 @@ func TestAppendLinesMatchesEncodeFrames(t *testing.T) {
 					if got := tx.Layout(); got != layout {
 						t.Fatalf("state layout %d, want %d", got, layout)
 					}
-					rec, err := ReadRecord(tx, "s")
+					rec, err := fsm.ReadRecord(tx, "s")
 					if err != nil || rec == nil || rec.Frames != frames {
 						t.Fatalf("record: %+v, %v", rec, err)
 					}
@@ -619,15 +620,15 @@ func TestAppendLinesMatchesEncodeFrames(t *testing.T) {
 func TestDecideSync(t *testing.T) {
 	const path = "/a/x.jsonl.zstd"
 	cur := storage.Watermark{LastIndex: 9, Frames: 3, Bytes: 100, Path: path, HasSum: true}
-	rec := func(inc, last, frames uint64) *Session {
-		return &Session{Record: &fsmpb.SessionRecord{Materialized: true, Incarnation: inc, LastChangeIndex: last, Frames: frames}}
+	rec := func(inc, last, frames uint64) *fsm.Session {
+		return &fsm.Session{Record: &fsmpb.SessionRecord{Materialized: true, Incarnation: inc, LastChangeIndex: last, Frames: frames}}
 	}
 	noSum := cur
 	noSum.HasSum = false
 	for _, c := range []struct {
 		name  string
 		w     storage.Watermark
-		s     *Session
+		s     *fsm.Session
 		sized bool
 		op    syncOp
 		full  bool
@@ -636,7 +637,7 @@ func TestDecideSync(t *testing.T) {
 		{"current", cur, rec(2, 9, 3), true, syncKeep, false, 0},
 		{"lagging watermark appends the missing frames", cur, rec(2, 12, 5), true, syncWrite, false, 4},
 		{"deleted session", cur, nil, true, syncRemove, false, 0},
-		{"registration without events", storage.Watermark{}, &Session{Record: &fsmpb.SessionRecord{}}, false, syncKeep, false, 0},
+		{"registration without events", storage.Watermark{}, &fsm.Session{Record: &fsmpb.SessionRecord{}}, false, syncKeep, false, 0},
 		{"new artifact", storage.Watermark{}, rec(2, 5, 1), false, syncWrite, true, 1},
 		{"watermark of a deleted incarnation", cur, rec(20, 22, 3), true, syncWrite, true, 1},
 		{"torn file", cur, rec(2, 9, 3), false, syncWrite, true, 1},

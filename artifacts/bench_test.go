@@ -1,4 +1,4 @@
-package fsm
+package artifacts
 
 import (
 	"fmt"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/sessionstore/sessionstore/fsm"
 	"github.com/sessionstore/sessionstore/fsm/fsmpb"
 	"github.com/sessionstore/sessionstore/storage"
 )
@@ -23,8 +24,8 @@ type benchArtifacts struct {
 	dir   string
 	db    *storage.StateDB
 	local *storage.RaftStore
-	fsm   *FSM
-	arts  *Artifacts
+	fsm   *fsm.FSM
+	arts  *Writer
 	index uint64
 }
 
@@ -37,12 +38,12 @@ func newBenchArtifacts(b *testing.B) *benchArtifacts {
 	}
 	b.Cleanup(func() { n.db.Close() })
 	// Layout 2: what a cluster converts to as soon as every voter can.
-	if err := n.db.Update(func(tx *storage.Tx) error { _, err := ConvertLayout(tx, 1, nil); return err }); err != nil {
+	if err := n.db.Update(func(tx *storage.Tx) error { _, err := fsm.ConvertLayout(tx, 1, nil); return err }); err != nil {
 		b.Fatal(err)
 	}
 	n.local = openBenchRaftStore(b, filepath.Join(n.dir, "raft.db"))
-	n.arts = NewArtifacts(filepath.Join(n.dir, "artifacts"), n.db, n.local, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
-	if n.fsm, err = New(n.db, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, n.arts.Observe); err != nil {
+	n.arts = New(filepath.Join(n.dir, "artifacts"), n.db, n.local, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	if n.fsm, err = fsm.New(n.db, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, n.arts.Observe); err != nil {
 		b.Fatal(err)
 	}
 	return n
@@ -151,7 +152,7 @@ func BenchmarkArtifactRebuild(b *testing.B) {
 		b.StopTimer()
 		root := filepath.Join(n.dir, fmt.Sprintf("rebuild%d", i))
 		local := openBenchRaftStore(b, filepath.Join(n.dir, fmt.Sprintf("raft%d.db", i)))
-		arts := NewArtifacts(root, n.db, local, n.arts.logger, nil)
+		arts := New(root, n.db, local, n.arts.logger, nil)
 		b.StartTimer()
 		cpu += timeCPU(b, func() error { _, err := arts.step(); return err })
 		b.StopTimer()
