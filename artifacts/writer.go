@@ -368,7 +368,10 @@ func (a *Writer) step() (bool, error) {
 	return true, err
 }
 
-// pass brings the given sessions (or all) up to date.
+// pass brings the given sessions (or all) up to date: the artifacts of
+// deleted sessions go first, then each session's file is synced from the
+// frames handed over (syncPending) or else from the state database
+// (syncAll), and the new watermarks are published (publish).
 func (a *Writer) pass(all bool, dirty, deleted, damaged map[string]struct{}, marks map[string]storage.Watermark, pending map[string][]fsm.Frame) error {
 	if marks == nil {
 		// First pass, or after a restore: start from the persisted watermarks;
@@ -383,38 +386,17 @@ func (a *Writer) pass(all bool, dirty, deleted, damaged map[string]struct{}, mar
 		a.files.Close()
 	}
 	if all {
-		ids := map[string]struct{}{}
-		err := a.db.View(func(tx *storage.Tx) error {
-			// Ids only: a damaged record fails that session's sync below,
-			// not every session's.
-			return tx.ForEachSessionUnchecked(func(id string, _ []byte) error {
-				ids[id] = struct{}{}
-				return nil
-			})
-		})
+		ids, err := a.allSessions(dirty, marks)
 		if err != nil {
 			return err
 		}
-		for id := range dirty {
-			ids[id] = struct{}{}
-		}
-		// Artifacts of sessions deleted while this node was down or behind
-		// (a snapshot install) have a watermark but no record.
-		for id := range marks {
-			ids[id] = struct{}{}
-		}
 		dirty = ids
 	}
-	updates := map[string]storage.Watermark{}
-	var firstErr error
-	lagging := 0
+	r := passResult{updates: map[string]storage.Watermark{}, marks: marks}
 	cleared := map[string]bool{}
 	for id := range deleted {
 		if err := a.removeArtifact(marks[id].Path); err != nil {
-			lagging++
-			if firstErr == nil {
-				firstErr = fmt.Errorf("removing the artifact of deleted session %q: %w", id, err)
-			}
+			r.fail(fmt.Errorf("removing the artifact of deleted session %q: %w", id, err))
 			continue
 		}
 		cleared[id] = true
@@ -422,18 +404,6 @@ func (a *Writer) pass(all bool, dirty, deleted, damaged map[string]struct{}, mar
 	}
 	for id := range damaged {
 		dirty[id] = struct{}{}
-	}
-	note := func(id string, w storage.Watermark, err error) {
-		if err != nil {
-			lagging++
-			if firstErr == nil {
-				firstErr = fmt.Errorf("artifact of session %q: %w", id, err)
-			}
-			return
-		}
-		if w != marks[id] {
-			updates[id] = w
-		}
 	}
 	var jobs []syncJob // sessions that need the state database
 	for id := range dirty {
@@ -449,29 +419,82 @@ func (a *Writer) pass(all bool, dirty, deleted, damaged map[string]struct{}, mar
 			jobs = append(jobs, syncJob{id: id, old: old})
 			continue
 		}
-		note(id, w, err)
+		r.note(id, w, err)
 	}
-	for i, r := range a.syncAll(jobs) {
-		note(jobs[i].id, r.w, r.err)
+	for i, res := range a.syncAll(jobs) {
+		r.note(jobs[i].id, res.w, res.err)
 	}
+	return a.publish(r)
+}
+
+// allSessions is every session a full pass checks: those with a record,
+// those changed meanwhile, and those with a watermark but no record (deleted
+// while this node was down or behind: a snapshot install).
+func (a *Writer) allSessions(dirty map[string]struct{}, marks map[string]storage.Watermark) (map[string]struct{}, error) {
+	ids := map[string]struct{}{}
+	err := a.db.View(func(tx *storage.Tx) error {
+		// Ids only: a damaged record fails that session's sync, not every
+		// session's.
+		return tx.ForEachSessionUnchecked(func(id string, _ []byte) error {
+			ids[id] = struct{}{}
+			return nil
+		})
+	})
+	for id := range dirty {
+		ids[id] = struct{}{}
+	}
+	for id := range marks {
+		ids[id] = struct{}{}
+	}
+	return ids, err
+}
+
+// passResult collects a pass's new watermarks and its failures.
+type passResult struct {
+	marks    map[string]storage.Watermark // as the pass began
+	updates  map[string]storage.Watermark
+	lagging  int
+	firstErr error
+}
+
+func (r *passResult) fail(err error) {
+	r.lagging++
+	if r.firstErr == nil {
+		r.firstErr = err
+	}
+}
+
+func (r *passResult) note(id string, w storage.Watermark, err error) {
+	if err != nil {
+		r.fail(fmt.Errorf("artifact of session %q: %w", id, err))
+		return
+	}
+	if w != r.marks[id] {
+		r.updates[id] = w
+	}
+}
+
+// publish queues a pass's watermarks for persisting, makes them what
+// Current serves, and updates the gauges; it returns the pass's first error.
+func (a *Writer) publish(r passResult) error {
 	if a.unflushed == nil {
 		a.unflushed = map[string]storage.Watermark{}
 	}
-	for id, w := range updates {
+	for id, w := range r.updates {
 		a.unflushed[id] = w
 	}
-	if err := a.flushWatermarks(false); err != nil && firstErr == nil {
-		firstErr = err
+	if err := a.flushWatermarks(false); err != nil && r.firstErr == nil {
+		r.firstErr = err
 	}
 	a.mu.Lock()
 	if a.marks == nil {
-		a.marks = marks
+		a.marks = r.marks
 		a.markBytes = 0
 		for _, w := range a.marks {
 			a.markBytes += w.Bytes
 		}
 	}
-	for id, w := range updates {
+	for id, w := range r.updates {
 		a.markBytes -= a.marks[id].Bytes
 		if w.Path == "" {
 			delete(a.marks, id)
@@ -483,8 +506,8 @@ func (a *Writer) pass(all bool, dirty, deleted, damaged map[string]struct{}, mar
 	stored := a.markBytes
 	a.mu.Unlock()
 	a.metrics.ArtifactStored.Set(float64(stored))
-	a.metrics.ArtifactLagging.Set(float64(lagging))
-	return firstErr
+	a.metrics.ArtifactLagging.Set(float64(r.lagging))
+	return r.firstErr
 }
 
 // flushWatermarks persists pending watermarks (always when force is set).
