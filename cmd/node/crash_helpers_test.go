@@ -148,11 +148,13 @@ type crRun struct {
 type crNode struct {
 	t          *testing.T
 	bin        string
+	ID         string // --node-id
 	Dir        string
 	GRPCAddr   string
 	HTTPAddr   string
 	RaftAddr   string
 	GossipAddr string
+	Cluster    []string // a cluster member's flags (--join …), before Extra
 	Extra      []string // flags added to every run
 
 	runs []*crRun
@@ -164,7 +166,9 @@ type crNode struct {
 // printed.
 func crNewNode(t *testing.T, bin, dir string, extra ...string) *crNode {
 	t.Helper()
-	n := &crNode{t: t, bin: bin, Dir: dir, GRPCAddr: crFreeAddr(t), HTTPAddr: crFreeAddr(t), RaftAddr: crFreeAddr(t), GossipAddr: crFreeAddr(t), Extra: extra}
+	// clFreeAddr never hands out a port twice, so the four are distinct and
+	// free for TCP and UDP (gossip uses both on one port).
+	n := &crNode{t: t, bin: bin, ID: "crash-node", Dir: dir, GRPCAddr: crFreeAddr(t), HTTPAddr: crFreeAddr(t), RaftAddr: crFreeAddr(t), GossipAddr: crFreeAddr(t), Extra: extra}
 	t.Cleanup(func() {
 		if n.cur != nil {
 			_ = n.cur.cmd.Process.Kill()
@@ -194,22 +198,34 @@ func (n *crNode) dumpLogs() {
 	}
 }
 
-// Start runs the binary (it must not be running).
+// crStartNode starts a node on dir and connects a client, both ready.
+func crStartNode(t *testing.T, bin, dir string, extra ...string) (*crNode, *client.Client) {
+	t.Helper()
+	n := crNewNode(t, bin, dir, extra...)
+	n.Start()
+	c := crDial(t, n.GRPCAddr)
+	n.WaitReady(c)
+	return n, c
+}
+
+// Start runs the binary (it must not be running) with the node's id,
+// addresses, data directory, cluster flags and Extra. The node gets SIGKILL
+// when the test process dies (no clean-up runs then).
 func (n *crNode) Start() {
 	n.t.Helper()
 	if n.cur != nil {
-		n.t.Fatalf("node run %d is still running", n.cur.n)
+		n.t.Fatalf("node %s: run %d is still running", n.ID, n.cur.n)
 	}
-	args := []string{"serve", "--node-id", "crash-node", "--data-dir", n.Dir, "--grpc-addr", n.GRPCAddr,
+	args := []string{"serve", "--node-id", n.ID, "--data-dir", n.Dir, "--grpc-addr", n.GRPCAddr,
 		"--http-addr", n.HTTPAddr, "--raft-addr", n.RaftAddr, "--gossip-addr", n.GossipAddr}
-	args = append(args, n.Extra...)
+	args = append(append(args, n.Cluster...), n.Extra...)
 	r := &crRun{n: len(n.runs) + 1, args: args, log: &crBuffer{}, exited: make(chan struct{})}
 	r.cmd = exec.Command(n.bin, args...)
-	r.cmd.Stdout = r.log
-	r.cmd.Stderr = r.log
+	r.cmd.Stdout, r.cmd.Stderr = r.log, r.log
 	r.cmd.Env = crNodeEnv()
+	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := r.cmd.Start(); err != nil {
-		n.t.Fatalf("start node: %v", err)
+		n.t.Fatalf("start node %s: %v", n.ID, err)
 	}
 	go func() { r.err = r.cmd.Wait(); close(r.exited) }()
 	n.runs = append(n.runs, r)

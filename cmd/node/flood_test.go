@@ -21,14 +21,12 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -385,27 +383,6 @@ func flReadAll(c sessionpb.SessionPersistenceClient, id string) ([]string, error
 	}
 }
 
-// flStart is crNode.Start with a parent-death signal: t.Cleanup kills the
-// node, and if the test process itself is killed (no clean-up runs) the
-// kernel kills the node too.
-func flStart(t *testing.T, n *crNode) {
-	t.Helper()
-	args := []string{"serve", "--node-id", "flood-node", "--data-dir", n.Dir, "--grpc-addr", n.GRPCAddr,
-		"--http-addr", n.HTTPAddr, "--raft-addr", n.RaftAddr, "--gossip-addr", n.GossipAddr}
-	args = append(args, n.Extra...)
-	r := &crRun{n: len(n.runs) + 1, args: args, log: &crBuffer{}, exited: make(chan struct{})}
-	r.cmd = exec.Command(n.bin, args...)
-	r.cmd.Stdout, r.cmd.Stderr = r.log, r.log
-	r.cmd.Env = crNodeEnv()
-	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := r.cmd.Start(); err != nil {
-		t.Fatalf("start node: %v", err)
-	}
-	go func() { r.err = r.cmd.Wait(); close(r.exited) }()
-	n.runs = append(n.runs, r)
-	n.cur = r
-}
-
 // TestFlood runs flWorkers clients against one node for flDuration.
 func TestFlood(t *testing.T) {
 	if testing.Short() {
@@ -419,21 +396,8 @@ func TestFlood(t *testing.T) {
 	nd := crNewNode(t, bin, t.TempDir(), "--auth-token-file", tokens,
 		"--max-event-bytes", strconv.Itoa(flMaxEvent), "--max-batch-bytes", strconv.Itoa(flMaxBatch),
 		"--max-batch-events", strconv.Itoa(flMaxEvents), "--max-message-bytes", strconv.Itoa(flMaxMessage))
-	// The four ports are picked independently at random: make them distinct.
-	for addrs := []*string{&nd.GRPCAddr, &nd.HTTPAddr, &nd.RaftAddr, &nd.GossipAddr}; ; {
-		seen := map[string]bool{}
-		dup := false
-		for _, a := range addrs {
-			if seen[*a] {
-				*a, dup = clFreeAddr(t), true
-			}
-			seen[*a] = true
-		}
-		if !dup {
-			break
-		}
-	}
-	flStart(t, nd)
+	nd.ID = "flood-node"
+	nd.Start()
 	nd.WaitReady(crDial(t, nd.GRPCAddr, grpc.WithPerRPCCredentials(client.BearerToken(flToken))))
 	pid := nd.cur.cmd.Process.Pid
 

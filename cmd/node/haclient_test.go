@@ -332,7 +332,7 @@ func haRun(t *testing.T, hc haCluster) {
 	}
 	// Every node stores exactly the acknowledged events.
 	for nodeID, c := range hc.admin {
-		pcCheckStale(t, &pcNode{ID: nodeID, C: c}, []*crSession{{ID: id, Cwd: cwd, W: 1, acked: acked}})
+		pcCheckStale(t, &pcNode{crNode: &crNode{ID: nodeID}, C: c}, []*crSession{{ID: id, Cwd: cwd, W: 1, acked: acked}})
 	}
 	// Every node is configured: no client dialled a hinted address.
 	for _, c := range []*client.Client{wc, rc} {
@@ -375,16 +375,9 @@ func TestProcCluster_ClientSurvivesNodeLoss(t *testing.T) {
 		byID[nd.ID] = nd
 		hc.addrs, hc.ids = append(hc.addrs, nd.GRPCAddr), append(hc.ids, nd.ID)
 		hc.admin[nd.ID] = nd.C
-		nd.Start()
 	}
-	for _, nd := range nodes {
-		nd.WaitReady(nil)
-	}
+	li := peForm(t, nodes, "formation")
 	all := []int{0, 1, 2}
-	li := pcWaitLeader(t, nodes, all, "formation")
-	for _, nd := range nodes {
-		nd.WaitReady(nd.C)
-	}
 	t.Logf("cluster formed in %v: leader %s", time.Since(start).Round(time.Millisecond), nodes[li].ID)
 	hc.kill = func(id string) { byID[id].Kill() }
 	hc.restart = func(id string) {

@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,26 +46,22 @@ const (
 )
 
 // pcNode is one node process of the cluster: a crNode (ports, runs, logs,
-// Kill, WaitReady, and the clean-up that kills it and prints its logs on
-// failure) started with its own node id and the cluster flags.
+// Start, Kill, WaitReady, and the clean-up that kills it and prints its logs
+// on failure) with its own node id, the cluster flags and two clients.
 type pcNode struct {
 	*crNode
-	ID   string
-	Join string         // the other nodes' gossip addresses, comma-separated
-	C    *client.Client // connected to this node's gRPC address, default options
-	WC   *client.Client // the same connection, few retries (for the writers)
+	C  *client.Client // connected to this node's gRPC address, default options
+	WC *client.Client // the same connection, few retries (for the writers)
 }
 
 // pcNewCluster prepares (does not start) n nodes "n1".."nN", each joining the
-// others' gossip addresses.
+// others' gossip addresses with --bootstrap-expect 3.
 func pcNewCluster(t *testing.T, bin string, n int) []*pcNode {
 	t.Helper()
 	nodes := make([]*pcNode, n)
 	for i := range nodes {
-		cn := crNewNode(t, bin, t.TempDir())
-		// Ports free for TCP and UDP (gossip uses both on one port).
-		cn.GRPCAddr, cn.HTTPAddr, cn.RaftAddr, cn.GossipAddr = clFreeAddr(t), clFreeAddr(t), clFreeAddr(t), clFreeAddr(t)
-		nodes[i] = &pcNode{crNode: cn, ID: fmt.Sprintf("n%d", i+1)}
+		nodes[i] = &pcNode{crNode: crNewNode(t, bin, t.TempDir())}
+		nodes[i].ID = fmt.Sprintf("n%d", i+1)
 	}
 	for i, nd := range nodes {
 		var seeds []string
@@ -75,37 +70,13 @@ func pcNewCluster(t *testing.T, bin string, n int) []*pcNode {
 				seeds = append(seeds, o.GossipAddr)
 			}
 		}
-		nd.Join = strings.Join(seeds, ",")
+		nd.Cluster = []string{"--join", strings.Join(seeds, ","), "--bootstrap-expect", "3"}
 		nd.C = crDial(t, nd.GRPCAddr)
 		// Few attempts per call, so that a writer sees the unknown outcome
 		// of a dead node quickly and moves to another node.
 		nd.WC = nd.C.WithOptions(client.Options{MaxAttempts: 3, InitialBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
 	}
 	return nodes
-}
-
-// Start runs the binary with this node's id, addresses, data directory and
-// the cluster flags (crNode.Start would name every node "crash-node").
-func (n *pcNode) Start() {
-	n.t.Helper()
-	if n.cur != nil {
-		n.t.Fatalf("node %s: run %d is still running", n.ID, n.cur.n)
-	}
-	args := []string{"serve", "--node-id", n.ID, "--data-dir", n.Dir, "--grpc-addr", n.GRPCAddr,
-		"--http-addr", n.HTTPAddr, "--raft-addr", n.RaftAddr, "--gossip-addr", n.GossipAddr,
-		"--join", n.Join, "--bootstrap-expect", "3"}
-	args = append(args, n.Extra...)
-	r := &crRun{n: len(n.runs) + 1, args: args, log: &crBuffer{}, exited: make(chan struct{})}
-	r.cmd = exec.Command(n.bin, args...)
-	r.cmd.Stdout = r.log
-	r.cmd.Stderr = r.log
-	r.cmd.Env = crNodeEnv()
-	if err := r.cmd.Start(); err != nil {
-		n.t.Fatalf("start node %s: %v", n.ID, err)
-	}
-	go func() { r.err = r.cmd.Wait(); close(r.exited) }()
-	n.runs = append(n.runs, r)
-	n.cur = r
 }
 
 // pcWaitLeader waits until every node in want reports the same leader, that
@@ -448,18 +419,10 @@ func TestProcCluster_KillLeaderUnderLoad(t *testing.T) {
 	seed := crSeed(t)
 	bin := crBinary(t)
 	nodes := pcNewCluster(t, bin, 3)
-	for _, nd := range nodes {
-		nd.Start()
-	}
-	for _, nd := range nodes {
-		nd.WaitReady(nil) // /readyz 200: a leader is known and the cluster id minted
-	}
+	// Every node ready and serving a linearizable read, one leader of three voters.
+	li := peForm(t, nodes, "formation")
 	all := []int{0, 1, 2}
-	li := pcWaitLeader(t, nodes, all, "formation")
 	t.Logf("cluster formed in %v: leader %s", time.Since(start).Round(time.Millisecond), nodes[li].ID)
-	for _, nd := range nodes {
-		nd.WaitReady(nd.C) // and a linearizable read through each node
-	}
 
 	// Create the sessions through different nodes, then append through every
 	// node, followers included; linearizable reads through every node see

@@ -61,10 +61,7 @@ func TestProcReaders_StalledStreamsKeepMemoryBounded(t *testing.T) {
 	// collector happened to be in its cycle (+524 MiB in one CI run, +0 in
 	// the next); at 100 the headroom is the live heap, and a stream that
 	// held the session would still show.
-	nd := crNewNode(t, crBinary(t), t.TempDir(), "--gc-percent", "100")
-	nd.Start()
-	c := crDial(t, nd.GRPCAddr)
-	nd.WaitReady(c)
+	nd, c := crStartNode(t, crBinary(t), t.TempDir(), "--gc-percent", "100")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
