@@ -492,12 +492,19 @@ func (s *crSession) Stats() crStats {
 	return st
 }
 
-// AppendBatch appends k new events and does not return before their outcome
+// AppendBatch appends k new events through c (see appendVia).
+func (s *crSession) AppendBatch(c *client.Client, k int) error {
+	return s.appendVia(k, crResolveTimeout, func(int) (*client.Client, string) { return c, "" }, nil)
+}
+
+// appendVia appends k new events and does not return before their outcome
 // is known: after an unknown outcome it re-sends the identical request until
 // it gets an answer, which must be ok or duplicate = true (both mean stored)
-// with next_seq just past the batch. It returns an error for a definite
-// failure or when the outcome stays unknown for crResolveTimeout.
-func (s *crSession) AppendBatch(c *client.Client, k int) error {
+// with next_seq just past the batch. via names the client of each send and
+// its node ("" for a lone node); after is told every send's node, time and
+// error (nil: stored). It returns an error for a definite failure or when
+// the outcome stays unknown for resolve.
+func (s *crSession) appendVia(k int, resolve time.Duration, via func(send int) (*client.Client, string), after func(node string, sent time.Time, sends int, dup bool, err error)) error {
 	s.mu.Lock()
 	if s.pending != nil {
 		s.mu.Unlock()
@@ -512,25 +519,34 @@ func (s *crSession) AppendBatch(c *client.Client, k int) error {
 	s.mu.Unlock()
 
 	req := &sessionpb.AppendRequest{SessionId: s.ID, Events: evs}
-	deadline := time.Now().Add(crResolveTimeout)
+	deadline := time.Now().Add(resolve)
 	sends := 0
 	var errs []string
 	for {
+		c, node := via(sends)
+		through := ""
+		if node != "" {
+			through = " through " + node
+		}
+		sent := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		resp, err := c.Append(ctx, req)
 		cancel()
 		sends++
+		if after != nil {
+			after(node, sent, sends, resp.GetDuplicate(), err)
+		}
 		if err == nil {
 			if got, want := resp.GetNextSeq(), next+int64(k); got != want {
-				return fmt.Errorf("session %q: append seqs %d..%d (send %d, duplicate=%v): next_seq %d, want %d",
-					s.ID, next, next+int64(k)-1, sends, resp.GetDuplicate(), got, want)
+				return fmt.Errorf("session %q: append seqs %d..%d%s (send %d, duplicate=%v): next_seq %d, want %d",
+					s.ID, next, next+int64(k)-1, through, sends, resp.GetDuplicate(), got, want)
 			}
 			s.recordAck(evs, sends, resp.GetDuplicate())
 			return nil
 		}
 		if !crUnknown(err) {
-			return fmt.Errorf("session %q: append seqs %d..%d, send %d (earlier unknown outcomes: %v): definite failure %s: %w",
-				s.ID, next, next+int64(k)-1, sends, errs, crErrKind(err), err)
+			return fmt.Errorf("session %q: append seqs %d..%d%s, send %d (earlier unknown outcomes: %v): definite failure %s: %w",
+				s.ID, next, next+int64(k)-1, through, sends, errs, crErrKind(err), err)
 		}
 		s.mu.Lock()
 		if sends == 1 {
@@ -543,12 +559,12 @@ func (s *crSession) AppendBatch(c *client.Client, k int) error {
 		}
 		s.stats.Errs[crErrKind(err)]++
 		s.mu.Unlock()
-		if len(errs) < 5 {
-			errs = append(errs, crErrKind(err))
+		if len(errs) < 8 {
+			errs = append(errs, strings.TrimPrefix(node+":", ":")+crErrKind(err))
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("session %q: append seqs %d..%d: outcome still unknown after %d sends in %v: %w",
-				s.ID, next, next+int64(k)-1, sends, crResolveTimeout, err)
+			return fmt.Errorf("session %q: append seqs %d..%d: outcome still unknown after %d sends in %v (%v): %w",
+				s.ID, next, next+int64(k)-1, sends, resolve, errs, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

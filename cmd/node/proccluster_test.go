@@ -149,7 +149,8 @@ func pcLeaderCheck(nodes []*pcNode, want []int) (int, string) {
 	return li, ""
 }
 
-// pcEvent is one marker event of writer w at seq.
+// pcEvent is one marker event of writer w at seq (the writers of this file
+// send crEvent's).
 func pcEvent(w int, seq int64) string {
 	return fmt.Sprintf(`{"type":"x-test/mark","seq":%d,"time":%d,"data":{"w":%d,"n":%d},"ignorable":true}`,
 		seq, crTime0+seq, w, seq)
@@ -203,77 +204,23 @@ func pcTransport(err error) bool {
 	return !ok || st.Code() == codes.Unavailable || st.Code() == codes.DeadlineExceeded
 }
 
-// appendBatch appends k new events and does not return before their outcome
-// is known: after an unknown outcome it re-sends the identical request (to
-// the same node, or to the next one if the node did not answer) until the
-// answer is ok or duplicate = true, both meaning stored, with next_seq just
-// past the batch. It returns an error for a definite failure or an outcome
-// still unknown after pcResolveTimeout.
+// appendBatch appends k new events (crSession.appendVia), starting at the
+// current node and moving on to the next one when a node does not answer.
+// A stored batch sent after the kill through a survivor ends the failover.
 func (w *pcWriter) appendBatch(k int) error {
-	s := w.s
-	s.mu.Lock()
-	if s.pending != nil {
-		s.mu.Unlock()
-		return fmt.Errorf("session %q: a batch is still in flight", s.ID)
-	}
-	next := int64(len(s.acked))
-	evs := make([]string, k)
-	for i := range evs {
-		evs[i] = pcEvent(s.W, next+int64(i))
-	}
-	s.pending = evs
-	s.mu.Unlock()
-
-	req := &sessionpb.AppendRequest{SessionId: s.ID, Events: evs}
-	deadline := time.Now().Add(pcResolveTimeout)
-	sends := 0
-	var errs []string
-	for {
-		node := w.cur
-		sent := time.Now()
-		ctx, cancel := context.WithTimeout(context.Background(), pcCallTimeout)
-		resp, err := w.nodes[node].WC.Append(ctx, req)
-		cancel()
-		sends++
-		if err == nil {
-			if got, want := resp.GetNextSeq(), next+int64(k); got != want {
-				return fmt.Errorf("session %q: append seqs %d..%d through %s (send %d, duplicate=%v): next_seq %d, want %d",
-					s.ID, next, next+int64(k)-1, w.nodes[node].ID, sends, resp.GetDuplicate(), got, want)
-			}
-			s.recordAck(evs, sends, resp.GetDuplicate())
-			w.fo.ok(node, sent, fmt.Sprintf("writer %d through %s, seqs %d..%d, send %d, duplicate=%v",
-				s.W, w.nodes[node].ID, next, next+int64(k)-1, sends, resp.GetDuplicate()))
-			return nil
-		}
-		if !crUnknown(err) {
-			return fmt.Errorf("session %q: append seqs %d..%d through %s, send %d (earlier unknown outcomes: %v): definite failure %s: %w",
-				s.ID, next, next+int64(k)-1, w.nodes[node].ID, sends, errs, crErrKind(err), err)
-		}
-		s.mu.Lock()
-		if sends == 1 {
-			s.stats.Unknown++
-		} else {
-			s.stats.Resends++
-		}
-		if s.stats.Errs == nil {
-			s.stats.Errs = map[string]int{}
-		}
-		s.stats.Errs[crErrKind(err)]++
-		s.mu.Unlock()
-		if len(errs) < 8 {
-			errs = append(errs, w.nodes[node].ID+":"+crErrKind(err))
-		}
-		if pcTransport(err) {
-			w.cur = (node + 1) % len(w.nodes)
-			w.moves = append(w.moves, fmt.Sprintf("%s→%s at +%v (%s)", w.nodes[node].ID, w.nodes[w.cur].ID,
+	via := func(int) (*client.Client, string) { return w.nodes[w.cur].WC, w.nodes[w.cur].ID }
+	return w.s.appendVia(k, pcResolveTimeout, via, func(node string, sent time.Time, sends int, dup bool, err error) {
+		i := w.cur
+		switch {
+		case err == nil:
+			next := len(w.s.Acked()) // the batch is not recorded yet
+			w.fo.ok(i, sent, fmt.Sprintf("writer %d through %s, seqs %d..%d, send %d, duplicate=%v", w.s.W, node, next, next+k-1, sends, dup))
+		case pcTransport(err):
+			w.cur = (i + 1) % len(w.nodes)
+			w.moves = append(w.moves, fmt.Sprintf("%s→%s at +%v (%s)", node, w.nodes[w.cur].ID,
 				time.Since(w.fo.start()).Round(time.Millisecond), crErrKind(err)))
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("session %q: append seqs %d..%d: outcome still unknown after %d sends in %v (%v): %w",
-				s.ID, next, next+int64(k)-1, sends, pcResolveTimeout, errs, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	})
 }
 
 // start is the time of the kill (zero before it), for the writers' logs.
