@@ -705,28 +705,33 @@ func crCheckArtifacts(t *testing.T, c *client.Client, dataDir string, ss []*crSe
 			t.Errorf("ReadRaw(%q): %d event lines, %d acknowledged; first difference at %d: %.300s", s.ID, len(lines)-1, len(s.Acked()), i, crAt(lines[1:], max(i, 0)))
 			continue
 		}
-		var last string
-		for {
-			data, err := os.ReadFile(path)
-			if err != nil {
-				last = err.Error()
-			} else if d, err := storage.DecodeArtifact(data); err != nil {
-				last = "decode: " + err.Error()
-			} else if d.TornStart != -1 {
-				last = fmt.Sprintf("torn final frame at byte %d", d.TornStart)
-			} else if !bytes.Equal(d.Text, raw) {
-				last = fmt.Sprintf("decoded text (%d bytes, %d frames) differs from ReadRaw (%d bytes) at byte %d",
-					len(d.Text), len(d.Frames), len(raw), crFirstByteDiff(d.Text, raw))
-			} else {
-				break
+		clustertest.Eventually(t, time.Until(deadline), func() error {
+			if d := crArtifactDiff(path, raw); d != "" {
+				return fmt.Errorf("artifact of %q never matched ReadRaw: %s", s.ID, d)
 			}
-			if time.Now().After(deadline) {
-				t.Errorf("artifact of %q (%s) never matched ReadRaw: %s", s.ID, path, last)
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 	}
+}
+
+// crArtifactDiff says how the artifact file at path differs from raw ("" if
+// it decodes, every frame's checksum verified and no torn tail, to raw).
+func crArtifactDiff(path string, raw []byte) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	d, err := storage.DecodeArtifact(data)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("decode %s: %v", path, err)
+	case d.TornStart != -1:
+		return fmt.Sprintf("%s has a torn final frame at byte %d", path, d.TornStart)
+	case !bytes.Equal(d.Text, raw):
+		return fmt.Sprintf("%s decodes to %d bytes in %d frames, ReadRaw has %d; first difference at byte %d",
+			path, len(d.Text), len(d.Frames), len(raw), crFirstByteDiff(d.Text, raw))
+	}
+	return ""
 }
 
 func crFirstByteDiff(a, b []byte) int {

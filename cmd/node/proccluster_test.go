@@ -9,7 +9,6 @@ package main
 // artifact check are the "cr" helpers of crash_helpers_test.go.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,7 +28,6 @@ import (
 	"github.com/sessionstore/sessionstore/api/client"
 	"github.com/sessionstore/sessionstore/api/sessionpb"
 	"github.com/sessionstore/sessionstore/cluster/clustertest"
-	"github.com/sessionstore/sessionstore/storage"
 )
 
 const (
@@ -253,30 +251,21 @@ func pcCheckStale(t *testing.T, nd *pcNode, ss []*crSession) {
 	for _, s := range ss {
 		want := s.Acked()
 		var got []string
-		var rerr error
-		for {
+		clustertest.Eventually(t, time.Until(deadline), func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			rf, err := nd.C.ReadFrom(ctx, &sessionpb.ReadFromRequest{SessionId: s.ID, Consistency: sessionpb.Consistency_STALE})
 			cancel()
-			rerr = err
-			if err == nil {
-				got = rf.GetEvents()
-				if h := rf.GetHeader(); h.GetId() != s.ID || h.GetCwd() != s.Cwd {
-					t.Errorf("node %s: session %q: header id %q cwd %q, want %q %q", nd.ID, s.ID, h.GetId(), h.GetCwd(), s.ID, s.Cwd)
-				}
-				if len(got) >= len(want) {
-					break
-				}
+			if err != nil {
+				return fmt.Errorf("node %s: STALE ReadFrom(%q): %v", nd.ID, s.ID, err)
 			}
-			if time.Now().After(deadline) {
-				break
+			if h := rf.GetHeader(); h.GetId() != s.ID || h.GetCwd() != s.Cwd {
+				t.Errorf("node %s: session %q: header id %q cwd %q, want %q %q", nd.ID, s.ID, h.GetId(), h.GetCwd(), s.ID, s.Cwd)
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		if rerr != nil {
-			t.Errorf("node %s: STALE ReadFrom(%q): %v", nd.ID, s.ID, rerr)
-			continue
-		}
+			if got = rf.GetEvents(); len(got) < len(want) {
+				return fmt.Errorf("node %s: session %q: %d events stored, %d acknowledged", nd.ID, s.ID, len(got), len(want))
+			}
+			return nil
+		})
 		seen := map[int64]int{}
 		for i, e := range got {
 			var m pcMark
@@ -316,38 +305,14 @@ func pcCheckSameText(t *testing.T, nodes []*pcNode, ss []*crSession) {
 			continue
 		}
 		raw := rr.GetContent()
-		for {
-			last := ""
+		clustertest.Eventually(t, time.Until(deadline), func() error {
 			for _, nd := range nodes {
-				path := crArtifactPath(t, nd.Dir, s)
-				data, err := os.ReadFile(path)
-				if err != nil {
-					last = fmt.Sprintf("node %s: %v", nd.ID, err)
-					break
-				}
-				d, err := storage.DecodeArtifact(data)
-				switch {
-				case err != nil:
-					last = fmt.Sprintf("node %s: decode %s: %v", nd.ID, path, err)
-				case d.TornStart != -1:
-					last = fmt.Sprintf("node %s: %s has a torn final frame at byte %d", nd.ID, path, d.TornStart)
-				case !bytes.Equal(d.Text, raw):
-					last = fmt.Sprintf("node %s: %s decodes to %d bytes in %d frames, ReadRaw has %d; first difference at byte %d",
-						nd.ID, path, len(d.Text), len(d.Frames), len(raw), crFirstByteDiff(d.Text, raw))
-				}
-				if last != "" {
-					break
+				if d := crArtifactDiff(crArtifactPath(t, nd.Dir, s), raw); d != "" {
+					return fmt.Errorf("artifacts of %q never converged to ReadRaw: node %s: %s", s.ID, nd.ID, d)
 				}
 			}
-			if last == "" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("artifacts of %q never converged to ReadRaw: %s", s.ID, last)
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 }
 
