@@ -69,6 +69,15 @@ func crSeed(t *testing.T) uint64 {
 	return v
 }
 
+// crCrashBinary skips the test under -short, else returns crBinary(t).
+func crCrashBinary(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("crash test: builds, runs and kills the real binary")
+	}
+	return crBinary(t)
+}
+
 var crBuild struct {
 	once sync.Once
 	path string
@@ -596,9 +605,61 @@ func crWriteLoad(t *testing.T, c *client.Client, ss []*crSession, perSession int
 	}
 }
 
+// crRunWriters starts one writer per session, each with its own randomness
+// (seed, session), calling appendBatch until the returned stop is called;
+// stop waits for them. A writer stops at its first error.
+func crRunWriters(t *testing.T, ss []*crSession, seed uint64, appendBatch func(s *crSession, rng *rand.Rand) error) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, s := range ss {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, uint64(s.W)+1))
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if err := appendBatch(s, rng); err != nil {
+					t.Errorf("writer %d: %v", s.W, err)
+					return
+				}
+			}
+		}()
+	}
+	return sync.OnceFunc(func() { close(done); wg.Wait() })
+}
+
+// crAsideCheck notes the data directory's state.db.damaged-* files; the
+// check it returns, run after a start on a damaged state database, wants
+// exactly one new such file, holding the damaged bytes, and returns the new ones.
+func crAsideCheck(t *testing.T, dir string) func(what string, damaged []byte) []string {
+	before := map[string]bool{}
+	for _, f := range crStateFiles(dir) {
+		before[f] = true
+	}
+	return func(what string, damaged []byte) []string {
+		t.Helper()
+		var aside []string
+		for _, f := range crStateFiles(dir) {
+			if strings.HasPrefix(f, "state.db.damaged-") && !before[f] {
+				aside = append(aside, f)
+			}
+		}
+		if len(aside) != 1 {
+			t.Errorf("%s: want one new state.db.damaged-* file, have %v (all: %v)", what, aside, crStateFiles(dir))
+		} else if b, err := os.ReadFile(filepath.Join(dir, aside[0])); err != nil || !bytes.Equal(b, damaged) {
+			t.Errorf("%s: %s does not hold the damaged file's bytes (err %v)", what, aside[0], err)
+		}
+		return aside
+	}
+}
+
 // crCheckStored reads every session from seq 0 (linearizable) and checks it
 // against the writer's record. exact (no writer active): the stored log equals
-// the acknowledged events. Otherwise (writers active): every event
+// the acknowledged events, and so does the total. Otherwise (writers active): every event
 // acknowledged before the read is stored, in order, and the stored log is a
 // prefix of the acknowledged events followed by the batch in flight, so there
 // is no gap, duplicate or foreign event. It returns the total number of
@@ -640,6 +701,9 @@ func crCheckStored(t *testing.T, c *client.Client, ss []*crSession, exact bool, 
 		if exact && len(got) != len(want) {
 			t.Errorf("%s: session %q: %d events stored, %d acknowledged", what, s.ID, len(got), len(want))
 		}
+	}
+	if _, events := crSumStats(ss); exact && total != events {
+		t.Errorf("%s: %d events stored, %d acknowledged", what, total, events)
 	}
 	return total
 }

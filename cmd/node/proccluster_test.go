@@ -388,29 +388,10 @@ func TestProcCluster_KillLeaderUnderLoad(t *testing.T) {
 	home := []int{li, followers[0], followers[1], li}
 	fo := &pcFailover{killed: -1}
 	writers := make([]*pcWriter, len(ss))
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
 	for i, s := range ss {
-		w := &pcWriter{s: s, nodes: nodes, cur: home[i], fo: fo}
-		writers[i] = w
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(seed, uint64(s.W)+1))
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if err := w.appendBatch(1 + rng.IntN(3)); err != nil {
-					t.Errorf("writer %d: %v", s.W, err)
-					return
-				}
-			}
-		}()
+		writers[i] = &pcWriter{s: s, nodes: nodes, cur: home[i], fo: fo}
 	}
-	stopWriters := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	stopWriters := crRunWriters(t, ss, seed, func(s *crSession, rng *rand.Rand) error { return writers[s.W].appendBatch(1 + rng.IntN(3)) })
 	defer stopWriters()
 
 	time.Sleep(1500 * time.Millisecond)
