@@ -913,6 +913,27 @@ func crSumStats(ss []*crSession) (crStats, int) {
 	return st, events
 }
 
+// crProcMem is a memory field of /proc/<pid>/status ("VmHWM", "VmRSS",
+// "RssAnon", …) in bytes.
+func crProcMem(t *testing.T, pid int, field string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatalf("read /proc/%d/status: %v", pid, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == field+":" && f[2] == "kB" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				t.Fatalf("/proc/%d/status: %q: %v", pid, line, err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
+	return 0
+}
+
 // crGrep returns the lines of log containing sub.
 func crGrep(log, sub string) []string {
 	var out []string

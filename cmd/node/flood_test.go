@@ -318,32 +318,6 @@ type flStats struct {
 	sent, ok, refused, wrong atomic.Int64
 }
 
-// flProcStatus reads VmHWM and VmRSS (bytes) of a process.
-func flProcStatus(t *testing.T, pid int) (hwm, rss int64) {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatalf("read /proc/%d/status: %v", pid, err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 3 || f[2] != "kB" {
-			continue
-		}
-		v, _ := strconv.ParseInt(f[1], 10, 64)
-		switch f[0] {
-		case "VmHWM:":
-			hwm = v << 10
-		case "VmRSS:":
-			rss = v << 10
-		}
-	}
-	if hwm == 0 {
-		t.Fatalf("/proc/%d/status has no VmHWM", pid)
-	}
-	return hwm, rss
-}
-
 // flDial is a raw client on its own connection: no client retries, sends up
 // to 4 MiB (above the node's limit, so the node is the one refusing), with
 // token ("" for none).
@@ -443,7 +417,7 @@ func TestFlood(t *testing.T) {
 			big.cur.bytes += len(e)
 		}
 	}
-	hwm0, rss0 := flProcStatus(t, pid)
+	hwm0, rss0 := crProcMem(t, pid, "VmHWM"), crProcMem(t, pid, "VmRSS")
 	t.Logf("node pid %d ready, %d sessions created, %s holds %d bytes of events: VmHWM %.1f MiB, VmRSS %.1f MiB", pid, len(workers), big.cur.id, big.cur.bytes, float64(hwm0)/(1<<20), float64(rss0)/(1<<20))
 
 	// The flood. A worker stops at its first valid append that fails (its
@@ -496,7 +470,7 @@ func TestFlood(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	hwm1, rss1 := flProcStatus(t, pid)
+	hwm1, rss1 := crProcMem(t, pid, "VmHWM"), crProcMem(t, pid, "VmRSS")
 	if nd.Exited() {
 		t.Fatalf("the node exited during the flood")
 	}
