@@ -351,14 +351,18 @@ func (n *crNode) WaitReady(c *client.Client) time.Duration {
 	return time.Since(start)
 }
 
-// crDial connects a client to addr that reconnects quickly after the node
+// crQuickReconnect makes a connection reconnect quickly after the node
 // restarts (gRPC's default reconnect backoff grows to two minutes).
+var crQuickReconnect = grpc.WithConnectParams(grpc.ConnectParams{
+	Backoff:           backoff.Config{BaseDelay: 20 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 200 * time.Millisecond},
+	MinConnectTimeout: 2 * time.Second,
+})
+
+// crDial connects a client to addr that reconnects quickly after the node
+// restarts.
 func crDial(t *testing.T, addr string, extra ...grpc.DialOption) *client.Client {
 	t.Helper()
-	c, err := client.Dial(context.Background(), addr, append([]grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
-		Backoff:           backoff.Config{BaseDelay: 20 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 200 * time.Millisecond},
-		MinConnectTimeout: 2 * time.Second,
-	})}, extra...)...)
+	c, err := client.Dial(context.Background(), addr, append([]grpc.DialOption{crQuickReconnect}, extra...)...)
 	if err != nil {
 		t.Fatalf("dial %s: %v", addr, err)
 	}

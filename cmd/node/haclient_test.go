@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/sessionstore/sessionstore"
@@ -44,13 +43,7 @@ const (
 // haDialOptions are a client's connection options: its token, and a quick
 // reconnect to a restarted node (gRPC's default backoff grows to minutes).
 func haDialOptions(token string) []grpc.DialOption {
-	return []grpc.DialOption{
-		grpc.WithPerRPCCredentials(client.BearerToken(token)),
-		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: 20 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 200 * time.Millisecond},
-			MinConnectTimeout: 2 * time.Second,
-		}),
-	}
+	return []grpc.DialOption{grpc.WithPerRPCCredentials(client.BearerToken(token)), crQuickReconnect}
 }
 
 // haWriter appends marker events to one session under a lease, one batch at
