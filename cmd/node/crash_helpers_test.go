@@ -542,6 +542,7 @@ func (s *crSession) appendVia(k int, resolve time.Duration, via func(send int) (
 			through = " through " + node
 		}
 		sent := time.Now()
+		// 3 s for one call, the client's own retries included.
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		resp, err := c.Append(ctx, req)
 		cancel()

@@ -38,9 +38,6 @@ const (
 	// unknown (shorter than crResolveTimeout: the whole test should take
 	// about a minute).
 	pcResolveTimeout = 20 * time.Second
-	// pcCallTimeout bounds one Append call (the client's own retries
-	// included).
-	pcCallTimeout = 3 * time.Second
 )
 
 // pcNode is one node process of the cluster: a crNode (ports, runs, logs,
