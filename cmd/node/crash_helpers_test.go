@@ -69,6 +69,15 @@ func crSeed(t *testing.T) uint64 {
 	return v
 }
 
+// crCrashBinary skips the test under -short, else returns crBinary(t).
+func crCrashBinary(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("crash test: builds, runs and kills the real binary")
+	}
+	return crBinary(t)
+}
+
 var crBuild struct {
 	once sync.Once
 	path string
@@ -148,11 +157,13 @@ type crRun struct {
 type crNode struct {
 	t          *testing.T
 	bin        string
+	ID         string // --node-id
 	Dir        string
 	GRPCAddr   string
 	HTTPAddr   string
 	RaftAddr   string
 	GossipAddr string
+	Cluster    []string // a cluster member's flags (--join …), before Extra
 	Extra      []string // flags added to every run
 
 	runs []*crRun
@@ -164,7 +175,9 @@ type crNode struct {
 // printed.
 func crNewNode(t *testing.T, bin, dir string, extra ...string) *crNode {
 	t.Helper()
-	n := &crNode{t: t, bin: bin, Dir: dir, GRPCAddr: crFreeAddr(t), HTTPAddr: crFreeAddr(t), RaftAddr: crFreeAddr(t), GossipAddr: crFreeAddr(t), Extra: extra}
+	// clFreeAddr never hands out a port twice, so the four are distinct and
+	// free for TCP and UDP (gossip uses both on one port).
+	n := &crNode{t: t, bin: bin, ID: "crash-node", Dir: dir, GRPCAddr: crFreeAddr(t), HTTPAddr: crFreeAddr(t), RaftAddr: crFreeAddr(t), GossipAddr: crFreeAddr(t), Extra: extra}
 	t.Cleanup(func() {
 		if n.cur != nil {
 			_ = n.cur.cmd.Process.Kill()
@@ -194,22 +207,34 @@ func (n *crNode) dumpLogs() {
 	}
 }
 
-// Start runs the binary (it must not be running).
+// crStartNode starts a node on dir and connects a client, both ready.
+func crStartNode(t *testing.T, bin, dir string, extra ...string) (*crNode, *client.Client) {
+	t.Helper()
+	n := crNewNode(t, bin, dir, extra...)
+	n.Start()
+	c := crDial(t, n.GRPCAddr)
+	n.WaitReady(c)
+	return n, c
+}
+
+// Start runs the binary (it must not be running) with the node's id,
+// addresses, data directory, cluster flags and Extra. The node gets SIGKILL
+// when the test process dies (no clean-up runs then).
 func (n *crNode) Start() {
 	n.t.Helper()
 	if n.cur != nil {
-		n.t.Fatalf("node run %d is still running", n.cur.n)
+		n.t.Fatalf("node %s: run %d is still running", n.ID, n.cur.n)
 	}
-	args := []string{"serve", "--node-id", "crash-node", "--data-dir", n.Dir, "--grpc-addr", n.GRPCAddr,
+	args := []string{"serve", "--node-id", n.ID, "--data-dir", n.Dir, "--grpc-addr", n.GRPCAddr,
 		"--http-addr", n.HTTPAddr, "--raft-addr", n.RaftAddr, "--gossip-addr", n.GossipAddr}
-	args = append(args, n.Extra...)
+	args = append(append(args, n.Cluster...), n.Extra...)
 	r := &crRun{n: len(n.runs) + 1, args: args, log: &crBuffer{}, exited: make(chan struct{})}
 	r.cmd = exec.Command(n.bin, args...)
-	r.cmd.Stdout = r.log
-	r.cmd.Stderr = r.log
+	r.cmd.Stdout, r.cmd.Stderr = r.log, r.log
 	r.cmd.Env = crNodeEnv()
+	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := r.cmd.Start(); err != nil {
-		n.t.Fatalf("start node: %v", err)
+		n.t.Fatalf("start node %s: %v", n.ID, err)
 	}
 	go func() { r.err = r.cmd.Wait(); close(r.exited) }()
 	n.runs = append(n.runs, r)
@@ -326,14 +351,18 @@ func (n *crNode) WaitReady(c *client.Client) time.Duration {
 	return time.Since(start)
 }
 
-// crDial connects a client to addr that reconnects quickly after the node
+// crQuickReconnect makes a connection reconnect quickly after the node
 // restarts (gRPC's default reconnect backoff grows to two minutes).
+var crQuickReconnect = grpc.WithConnectParams(grpc.ConnectParams{
+	Backoff:           backoff.Config{BaseDelay: 20 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 200 * time.Millisecond},
+	MinConnectTimeout: 2 * time.Second,
+})
+
+// crDial connects a client to addr that reconnects quickly after the node
+// restarts.
 func crDial(t *testing.T, addr string, extra ...grpc.DialOption) *client.Client {
 	t.Helper()
-	c, err := client.Dial(context.Background(), addr, append([]grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
-		Backoff:           backoff.Config{BaseDelay: 20 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 200 * time.Millisecond},
-		MinConnectTimeout: 2 * time.Second,
-	})}, extra...)...)
+	c, err := client.Dial(context.Background(), addr, append([]grpc.DialOption{crQuickReconnect}, extra...)...)
 	if err != nil {
 		t.Fatalf("dial %s: %v", addr, err)
 	}
@@ -476,12 +505,19 @@ func (s *crSession) Stats() crStats {
 	return st
 }
 
-// AppendBatch appends k new events and does not return before their outcome
+// AppendBatch appends k new events through c (see appendVia).
+func (s *crSession) AppendBatch(c *client.Client, k int) error {
+	return s.appendVia(k, crResolveTimeout, func(int) (*client.Client, string) { return c, "" }, nil)
+}
+
+// appendVia appends k new events and does not return before their outcome
 // is known: after an unknown outcome it re-sends the identical request until
 // it gets an answer, which must be ok or duplicate = true (both mean stored)
-// with next_seq just past the batch. It returns an error for a definite
-// failure or when the outcome stays unknown for crResolveTimeout.
-func (s *crSession) AppendBatch(c *client.Client, k int) error {
+// with next_seq just past the batch. via names the client of each send and
+// its node ("" for a lone node); after is told every send's node, time and
+// error (nil: stored). It returns an error for a definite failure or when
+// the outcome stays unknown for resolve.
+func (s *crSession) appendVia(k int, resolve time.Duration, via func(send int) (*client.Client, string), after func(node string, sent time.Time, sends int, dup bool, err error)) error {
 	s.mu.Lock()
 	if s.pending != nil {
 		s.mu.Unlock()
@@ -496,25 +532,35 @@ func (s *crSession) AppendBatch(c *client.Client, k int) error {
 	s.mu.Unlock()
 
 	req := &sessionpb.AppendRequest{SessionId: s.ID, Events: evs}
-	deadline := time.Now().Add(crResolveTimeout)
+	deadline := time.Now().Add(resolve)
 	sends := 0
 	var errs []string
 	for {
+		c, node := via(sends)
+		through := ""
+		if node != "" {
+			through = " through " + node
+		}
+		sent := time.Now()
+		// 3 s for one call, the client's own retries included.
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		resp, err := c.Append(ctx, req)
 		cancel()
 		sends++
+		if after != nil {
+			after(node, sent, sends, resp.GetDuplicate(), err)
+		}
 		if err == nil {
 			if got, want := resp.GetNextSeq(), next+int64(k); got != want {
-				return fmt.Errorf("session %q: append seqs %d..%d (send %d, duplicate=%v): next_seq %d, want %d",
-					s.ID, next, next+int64(k)-1, sends, resp.GetDuplicate(), got, want)
+				return fmt.Errorf("session %q: append seqs %d..%d%s (send %d, duplicate=%v): next_seq %d, want %d",
+					s.ID, next, next+int64(k)-1, through, sends, resp.GetDuplicate(), got, want)
 			}
 			s.recordAck(evs, sends, resp.GetDuplicate())
 			return nil
 		}
 		if !crUnknown(err) {
-			return fmt.Errorf("session %q: append seqs %d..%d, send %d (earlier unknown outcomes: %v): definite failure %s: %w",
-				s.ID, next, next+int64(k)-1, sends, errs, crErrKind(err), err)
+			return fmt.Errorf("session %q: append seqs %d..%d%s, send %d (earlier unknown outcomes: %v): definite failure %s: %w",
+				s.ID, next, next+int64(k)-1, through, sends, errs, crErrKind(err), err)
 		}
 		s.mu.Lock()
 		if sends == 1 {
@@ -527,12 +573,12 @@ func (s *crSession) AppendBatch(c *client.Client, k int) error {
 		}
 		s.stats.Errs[crErrKind(err)]++
 		s.mu.Unlock()
-		if len(errs) < 5 {
-			errs = append(errs, crErrKind(err))
+		if len(errs) < 8 {
+			errs = append(errs, strings.TrimPrefix(node+":", ":")+crErrKind(err))
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("session %q: append seqs %d..%d: outcome still unknown after %d sends in %v: %w",
-				s.ID, next, next+int64(k)-1, sends, crResolveTimeout, err)
+			return fmt.Errorf("session %q: append seqs %d..%d: outcome still unknown after %d sends in %v (%v): %w",
+				s.ID, next, next+int64(k)-1, sends, resolve, errs, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -564,9 +610,61 @@ func crWriteLoad(t *testing.T, c *client.Client, ss []*crSession, perSession int
 	}
 }
 
+// crRunWriters starts one writer per session, each with its own randomness
+// (seed, session), calling appendBatch until the returned stop is called;
+// stop waits for them. A writer stops at its first error.
+func crRunWriters(t *testing.T, ss []*crSession, seed uint64, appendBatch func(s *crSession, rng *rand.Rand) error) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, s := range ss {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, uint64(s.W)+1))
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if err := appendBatch(s, rng); err != nil {
+					t.Errorf("writer %d: %v", s.W, err)
+					return
+				}
+			}
+		}()
+	}
+	return sync.OnceFunc(func() { close(done); wg.Wait() })
+}
+
+// crAsideCheck notes the data directory's state.db.damaged-* files; the
+// check it returns, run after a start on a damaged state database, wants
+// exactly one new such file, holding the damaged bytes, and returns the new ones.
+func crAsideCheck(t *testing.T, dir string) func(what string, damaged []byte) []string {
+	before := map[string]bool{}
+	for _, f := range crStateFiles(dir) {
+		before[f] = true
+	}
+	return func(what string, damaged []byte) []string {
+		t.Helper()
+		var aside []string
+		for _, f := range crStateFiles(dir) {
+			if strings.HasPrefix(f, "state.db.damaged-") && !before[f] {
+				aside = append(aside, f)
+			}
+		}
+		if len(aside) != 1 {
+			t.Errorf("%s: want one new state.db.damaged-* file, have %v (all: %v)", what, aside, crStateFiles(dir))
+		} else if b, err := os.ReadFile(filepath.Join(dir, aside[0])); err != nil || !bytes.Equal(b, damaged) {
+			t.Errorf("%s: %s does not hold the damaged file's bytes (err %v)", what, aside[0], err)
+		}
+		return aside
+	}
+}
+
 // crCheckStored reads every session from seq 0 (linearizable) and checks it
 // against the writer's record. exact (no writer active): the stored log equals
-// the acknowledged events. Otherwise (writers active): every event
+// the acknowledged events, and so does the total. Otherwise (writers active): every event
 // acknowledged before the read is stored, in order, and the stored log is a
 // prefix of the acknowledged events followed by the batch in flight, so there
 // is no gap, duplicate or foreign event. It returns the total number of
@@ -608,6 +706,9 @@ func crCheckStored(t *testing.T, c *client.Client, ss []*crSession, exact bool, 
 		if exact && len(got) != len(want) {
 			t.Errorf("%s: session %q: %d events stored, %d acknowledged", what, s.ID, len(got), len(want))
 		}
+	}
+	if _, events := crSumStats(ss); exact && total != events {
+		t.Errorf("%s: %d events stored, %d acknowledged", what, total, events)
 	}
 	return total
 }
@@ -673,28 +774,33 @@ func crCheckArtifacts(t *testing.T, c *client.Client, dataDir string, ss []*crSe
 			t.Errorf("ReadRaw(%q): %d event lines, %d acknowledged; first difference at %d: %.300s", s.ID, len(lines)-1, len(s.Acked()), i, crAt(lines[1:], max(i, 0)))
 			continue
 		}
-		var last string
-		for {
-			data, err := os.ReadFile(path)
-			if err != nil {
-				last = err.Error()
-			} else if d, err := storage.DecodeArtifact(data); err != nil {
-				last = "decode: " + err.Error()
-			} else if d.TornStart != -1 {
-				last = fmt.Sprintf("torn final frame at byte %d", d.TornStart)
-			} else if !bytes.Equal(d.Text, raw) {
-				last = fmt.Sprintf("decoded text (%d bytes, %d frames) differs from ReadRaw (%d bytes) at byte %d",
-					len(d.Text), len(d.Frames), len(raw), crFirstByteDiff(d.Text, raw))
-			} else {
-				break
+		clustertest.Eventually(t, time.Until(deadline), func() error {
+			if d := crArtifactDiff(path, raw); d != "" {
+				return fmt.Errorf("artifact of %q never matched ReadRaw: %s", s.ID, d)
 			}
-			if time.Now().After(deadline) {
-				t.Errorf("artifact of %q (%s) never matched ReadRaw: %s", s.ID, path, last)
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 	}
+}
+
+// crArtifactDiff says how the artifact file at path differs from raw ("" if
+// it decodes, every frame's checksum verified and no torn tail, to raw).
+func crArtifactDiff(path string, raw []byte) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	d, err := storage.DecodeArtifact(data)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("decode %s: %v", path, err)
+	case d.TornStart != -1:
+		return fmt.Sprintf("%s has a torn final frame at byte %d", path, d.TornStart)
+	case !bytes.Equal(d.Text, raw):
+		return fmt.Sprintf("%s decodes to %d bytes in %d frames, ReadRaw has %d; first difference at byte %d",
+			path, len(d.Text), len(d.Frames), len(raw), crFirstByteDiff(d.Text, raw))
+	}
+	return ""
 }
 
 func crFirstByteDiff(a, b []byte) int {
@@ -810,6 +916,27 @@ func crSumStats(ss []*crSession) (crStats, int) {
 		events += len(s.Acked())
 	}
 	return st, events
+}
+
+// crProcMem is a memory field of /proc/<pid>/status ("VmHWM", "VmRSS",
+// "RssAnon", …) in bytes.
+func crProcMem(t *testing.T, pid int, field string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatalf("read /proc/%d/status: %v", pid, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == field+":" && f[2] == "kB" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				t.Fatalf("/proc/%d/status: %q: %v", pid, line, err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
+	return 0
 }
 
 // crGrep returns the lines of log containing sub.

@@ -314,10 +314,7 @@ func TestDiskFull_RefusesWritesKeepsReads(t *testing.T) {
 func TestDiskFull_RealFillWithoutThreshold(t *testing.T) {
 	mnt := dfMountTmpfs(t, dfFSSize)
 	dataDir := filepath.Join(mnt, "data")
-	nd := crNewNode(t, crBinary(t), dataDir, "--min-free-bytes", "0")
-	nd.Start()
-	c := crDial(t, nd.GRPCAddr)
-	nd.WaitReady(c)
+	nd, c := crStartNode(t, crBinary(t), dataDir, "--min-free-bytes", "0")
 	const id = "df-real"
 	if _, err := c.Create(crCtx(t, 10*time.Second), &sessionpb.CreateRequest{Header: ctMeta(id, "/df")}); err != nil {
 		t.Fatal(err)

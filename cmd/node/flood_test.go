@@ -21,14 +21,12 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -320,32 +318,6 @@ type flStats struct {
 	sent, ok, refused, wrong atomic.Int64
 }
 
-// flProcStatus reads VmHWM and VmRSS (bytes) of a process.
-func flProcStatus(t *testing.T, pid int) (hwm, rss int64) {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatalf("read /proc/%d/status: %v", pid, err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 3 || f[2] != "kB" {
-			continue
-		}
-		v, _ := strconv.ParseInt(f[1], 10, 64)
-		switch f[0] {
-		case "VmHWM:":
-			hwm = v << 10
-		case "VmRSS:":
-			rss = v << 10
-		}
-	}
-	if hwm == 0 {
-		t.Fatalf("/proc/%d/status has no VmHWM", pid)
-	}
-	return hwm, rss
-}
-
 // flDial is a raw client on its own connection: no client retries, sends up
 // to 4 MiB (above the node's limit, so the node is the one refusing), with
 // token ("" for none).
@@ -385,27 +357,6 @@ func flReadAll(c sessionpb.SessionPersistenceClient, id string) ([]string, error
 	}
 }
 
-// flStart is crNode.Start with a parent-death signal: t.Cleanup kills the
-// node, and if the test process itself is killed (no clean-up runs) the
-// kernel kills the node too.
-func flStart(t *testing.T, n *crNode) {
-	t.Helper()
-	args := []string{"serve", "--node-id", "flood-node", "--data-dir", n.Dir, "--grpc-addr", n.GRPCAddr,
-		"--http-addr", n.HTTPAddr, "--raft-addr", n.RaftAddr, "--gossip-addr", n.GossipAddr}
-	args = append(args, n.Extra...)
-	r := &crRun{n: len(n.runs) + 1, args: args, log: &crBuffer{}, exited: make(chan struct{})}
-	r.cmd = exec.Command(n.bin, args...)
-	r.cmd.Stdout, r.cmd.Stderr = r.log, r.log
-	r.cmd.Env = crNodeEnv()
-	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := r.cmd.Start(); err != nil {
-		t.Fatalf("start node: %v", err)
-	}
-	go func() { r.err = r.cmd.Wait(); close(r.exited) }()
-	n.runs = append(n.runs, r)
-	n.cur = r
-}
-
 // TestFlood runs flWorkers clients against one node for flDuration.
 func TestFlood(t *testing.T) {
 	if testing.Short() {
@@ -419,21 +370,8 @@ func TestFlood(t *testing.T) {
 	nd := crNewNode(t, bin, t.TempDir(), "--auth-token-file", tokens,
 		"--max-event-bytes", strconv.Itoa(flMaxEvent), "--max-batch-bytes", strconv.Itoa(flMaxBatch),
 		"--max-batch-events", strconv.Itoa(flMaxEvents), "--max-message-bytes", strconv.Itoa(flMaxMessage))
-	// The four ports are picked independently at random: make them distinct.
-	for addrs := []*string{&nd.GRPCAddr, &nd.HTTPAddr, &nd.RaftAddr, &nd.GossipAddr}; ; {
-		seen := map[string]bool{}
-		dup := false
-		for _, a := range addrs {
-			if seen[*a] {
-				*a, dup = clFreeAddr(t), true
-			}
-			seen[*a] = true
-		}
-		if !dup {
-			break
-		}
-	}
-	flStart(t, nd)
+	nd.ID = "flood-node"
+	nd.Start()
 	nd.WaitReady(crDial(t, nd.GRPCAddr, grpc.WithPerRPCCredentials(client.BearerToken(flToken))))
 	pid := nd.cur.cmd.Process.Pid
 
@@ -479,7 +417,7 @@ func TestFlood(t *testing.T) {
 			big.cur.bytes += len(e)
 		}
 	}
-	hwm0, rss0 := flProcStatus(t, pid)
+	hwm0, rss0 := crProcMem(t, pid, "VmHWM"), crProcMem(t, pid, "VmRSS")
 	t.Logf("node pid %d ready, %d sessions created, %s holds %d bytes of events: VmHWM %.1f MiB, VmRSS %.1f MiB", pid, len(workers), big.cur.id, big.cur.bytes, float64(hwm0)/(1<<20), float64(rss0)/(1<<20))
 
 	// The flood. A worker stops at its first valid append that fails (its
@@ -532,7 +470,7 @@ func TestFlood(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	hwm1, rss1 := flProcStatus(t, pid)
+	hwm1, rss1 := crProcMem(t, pid, "VmHWM"), crProcMem(t, pid, "VmRSS")
 	if nd.Exited() {
 		t.Fatalf("the node exited during the flood")
 	}

@@ -135,7 +135,7 @@ func TestCompose_ClientSurvivesNodeLoss(t *testing.T) {
 		id, addr := fmt.Sprintf("node%d", i), fmt.Sprintf("127.0.0.1:%d", ports[2*i-2])
 		hc.addrs, hc.ids = append(hc.addrs, addr), append(hc.ids, id)
 		hc.admin[id] = crDial(t, addr, grpc.WithPerRPCCredentials(client.BearerToken(haAdminToken)))
-		nodes = append(nodes, &pcNode{ID: id, C: hc.admin[id]})
+		nodes = append(nodes, &pcNode{crNode: &crNode{ID: id}, C: hc.admin[id]})
 	}
 	all := []int{0, 1, 2}
 	haWaitUp := func(what string) {

@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/sessionstore/sessionstore"
@@ -44,13 +43,7 @@ const (
 // haDialOptions are a client's connection options: its token, and a quick
 // reconnect to a restarted node (gRPC's default backoff grows to minutes).
 func haDialOptions(token string) []grpc.DialOption {
-	return []grpc.DialOption{
-		grpc.WithPerRPCCredentials(client.BearerToken(token)),
-		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: 20 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 200 * time.Millisecond},
-			MinConnectTimeout: 2 * time.Second,
-		}),
-	}
+	return []grpc.DialOption{grpc.WithPerRPCCredentials(client.BearerToken(token)), crQuickReconnect}
 }
 
 // haWriter appends marker events to one session under a lease, one batch at
@@ -332,7 +325,7 @@ func haRun(t *testing.T, hc haCluster) {
 	}
 	// Every node stores exactly the acknowledged events.
 	for nodeID, c := range hc.admin {
-		pcCheckStale(t, &pcNode{ID: nodeID, C: c}, []*crSession{{ID: id, Cwd: cwd, W: 1, acked: acked}})
+		pcCheckStale(t, &pcNode{crNode: &crNode{ID: nodeID}, C: c}, []*crSession{{ID: id, Cwd: cwd, W: 1, acked: acked}})
 	}
 	// Every node is configured: no client dialled a hinted address.
 	for _, c := range []*client.Client{wc, rc} {
@@ -375,16 +368,9 @@ func TestProcCluster_ClientSurvivesNodeLoss(t *testing.T) {
 		byID[nd.ID] = nd
 		hc.addrs, hc.ids = append(hc.addrs, nd.GRPCAddr), append(hc.ids, nd.ID)
 		hc.admin[nd.ID] = nd.C
-		nd.Start()
 	}
-	for _, nd := range nodes {
-		nd.WaitReady(nil)
-	}
+	li := peForm(t, nodes, "formation")
 	all := []int{0, 1, 2}
-	li := pcWaitLeader(t, nodes, all, "formation")
-	for _, nd := range nodes {
-		nd.WaitReady(nd.C)
-	}
 	t.Logf("cluster formed in %v: leader %s", time.Since(start).Round(time.Millisecond), nodes[li].ID)
 	hc.kill = func(id string) { byID[id].Kill() }
 	hc.restart = func(id string) {

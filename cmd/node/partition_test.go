@@ -126,16 +126,13 @@ func TestCluster_IsolatedLeaderAcknowledgesNothing(t *testing.T) {
 	old := leaderOf(nodes)
 	var others []string
 	var rest []*clNode
-	for i, nd := range nodes {
-		if nd != old {
-			others = append(others, ips[i])
-			rest = append(rest, nd)
-		}
-	}
 	oldIP := ""
 	for i, nd := range nodes {
 		if nd == old {
 			oldIP = ips[i]
+		} else {
+			others = append(others, ips[i])
+			rest = append(rest, nd)
 		}
 	}
 	ptIsolate(t, oldIP, others)
@@ -155,17 +152,16 @@ func TestCluster_IsolatedLeaderAcknowledgesNothing(t *testing.T) {
 
 	// The majority elects a new leader and accepts writes.
 	var newLeader *clNode
-	for newLeader == nil {
+	deadline, _ := ctx.Deadline()
+	clustertest.Eventually(t, time.Until(deadline), func() error {
 		for _, nd := range rest {
 			if nd.srv.node.Raft().State() == raft.Leader {
 				newLeader = nd
+				return nil
 			}
 		}
-		if ctx.Err() != nil {
-			t.Fatal("no new leader among the majority")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return errors.New("no new leader among the majority")
+	})
 	t.Logf("new leader %s elected %v after the isolation", newLeader.id, time.Since(isolatedAt).Round(time.Millisecond))
 	for i := 0; i < 5; i++ {
 		if err := appendVia(rest[i%2].Client, "majority"); err != nil {

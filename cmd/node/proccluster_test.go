@@ -9,14 +9,12 @@ package main
 // artifact check are the "cr" helpers of crash_helpers_test.go.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,7 +28,6 @@ import (
 	"github.com/sessionstore/sessionstore/api/client"
 	"github.com/sessionstore/sessionstore/api/sessionpb"
 	"github.com/sessionstore/sessionstore/cluster/clustertest"
-	"github.com/sessionstore/sessionstore/storage"
 )
 
 const (
@@ -41,32 +38,25 @@ const (
 	// unknown (shorter than crResolveTimeout: the whole test should take
 	// about a minute).
 	pcResolveTimeout = 20 * time.Second
-	// pcCallTimeout bounds one Append call (the client's own retries
-	// included).
-	pcCallTimeout = 3 * time.Second
 )
 
 // pcNode is one node process of the cluster: a crNode (ports, runs, logs,
-// Kill, WaitReady, and the clean-up that kills it and prints its logs on
-// failure) started with its own node id and the cluster flags.
+// Start, Kill, WaitReady, and the clean-up that kills it and prints its logs
+// on failure) with its own node id, the cluster flags and two clients.
 type pcNode struct {
 	*crNode
-	ID   string
-	Join string         // the other nodes' gossip addresses, comma-separated
-	C    *client.Client // connected to this node's gRPC address, default options
-	WC   *client.Client // the same connection, few retries (for the writers)
+	C  *client.Client // connected to this node's gRPC address, default options
+	WC *client.Client // the same connection, few retries (for the writers)
 }
 
 // pcNewCluster prepares (does not start) n nodes "n1".."nN", each joining the
-// others' gossip addresses.
+// others' gossip addresses with --bootstrap-expect 3.
 func pcNewCluster(t *testing.T, bin string, n int) []*pcNode {
 	t.Helper()
 	nodes := make([]*pcNode, n)
 	for i := range nodes {
-		cn := crNewNode(t, bin, t.TempDir())
-		// Ports free for TCP and UDP (gossip uses both on one port).
-		cn.GRPCAddr, cn.HTTPAddr, cn.RaftAddr, cn.GossipAddr = clFreeAddr(t), clFreeAddr(t), clFreeAddr(t), clFreeAddr(t)
-		nodes[i] = &pcNode{crNode: cn, ID: fmt.Sprintf("n%d", i+1)}
+		nodes[i] = &pcNode{crNode: crNewNode(t, bin, t.TempDir())}
+		nodes[i].ID = fmt.Sprintf("n%d", i+1)
 	}
 	for i, nd := range nodes {
 		var seeds []string
@@ -75,37 +65,13 @@ func pcNewCluster(t *testing.T, bin string, n int) []*pcNode {
 				seeds = append(seeds, o.GossipAddr)
 			}
 		}
-		nd.Join = strings.Join(seeds, ",")
+		nd.Cluster = []string{"--join", strings.Join(seeds, ","), "--bootstrap-expect", "3"}
 		nd.C = crDial(t, nd.GRPCAddr)
 		// Few attempts per call, so that a writer sees the unknown outcome
 		// of a dead node quickly and moves to another node.
 		nd.WC = nd.C.WithOptions(client.Options{MaxAttempts: 3, InitialBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
 	}
 	return nodes
-}
-
-// Start runs the binary with this node's id, addresses, data directory and
-// the cluster flags (crNode.Start would name every node "crash-node").
-func (n *pcNode) Start() {
-	n.t.Helper()
-	if n.cur != nil {
-		n.t.Fatalf("node %s: run %d is still running", n.ID, n.cur.n)
-	}
-	args := []string{"serve", "--node-id", n.ID, "--data-dir", n.Dir, "--grpc-addr", n.GRPCAddr,
-		"--http-addr", n.HTTPAddr, "--raft-addr", n.RaftAddr, "--gossip-addr", n.GossipAddr,
-		"--join", n.Join, "--bootstrap-expect", "3"}
-	args = append(args, n.Extra...)
-	r := &crRun{n: len(n.runs) + 1, args: args, log: &crBuffer{}, exited: make(chan struct{})}
-	r.cmd = exec.Command(n.bin, args...)
-	r.cmd.Stdout = r.log
-	r.cmd.Stderr = r.log
-	r.cmd.Env = crNodeEnv()
-	if err := r.cmd.Start(); err != nil {
-		n.t.Fatalf("start node %s: %v", n.ID, err)
-	}
-	go func() { r.err = r.cmd.Wait(); close(r.exited) }()
-	n.runs = append(n.runs, r)
-	n.cur = r
 }
 
 // pcWaitLeader waits until every node in want reports the same leader, that
@@ -178,7 +144,8 @@ func pcLeaderCheck(nodes []*pcNode, want []int) (int, string) {
 	return li, ""
 }
 
-// pcEvent is one marker event of writer w at seq.
+// pcEvent is one marker event of writer w at seq (the writers of this file
+// send crEvent's).
 func pcEvent(w int, seq int64) string {
 	return fmt.Sprintf(`{"type":"x-test/mark","seq":%d,"time":%d,"data":{"w":%d,"n":%d},"ignorable":true}`,
 		seq, crTime0+seq, w, seq)
@@ -232,77 +199,23 @@ func pcTransport(err error) bool {
 	return !ok || st.Code() == codes.Unavailable || st.Code() == codes.DeadlineExceeded
 }
 
-// appendBatch appends k new events and does not return before their outcome
-// is known: after an unknown outcome it re-sends the identical request (to
-// the same node, or to the next one if the node did not answer) until the
-// answer is ok or duplicate = true, both meaning stored, with next_seq just
-// past the batch. It returns an error for a definite failure or an outcome
-// still unknown after pcResolveTimeout.
+// appendBatch appends k new events (crSession.appendVia), starting at the
+// current node and moving on to the next one when a node does not answer.
+// A stored batch sent after the kill through a survivor ends the failover.
 func (w *pcWriter) appendBatch(k int) error {
-	s := w.s
-	s.mu.Lock()
-	if s.pending != nil {
-		s.mu.Unlock()
-		return fmt.Errorf("session %q: a batch is still in flight", s.ID)
-	}
-	next := int64(len(s.acked))
-	evs := make([]string, k)
-	for i := range evs {
-		evs[i] = pcEvent(s.W, next+int64(i))
-	}
-	s.pending = evs
-	s.mu.Unlock()
-
-	req := &sessionpb.AppendRequest{SessionId: s.ID, Events: evs}
-	deadline := time.Now().Add(pcResolveTimeout)
-	sends := 0
-	var errs []string
-	for {
-		node := w.cur
-		sent := time.Now()
-		ctx, cancel := context.WithTimeout(context.Background(), pcCallTimeout)
-		resp, err := w.nodes[node].WC.Append(ctx, req)
-		cancel()
-		sends++
-		if err == nil {
-			if got, want := resp.GetNextSeq(), next+int64(k); got != want {
-				return fmt.Errorf("session %q: append seqs %d..%d through %s (send %d, duplicate=%v): next_seq %d, want %d",
-					s.ID, next, next+int64(k)-1, w.nodes[node].ID, sends, resp.GetDuplicate(), got, want)
-			}
-			s.recordAck(evs, sends, resp.GetDuplicate())
-			w.fo.ok(node, sent, fmt.Sprintf("writer %d through %s, seqs %d..%d, send %d, duplicate=%v",
-				s.W, w.nodes[node].ID, next, next+int64(k)-1, sends, resp.GetDuplicate()))
-			return nil
-		}
-		if !crUnknown(err) {
-			return fmt.Errorf("session %q: append seqs %d..%d through %s, send %d (earlier unknown outcomes: %v): definite failure %s: %w",
-				s.ID, next, next+int64(k)-1, w.nodes[node].ID, sends, errs, crErrKind(err), err)
-		}
-		s.mu.Lock()
-		if sends == 1 {
-			s.stats.Unknown++
-		} else {
-			s.stats.Resends++
-		}
-		if s.stats.Errs == nil {
-			s.stats.Errs = map[string]int{}
-		}
-		s.stats.Errs[crErrKind(err)]++
-		s.mu.Unlock()
-		if len(errs) < 8 {
-			errs = append(errs, w.nodes[node].ID+":"+crErrKind(err))
-		}
-		if pcTransport(err) {
-			w.cur = (node + 1) % len(w.nodes)
-			w.moves = append(w.moves, fmt.Sprintf("%s→%s at +%v (%s)", w.nodes[node].ID, w.nodes[w.cur].ID,
+	via := func(int) (*client.Client, string) { return w.nodes[w.cur].WC, w.nodes[w.cur].ID }
+	return w.s.appendVia(k, pcResolveTimeout, via, func(node string, sent time.Time, sends int, dup bool, err error) {
+		i := w.cur
+		switch {
+		case err == nil:
+			next := len(w.s.Acked()) // the batch is not recorded yet
+			w.fo.ok(i, sent, fmt.Sprintf("writer %d through %s, seqs %d..%d, send %d, duplicate=%v", w.s.W, node, next, next+k-1, sends, dup))
+		case pcTransport(err):
+			w.cur = (i + 1) % len(w.nodes)
+			w.moves = append(w.moves, fmt.Sprintf("%s→%s at +%v (%s)", node, w.nodes[w.cur].ID,
 				time.Since(w.fo.start()).Round(time.Millisecond), crErrKind(err)))
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("session %q: append seqs %d..%d: outcome still unknown after %d sends in %v (%v): %w",
-				s.ID, next, next+int64(k)-1, sends, pcResolveTimeout, errs, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	})
 }
 
 // start is the time of the kill (zero before it), for the writers' logs.
@@ -335,30 +248,21 @@ func pcCheckStale(t *testing.T, nd *pcNode, ss []*crSession) {
 	for _, s := range ss {
 		want := s.Acked()
 		var got []string
-		var rerr error
-		for {
+		clustertest.Eventually(t, time.Until(deadline), func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			rf, err := nd.C.ReadFrom(ctx, &sessionpb.ReadFromRequest{SessionId: s.ID, Consistency: sessionpb.Consistency_STALE})
 			cancel()
-			rerr = err
-			if err == nil {
-				got = rf.GetEvents()
-				if h := rf.GetHeader(); h.GetId() != s.ID || h.GetCwd() != s.Cwd {
-					t.Errorf("node %s: session %q: header id %q cwd %q, want %q %q", nd.ID, s.ID, h.GetId(), h.GetCwd(), s.ID, s.Cwd)
-				}
-				if len(got) >= len(want) {
-					break
-				}
+			if err != nil {
+				return fmt.Errorf("node %s: STALE ReadFrom(%q): %v", nd.ID, s.ID, err)
 			}
-			if time.Now().After(deadline) {
-				break
+			if h := rf.GetHeader(); h.GetId() != s.ID || h.GetCwd() != s.Cwd {
+				t.Errorf("node %s: session %q: header id %q cwd %q, want %q %q", nd.ID, s.ID, h.GetId(), h.GetCwd(), s.ID, s.Cwd)
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		if rerr != nil {
-			t.Errorf("node %s: STALE ReadFrom(%q): %v", nd.ID, s.ID, rerr)
-			continue
-		}
+			if got = rf.GetEvents(); len(got) < len(want) {
+				return fmt.Errorf("node %s: session %q: %d events stored, %d acknowledged", nd.ID, s.ID, len(got), len(want))
+			}
+			return nil
+		})
 		seen := map[int64]int{}
 		for i, e := range got {
 			var m pcMark
@@ -398,38 +302,14 @@ func pcCheckSameText(t *testing.T, nodes []*pcNode, ss []*crSession) {
 			continue
 		}
 		raw := rr.GetContent()
-		for {
-			last := ""
+		clustertest.Eventually(t, time.Until(deadline), func() error {
 			for _, nd := range nodes {
-				path := crArtifactPath(t, nd.Dir, s)
-				data, err := os.ReadFile(path)
-				if err != nil {
-					last = fmt.Sprintf("node %s: %v", nd.ID, err)
-					break
-				}
-				d, err := storage.DecodeArtifact(data)
-				switch {
-				case err != nil:
-					last = fmt.Sprintf("node %s: decode %s: %v", nd.ID, path, err)
-				case d.TornStart != -1:
-					last = fmt.Sprintf("node %s: %s has a torn final frame at byte %d", nd.ID, path, d.TornStart)
-				case !bytes.Equal(d.Text, raw):
-					last = fmt.Sprintf("node %s: %s decodes to %d bytes in %d frames, ReadRaw has %d; first difference at byte %d",
-						nd.ID, path, len(d.Text), len(d.Frames), len(raw), crFirstByteDiff(d.Text, raw))
-				}
-				if last != "" {
-					break
+				if d := crArtifactDiff(crArtifactPath(t, nd.Dir, s), raw); d != "" {
+					return fmt.Errorf("artifacts of %q never converged to ReadRaw: node %s: %s", s.ID, nd.ID, d)
 				}
 			}
-			if last == "" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("artifacts of %q never converged to ReadRaw: %s", s.ID, last)
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 }
 
@@ -448,18 +328,10 @@ func TestProcCluster_KillLeaderUnderLoad(t *testing.T) {
 	seed := crSeed(t)
 	bin := crBinary(t)
 	nodes := pcNewCluster(t, bin, 3)
-	for _, nd := range nodes {
-		nd.Start()
-	}
-	for _, nd := range nodes {
-		nd.WaitReady(nil) // /readyz 200: a leader is known and the cluster id minted
-	}
+	// Every node ready and serving a linearizable read, one leader of three voters.
+	li := peForm(t, nodes, "formation")
 	all := []int{0, 1, 2}
-	li := pcWaitLeader(t, nodes, all, "formation")
 	t.Logf("cluster formed in %v: leader %s", time.Since(start).Round(time.Millisecond), nodes[li].ID)
-	for _, nd := range nodes {
-		nd.WaitReady(nd.C) // and a linearizable read through each node
-	}
 
 	// Create the sessions through different nodes, then append through every
 	// node, followers included; linearizable reads through every node see
@@ -513,29 +385,10 @@ func TestProcCluster_KillLeaderUnderLoad(t *testing.T) {
 	home := []int{li, followers[0], followers[1], li}
 	fo := &pcFailover{killed: -1}
 	writers := make([]*pcWriter, len(ss))
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
 	for i, s := range ss {
-		w := &pcWriter{s: s, nodes: nodes, cur: home[i], fo: fo}
-		writers[i] = w
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(seed, uint64(s.W)+1))
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if err := w.appendBatch(1 + rng.IntN(3)); err != nil {
-					t.Errorf("writer %d: %v", s.W, err)
-					return
-				}
-			}
-		}()
+		writers[i] = &pcWriter{s: s, nodes: nodes, cur: home[i], fo: fo}
 	}
-	stopWriters := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	stopWriters := crRunWriters(t, ss, seed, func(s *crSession, rng *rand.Rand) error { return writers[s.W].appendBatch(1 + rng.IntN(3)) })
 	defer stopWriters()
 
 	time.Sleep(1500 * time.Millisecond)

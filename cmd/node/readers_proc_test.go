@@ -5,14 +5,11 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/sessionstore/sessionstore/api/sessionpb"
@@ -22,24 +19,7 @@ import (
 // rdRssAnon is a process's anonymous resident memory (RssAnon in
 // /proc/<pid>/status): heap and stacks, without the state database's mmap
 // that VmRSS counts.
-func rdRssAnon(t *testing.T, pid int) int64 {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) == 3 && f[0] == "RssAnon:" && f[2] == "kB" {
-			kb, err := strconv.ParseInt(f[1], 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatalf("no RssAnon in /proc/%d/status", pid)
-	return 0
-}
+func rdRssAnon(t *testing.T, pid int) int64 { return crProcMem(t, pid, "RssAnon") }
 
 // TestProcReaders_StalledStreamsKeepMemoryBounded (issue 13 item 10): on a
 // node process built without -race, ten ReadRaw streams, five ReadFrom
@@ -61,10 +41,7 @@ func TestProcReaders_StalledStreamsKeepMemoryBounded(t *testing.T) {
 	// collector happened to be in its cycle (+524 MiB in one CI run, +0 in
 	// the next); at 100 the headroom is the live heap, and a stream that
 	// held the session would still show.
-	nd := crNewNode(t, crBinary(t), t.TempDir(), "--gc-percent", "100")
-	nd.Start()
-	c := crDial(t, nd.GRPCAddr)
-	nd.WaitReady(c)
+	nd, c := crStartNode(t, crBinary(t), t.TempDir(), "--gc-percent", "100")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
@@ -88,12 +65,7 @@ func TestProcReaders_StalledStreamsKeepMemoryBounded(t *testing.T) {
 	// First three unary Inspect calls at once: each validates a chunk at a
 	// time and collects no more than the 16 MiB message limit, then answers
 	// TOO_LARGE (before: the whole view and about 2.5 times the log each).
-	conn, err := grpc.NewClient(nd.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	unary := sessionpb.NewSessionPersistenceClient(conn)
+	_, unary := flDial(t, nd.GRPCAddr, "")
 	errs := make(chan error, 3)
 	for range 3 {
 		go func() {
@@ -118,14 +90,10 @@ func TestProcReaders_StalledStreamsKeepMemoryBounded(t *testing.T) {
 		t.Fatalf("RssAnon grew by %d MiB with 3 unary Inspect, want under 256 MiB", (peak-idle)>>20)
 	}
 
+	// Each stream on its own connection (flDial: no retries, 16 MiB messages).
 	stream := func(open func(sessionpb.SessionPersistenceClient) error) {
-		conn, err := grpc.NewClient(nd.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<20)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		if err := open(sessionpb.NewSessionPersistenceClient(conn)); err != nil {
+		_, c := flDial(t, nd.GRPCAddr, "")
+		if err := open(c); err != nil {
 			t.Fatal(err)
 		}
 	}

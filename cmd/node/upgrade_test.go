@@ -33,6 +33,27 @@ func upgradeNode(nd *clNode) {
 	nd.testNode = nd.Restart()
 }
 
+// upEveryNodeAt waits until every node's own state (STALE) lists session id
+// (under cwd prefix) at revision.
+func upEveryNodeAt(ctx context.Context, t *testing.T, nodes []*clNode, phase, prefix, id, revision string) {
+	t.Helper()
+	for _, nd := range nodes {
+		nc := nd.Client
+		dlEventually(t, phase+": "+nd.id+" holds "+id+" at revision "+revision, func() bool {
+			l, err := nc.ListSnapshots(ctx, &sessionpb.ListSnapshotsRequest{Consistency: sessionpb.Consistency_STALE, CwdPrefix: prefix})
+			if err != nil {
+				return false
+			}
+			for _, s := range l.GetSnapshots() {
+				if s.GetHeader().GetId() == id {
+					return s.GetRevision() == revision
+				}
+			}
+			return false
+		})
+	}
+}
+
 // A rolling upgrade: one voter still runs the previous release's command
 // version (2: plan mode, no quotas, no Delete; its FSM panics on anything
 // newer, as that build would). Nothing breaks: creates, appends and plan-mode
@@ -111,21 +132,7 @@ func TestUpgrade_StrictAppendsOnAMixedCluster(t *testing.T) {
 		}
 		// Every node applied all of it (the old one panics on an entry it
 		// cannot apply) and stands at the same revision.
-		for _, nd := range nodes {
-			nc := nd.Client
-			dlEventually(t, phase+": "+nd.id+" holds "+id+" at revision "+r.GetRevision(), func() bool {
-				l, err := nc.ListSnapshots(ctx, &sessionpb.ListSnapshotsRequest{Consistency: sessionpb.Consistency_STALE, CwdPrefix: "/w/up"})
-				if err != nil {
-					return false
-				}
-				for _, s := range l.GetSnapshots() {
-					if s.GetHeader().GetId() == id {
-						return s.GetRevision() == r.GetRevision()
-					}
-				}
-				return false
-			})
-		}
+		upEveryNodeAt(ctx, t, nodes, phase, "/w/up", id, r.GetRevision())
 	}
 	check("mixed", "strict/a")
 
@@ -160,21 +167,7 @@ func TestUpgrade_PackedEntriesWaitForEveryVoter(t *testing.T) {
 	}
 	everyNodeAt := func(phase, id, revision string) {
 		t.Helper()
-		for _, nd := range nodes {
-			nc := nd.Client
-			dlEventually(t, phase+": "+nd.id+" holds "+id+" at revision "+revision, func() bool {
-				l, err := nc.ListSnapshots(ctx, &sessionpb.ListSnapshotsRequest{Consistency: sessionpb.Consistency_STALE, CwdPrefix: "/w/pack"})
-				if err != nil {
-					return false
-				}
-				for _, s := range l.GetSnapshots() {
-					if s.GetHeader().GetId() == id {
-						return s.GetRevision() == revision
-					}
-				}
-				return false
-			})
-		}
+		upEveryNodeAt(ctx, t, nodes, phase, "/w/pack", id, revision)
 	}
 	// entryBytes reads the leader's count of proposed entry bytes, as encoded
 	// and as proposed.

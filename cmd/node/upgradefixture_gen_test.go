@@ -45,10 +45,7 @@ func TestGenerateUpgradeFixture(t *testing.T) {
 	e := ufExpect{Commit: commit, NodeID: "n1"}
 	// A low snapshot threshold: the directory holds a snapshot and WAL
 	// entries above it.
-	n := crNewNode(t, bin, dir, "--node-id", e.NodeID, "--snapshot-threshold", "40", "--snapshot-interval", "200ms", "--trailing-logs", "16")
-	n.Start()
-	c := crDial(t, n.GRPCAddr)
-	n.WaitReady(c)
+	n, c := crStartNode(t, bin, dir, "--node-id", e.NodeID, "--snapshot-threshold", "40", "--snapshot-interval", "200ms", "--trailing-logs", "16")
 
 	// The reference harness's recorded sessions, imported by the old
 	// release's own importer.

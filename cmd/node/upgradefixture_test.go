@@ -243,10 +243,7 @@ func TestUpgrade_DataDirOfOlderRelease(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				n := crNewNode(t, bin, dir, "--node-id", e.NodeID)
-				n.Start()
-				c := crDial(t, n.GRPCAddr)
-				n.WaitReady(c)
+				n, c := crStartNode(t, bin, dir, "--node-id", e.NodeID)
 				// The lone voter runs this build: the state is converted to
 				// this build's format before the checks read it.
 				crWaitLog(t, n, ufNewestFormatLog, 30*time.Second)
@@ -274,10 +271,7 @@ func TestUpgrade_BackupOfOlderRelease(t *testing.T) {
 			if err != nil {
 				t.Fatalf("sessionstore restore of %s's backup: %v\n%s", r.Commit, err, out)
 			}
-			n := crNewNode(t, bin, dir, "--node-id", "r1")
-			n.Start()
-			c := crDial(t, n.GRPCAddr)
-			n.WaitReady(c)
+			n, c := crStartNode(t, bin, dir, "--node-id", "r1")
 			crWaitLog(t, n, ufNewestFormatLog, 30*time.Second)
 			ufCheckSessions(t, c, e, false)
 			ufCheckWrites(t, c, e)
