@@ -19,6 +19,7 @@ import (
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/api/sessionpb"
 	"github.com/sessionstore/sessionstore/cluster/clustertest"
+	"github.com/sessionstore/sessionstore/internal/corrupt"
 	"github.com/sessionstore/sessionstore/storage"
 )
 
@@ -36,32 +37,6 @@ func igArtifactPath(t *testing.T, dir string) string {
 		t.Fatalf("artifacts under %s: %v, %v; want exactly one", dir, found, err)
 	}
 	return found[0]
-}
-
-// igFlip flips the bits mask of the byte at of every copy of target in the
-// file at path; what names target in the failure when there is none.
-func igFlip(t *testing.T, path, what string, target []byte, at int, mask byte) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	flipped := 0
-	for i := 0; ; {
-		j := bytes.Index(b[i:], target)
-		if j < 0 {
-			break
-		}
-		b[i+j+at] ^= mask
-		flipped++
-		i += j + len(target)
-	}
-	if flipped == 0 {
-		t.Fatalf("%s %q not found in %s", what, target, filepath.Base(path))
-	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // An artifact byte flipped while the node is stopped keeps the file's size,
@@ -130,7 +105,7 @@ func TestStoredEventFlippedIsNotServed(t *testing.T) {
 	if at < 1 {
 		t.Fatalf("the packed event 3 holds no literal hello: %q", target)
 	}
-	igFlip(t, filepath.Join(n.dir, "state.db"), "event", target, at, 0x02)
+	corrupt.Flip(t, filepath.Join(n.dir, "state.db"), target, at, 0x02, nil)
 	n = n.Restart()
 
 	// (The client turns the DATA_LOSS status and its ErrorInfo back into the
@@ -165,7 +140,7 @@ func TestStoredRecordFlippedIsRefusedUntilRebuilt(t *testing.T) {
 	n.Close()
 
 	path := filepath.Join(n.dir, "state.db")
-	igFlip(t, path, "cwd", []byte(cwd), 4, 0x01) // "/ig/record-cwd" → "/ig/secord-cwd"
+	corrupt.Flip(t, path, []byte(cwd), 4, 0x01, nil) // "/ig/record-cwd" → "/ig/secord-cwd"
 	// Not ready while damaged (the artifact writer cannot read the record and
 	// says so in /readyz); wait for reads only.
 	n = startTestNodeWith(t, n.dir, nil)

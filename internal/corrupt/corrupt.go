@@ -13,6 +13,12 @@ import (
 // returns how many it changed; check, when set, must accept each occurrence.
 func FlipAll(t testing.TB, path string, needle []byte, off int, check func(b []byte, at int) bool) int {
 	t.Helper()
+	return Flip(t, path, needle, off, 0x04, check)
+}
+
+// Flip is FlipAll with the bits to flip given by mask.
+func Flip(t testing.TB, path string, needle []byte, off int, mask byte, check func(b []byte, at int) bool) int {
+	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -25,7 +31,7 @@ func FlipAll(t testing.TB, path string, needle []byte, off int, check func(b []b
 		}
 		at := i + j
 		if check == nil || check(b, at) {
-			b[at+off] ^= 0x04
+			b[at+off] ^= mask
 			n++
 		}
 		i = at + len(needle)
