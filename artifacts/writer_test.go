@@ -45,7 +45,7 @@ func openArtifactNode(t *testing.T, dir string) *artifactNode {
 const (
 	writerRuns   = iota
 	writerHeld   // not run: what is applied waits in memory and is lost at close (the watermarks lag behind the state)
-	writerNoArts // NoArtifacts, run
+	writerNoArts // Off, run
 )
 
 func openArtifactNodeMode(t *testing.T, dir string, mode int) *artifactNode {
