@@ -732,7 +732,7 @@ func (a *Writer) plan(tx *storage.Tx, id string, w storage.Watermark, buf, lines
 			return syncPlan{err: err}, buf, lines
 		}
 	}
-	p, from := decideSync(w, s, path, sizeIs(path, w.Bytes))
+	p, from := decideSync(w, s, path, sizeIs)
 	if p.op != syncWrite {
 		return p, buf, lines
 	}
@@ -755,10 +755,11 @@ func (a *Writer) plan(tx *storage.Tx, id string, w storage.Watermark, buf, lines
 }
 
 // decideSync is what an artifact at watermark w needs in order to hold
-// session s (nil: there is none) at path; sized tells whether the file on
-// disk has the watermark's length. The artifact is kept, removed, or written
-// from frame from on (whole when full: the header frame first).
-func decideSync(w storage.Watermark, s *fsm.Session, path string, sized bool) (p syncPlan, from uint64) {
+// session s (nil: there is none) at path; sized tells whether a file on disk
+// has a length (asked only when the watermark could still hold). The
+// artifact is kept, removed, or written from frame from on (whole when full:
+// the header frame first).
+func decideSync(w storage.Watermark, s *fsm.Session, path string, sized func(path string, n int64) bool) (p syncPlan, from uint64) {
 	switch {
 	case s == nil:
 		return syncPlan{op: syncRemove}, 0
@@ -766,8 +767,8 @@ func decideSync(w storage.Watermark, s *fsm.Session, path string, sized bool) (p
 		return syncPlan{op: syncKeep}, 0
 	}
 	rec := s.Record
-	sized = sized && w.HasSum && w.Path == path
-	if sized && w.LastIndex == rec.LastChangeIndex && w.Frames == rec.Frames {
+	ok := w.HasSum && w.Path == path && sized(path, w.Bytes)
+	if ok && w.LastIndex == rec.LastChangeIndex && w.Frames == rec.Frames {
 		return syncPlan{op: syncKeep}, 0
 	}
 	// A watermark older than the session's incarnation belongs to a deleted
@@ -775,7 +776,7 @@ func decideSync(w storage.Watermark, s *fsm.Session, path string, sized bool) (p
 	// checksum (converted from 2f2e872), and a file torn or grown behind the
 	// watermark's back.
 	p = syncPlan{op: syncWrite, path: path, last: rec.LastChangeIndex, frames: rec.Frames,
-		full: !(sized && w.Frames <= rec.Frames && w.Bytes > 0 && w.LastIndex >= rec.Incarnation)}
+		full: !(ok && w.Frames <= rec.Frames && w.Bytes > 0 && w.LastIndex >= rec.Incarnation)}
 	if p.full {
 		return p, 1
 	}
@@ -858,9 +859,6 @@ func (a *Writer) removeArtifact(path string) error {
 }
 
 func sizeIs(path string, n int64) bool {
-	if path == "" {
-		return false
-	}
 	st, err := os.Stat(path)
 	return err == nil && st.Size() == n
 }

@@ -646,7 +646,7 @@ func TestDecideSync(t *testing.T) {
 		{"watermark ahead of the record", cur, rec(2, 9, 2), true, syncWrite, true, 1},
 		{"file elsewhere (a copied data directory)", storage.Watermark{LastIndex: 9, Frames: 3, Bytes: 100, Path: "/b/x.jsonl.zstd", HasSum: true}, rec(2, 9, 3), true, syncWrite, true, 1},
 	} {
-		got, from := decideSync(c.w, c.s, path, c.sized)
+		got, from := decideSync(c.w, c.s, path, func(string, int64) bool { return c.sized })
 		if got.op != c.op || got.full != c.full || from != c.from {
 			t.Errorf("%s: op %d full %v from %d; want op %d full %v from %d", c.name, got.op, got.full, from, c.op, c.full, c.from)
 		}
