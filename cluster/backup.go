@@ -216,7 +216,7 @@ func (n *Node) compactForSeed() (uint64, error) {
 			n.logger.Error("restoring TrailingLogs after the seed snapshot failed", "err", err)
 		}
 	}()
-	if err := n.await(n.raft.Snapshot()); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+	if err := await(n.ctx, n.raft.Snapshot()); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
 		return 0, err
 	}
 	metas, err := n.snaps.List()

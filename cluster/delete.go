@@ -18,7 +18,7 @@ func (n *Node) Delete(ctx context.Context, id, expectedRevision, requestID strin
 	if err := sessionlog.ValidateSessionID(id); err != nil {
 		return "", err
 	}
-	if n.raft.State() == raft.Leader && !n.votersSupport(fsm.DeleteVersion) {
+	if n.raft.State() == raft.Leader && !n.members.votersSupport(fsm.DeleteVersion) {
 		// An older voter could not apply the entry: refuse before proposing
 		// (FORMAT_UNSUPPORTED: the versions of the cluster do not allow it).
 		return "", sessionstore.Errorf(sessionstore.ReasonFormatUnsupported,

@@ -154,7 +154,7 @@ func (n *Node) DiskOK() error {
 	}
 	// Every voter appends what the leader commits: one whose disk is low
 	// (as it gossips) would fill up, so the whole cluster refuses.
-	if v := n.voterView(); v != nil && v.diskLow != "" {
+	if v := n.members.voterView(); v != nil && v.diskLow != "" {
 		return sessionstore.Errorf(sessionstore.ReasonQuotaExceeded,
 			"disk nearly full on voter %s (below its --min-free-bytes); writes are refused until space is freed there (the command was not applied)", v.diskLow)
 	}

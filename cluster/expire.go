@@ -20,7 +20,7 @@ func (n *Node) runExpiry() {
 		return
 	}
 	n.every(n.cfg.ExpirySweep, func() bool {
-		if n.raft.State() == raft.Leader && n.votersSupport(fsm.DeleteVersion) {
+		if n.raft.State() == raft.Leader && n.members.votersSupport(fsm.DeleteVersion) {
 			n.expireRegistrations()
 		}
 		return false

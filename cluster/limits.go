@@ -23,7 +23,7 @@ func (n *Node) stamp(ctx context.Context, cmd *fsmpb.Command) *fsmpb.Command {
 	if caller.Name == "" && lim.MaxSessionEvents == 0 && lim.MaxSessionBytes == 0 && lim.MaxPrincipalSessions == 0 {
 		return cmd
 	}
-	v := n.votersVersion()
+	v := n.members.votersVersion()
 	if v < fsm.PrincipalsVersion {
 		n.warnOnce.Do(func() {
 			n.logger.Warn("quotas are not enforced yet: a voter has not advertised command version 3 (an older build?); they start once every voter runs this version")
@@ -40,23 +40,9 @@ func (n *Node) stamp(ctx context.Context, cmd *fsmpb.Command) *fsmpb.Command {
 // voter applies version 5, so the answer it keeps (ExitPlan feedback, /plan
 // input) counts against --max-session-bytes.
 func (n *Node) stampStored(cmd *fsmpb.Command) {
-	if n.cfg.MaxSessionBytes > 0 && n.votersSupport(fsm.RequestsVersion) {
+	if n.cfg.MaxSessionBytes > 0 && n.members.votersSupport(fsm.RequestsVersion) {
 		cmd.Limits = &fsmpb.Limits{MaxSessionBytes: n.cfg.MaxSessionBytes, CountStored: true}
 	}
-}
-
-// votersSupport reports whether every voter has advertised command version v.
-func (n *Node) votersSupport(v uint32) bool { return n.votersVersion() >= v }
-
-// votersVersion is the newest command version every voter has advertised.
-// A node's last advertisement is remembered while it is down, so a stopped
-// voter does not switch quotas off; one never heard from counts as older.
-func (n *Node) votersVersion() uint32 {
-	v := n.voterView()
-	if v == nil {
-		return 0
-	}
-	return v.version
 }
 
 // acquire reserves size bytes of the budget of commands waiting for Raft on

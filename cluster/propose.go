@@ -63,7 +63,7 @@ func (n *Node) propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, 
 		return nil, sessionstore.ErrShuttingDown
 	}
 	if n.raft.State() != raft.Leader {
-		return nil, n.notLeader()
+		return nil, n.members.notLeader()
 	}
 	n.bindRequest(cmd)
 	// Disk nearly full (diskspace.go): refuse what grows the store, before

@@ -17,7 +17,7 @@ func (n *Node) readBarrier(ctx context.Context, c sessionstore.Consistency) erro
 		return nil
 	}
 	if n.raft.State() != raft.Leader {
-		return n.notLeader()
+		return n.members.notLeader()
 	}
 	if !n.isLeaderReady() {
 		return sessionstore.ErrNoLeader

@@ -10,7 +10,7 @@ import (
 // would replay another operation's answer where this one refuses, and the
 // replicas' answers and stored results would differ.
 func (n *Node) bindRequest(cmd *fsmpb.Command) {
-	if requestIDOf(cmd) != "" && n.votersSupport(fsm.RequestsVersion) {
+	if requestIDOf(cmd) != "" && n.members.votersSupport(fsm.RequestsVersion) {
 		cmd.BindRequest = true
 	}
 }

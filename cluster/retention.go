@@ -83,7 +83,7 @@ func (n *Node) Retention(ctx context.Context, dryRun bool) ([]string, error) {
 		})
 		return due, err
 	}
-	if n.raft.State() == raft.Leader && !n.votersSupport(fsm.DeleteVersion) {
+	if n.raft.State() == raft.Leader && !n.members.votersSupport(fsm.DeleteVersion) {
 		return nil, sessionstore.Errorf(sessionstore.ReasonFormatUnsupported,
 			"retention needs every voter at command version %d or later, and at least one has not advertised it (an older build?): upgrade every node first", fsm.DeleteVersion)
 	}
@@ -105,7 +105,7 @@ func (n *Node) runRetention() {
 		return
 	}
 	n.every(n.cfg.RetentionSweep, func() bool {
-		if n.raft.State() != raft.Leader || !n.votersSupport(fsm.DeleteVersion) {
+		if n.raft.State() != raft.Leader || !n.members.votersSupport(fsm.DeleteVersion) {
 			return false
 		}
 		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.ApplyTimeout)

@@ -189,7 +189,7 @@ func (n *Node) Append(ctx context.Context, id string, events [][]byte, epoch uin
 	// A follower hands the call on as it came: the leader checks the batch
 	// (once, not on both nodes) against its own state and limits.
 	if n.raft.State() != raft.Leader {
-		return sessionstore.AppendResult{}, n.notLeader()
+		return sessionstore.AppendResult{}, n.members.notLeader()
 	}
 	if len(events) > n.cfg.MaxBatchCount {
 		return sessionstore.AppendResult{}, sessionstore.Errorf(sessionstore.ReasonTooLarge,
@@ -239,7 +239,7 @@ func (n *Node) Append(ctx context.Context, id string, events [][]byte, epoch uin
 	// (a cluster mid-upgrade) the leader checks it here, against its own
 	// state, which a concurrent Delete and re-create of the session can race.
 	strict := v == sessionstore.ValidateStrict
-	if strict && !n.votersSupport(fsm.StrictVersion) {
+	if strict && !n.members.votersSupport(fsm.StrictVersion) {
 		if err := n.precheckStrict(ctx, id, first, events); err != nil {
 			return sessionstore.AppendResult{}, err
 		}
