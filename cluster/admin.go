@@ -23,7 +23,7 @@ func (n *Node) Status(ctx context.Context) (sessionstore.NodeStatus, error) {
 // (no-op and barrier entries never reach the FSM but count as applied).
 func (n *Node) appliedIndex() uint64 {
 	ra := n.raft.AppliedIndex()
-	if n.fsm.AppliedIndex() >= n.lastStateIndex(ra) {
+	if n.fsm.AppliedIndex() >= n.sessions.lastStateIndex(ra) {
 		return ra
 	}
 	return n.fsm.AppliedIndex()
@@ -75,3 +75,8 @@ func (n *Node) Leave(ctx context.Context) error { return n.members.Leave(ctx) }
 
 // ClientHints returns the hints every answer carries (hints.go).
 func (n *Node) ClientHints() *sessionstore.ClientHints { return n.members.ClientHints() }
+
+// Retention applies the retention policies now (Sessions.Retention).
+func (n *Node) Retention(ctx context.Context, dryRun bool) ([]string, error) {
+	return n.sessions.Retention(ctx, dryRun)
+}

@@ -42,10 +42,8 @@ type Node struct {
 
 	members *membership // membership.go: gossip, bootstrap, reconcile, voters
 
-	proposer   *proposer   // propose.go: commands into Raft entries
-	commandIDs *commandIDs // /plan command ids this node mints
-
-	warnOnce sync.Once // quotas not enforced yet (a voter on an older build)
+	proposer *proposer // propose.go: commands into Raft entries
+	sessions *Sessions // sessions.go: the session operations
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -124,8 +122,7 @@ func New(cfg Config, p Parts) (_ *Node, err error) {
 		return nil, errors.Join(fmt.Errorf("cluster config: %w", err), st.Close())
 	}
 	n := &Node{cfg: cfg, logger: nodeLogger(logger, cfg), stores: st, local: st.Local, logs: st.Logs, snaps: st.Snaps, state: st.State,
-		commandIDs: newCommandIDs(),
-		metrics:    NewMetrics(reg)}
+		metrics: NewMetrics(reg)}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.dialCtx, n.dialCancel = context.WithCancel(context.Background())
 	defer func() {
@@ -219,6 +216,9 @@ func New(cfg Config, p Parts) (_ *Node, err error) {
 		seedPending: n.seedPending,
 	}, p.Remover, n.logger)
 	n.proposer = newProposer(n.ctx, n.raft, cfg, n.metrics, func() bool { return n.members.votersSupport(fsm.PackedVersion) })
+	n.sessions = newSessions(n.ctx, cfg, sessionParts{raft: n.raft, logs: n.logs, state: n.state, fsm: n.fsm, artifacts: n.artifacts,
+		proposer: n.proposer, members: n.members, disk: n.disk, metrics: n.metrics},
+		nodeState{closing: n.closing, leaderReady: n.isLeaderReady}, n.logger)
 	publishDisk := func() { g.update(func(m *memberMeta) { m.DiskLow = n.disk.isLow() }) }
 	n.disk.mu.Lock()
 	n.disk.onChange = publishDisk
@@ -236,8 +236,8 @@ func New(cfg Config, p Parts) (_ *Node, err error) {
 	n.spawn(n.members.runReconcile)                      // reconcile.go: gossip into the configuration
 	n.spawn(func() { n.members.runBootstrap(hasState) }) // bootstrap.go
 	n.spawn(n.runSeedSnapshot)                           // backup.go
-	n.spawn(n.runExpiry)                                 // expire.go
-	n.spawn(n.runRetention)                              // retention.go
+	n.spawn(n.sessions.runExpiry)                        // expire.go
+	n.spawn(n.sessions.runRetention)                     // retention.go
 	if st.Shallow {
 		n.spawn(n.checkStateLater) // statecheck.go
 	}
@@ -285,7 +285,7 @@ func (n *Node) runLeadership() {
 			continue
 		}
 		if n.ClusterID() == "" {
-			if _, err := n.propose(n.ctx, &fsmpb.Command{Cmd: &fsmpb.Command_SetClusterId{
+			if _, err := n.sessions.propose(n.ctx, &fsmpb.Command{Cmd: &fsmpb.Command_SetClusterId{
 				SetClusterId: &fsmpb.SetClusterID{ClusterId: newClusterID()}}}); err != nil {
 				n.logger.Warn("minting cluster id failed; will retry", "err", err)
 				continue
@@ -334,7 +334,7 @@ func (n *Node) convertLayout() {
 		return
 	}
 	n.logger.Info("every voter supports a newer state format: converting the state database", "format", have, "to", target)
-	if _, err := n.propose(n.ctx, &fsmpb.Command{Cmd: &fsmpb.Command_ConvertLayout{ConvertLayout: &fsmpb.ConvertLayout{Layout: uint32(target)}}}); err != nil {
+	if _, err := n.sessions.propose(n.ctx, &fsmpb.Command{Cmd: &fsmpb.Command_ConvertLayout{ConvertLayout: &fsmpb.ConvertLayout{Layout: uint32(target)}}}); err != nil {
 		n.logger.Warn("converting the state database failed; will retry", "to", target, "err", err)
 	}
 }
@@ -345,6 +345,13 @@ func (n *Node) setReadyTerm(t uint64) {
 	n.mu.Unlock()
 }
 
+// closing reports whether Close has begun.
+func (n *Node) closing() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.closed
+}
+
 // isLeaderReady reports whether this node leads a term whose barrier completed.
 func (n *Node) isLeaderReady() bool {
 	n.mu.Lock()
@@ -352,6 +359,9 @@ func (n *Node) isLeaderReady() bool {
 	n.mu.Unlock()
 	return t != 0 && t == n.raft.CurrentTerm() && n.raft.State() == raft.Leader
 }
+
+// ReadyForReads reports whether linearizable reads are served here now.
+func (n *Node) ReadyForReads() bool { return n.isLeaderReady() }
 
 func newClusterID() string {
 	var b [8]byte
@@ -435,6 +445,9 @@ func (n *Node) SnapshotRestores() uint64 { return n.fsm.Restores() }
 
 // GossipAddr is the gossip address other nodes can --join.
 func (n *Node) GossipAddr() string { return n.members.gossip.addr() }
+
+// Sessions serves the session operations (api/rpc's Backend and PlanBackend).
+func (n *Node) Sessions() *Sessions { return n.sessions }
 
 // Artifacts exposes the artifact writer (HTTP download, tests).
 func (n *Node) Artifacts() *artifacts.Writer { return n.artifacts }
