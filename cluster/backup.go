@@ -30,7 +30,7 @@ import (
 // (storage.Snapshot.WriteTo's format). The returned trailer carries the
 // sizes and the SHA-256 of the uncompressed database.
 func (n *Node) Backup(ctx context.Context, meta func(sessionstore.BackupMeta) error, data io.Writer) (sessionstore.BackupTrailer, error) {
-	if err := n.readBarrier(ctx, sessionstore.Linearizable); err != nil {
+	if err := n.sessions.readBarrier(ctx, sessionstore.Linearizable); err != nil {
 		return sessionstore.BackupTrailer{}, err
 	}
 	sn, err := n.state.BeginSnapshot()
@@ -184,7 +184,7 @@ func (n *Node) runSeedSnapshot() {
 		return
 	}
 	n.logger.Info("state restored from a backup: servers are added once it is snapshotted")
-	n.every(100*time.Millisecond, func() bool {
+	every(n.ctx, 100*time.Millisecond, func() bool {
 		if !n.isLeaderReady() || n.ClusterID() == "" {
 			return false
 		}
@@ -216,7 +216,7 @@ func (n *Node) compactForSeed() (uint64, error) {
 			n.logger.Error("restoring TrailingLogs after the seed snapshot failed", "err", err)
 		}
 	}()
-	if err := n.await(n.raft.Snapshot()); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+	if err := await(n.ctx, n.raft.Snapshot()); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
 		return 0, err
 	}
 	metas, err := n.snaps.List()

@@ -33,13 +33,13 @@ func (c Config) checkPeersConfigured(hasState bool) error {
 // as voters and the others receive it from the new leader. A node that sees a
 // formed cluster (a peer with state) only waits to be added. More servers than
 // expected seeing each other is refused loudly rather than guessed at.
-func (n *Node) runBootstrap(hasState bool) {
-	expect := n.cfg.bootstrapExpect()
+func (mb *membership) runBootstrap(hasState bool) {
+	expect := mb.cfg.bootstrapExpect()
 	if hasState || expect == 0 {
 		return
 	}
-	if expect == 1 && len(n.cfg.Join) == 0 {
-		n.bootstrap([]raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(n.cfg.NodeID), Address: n.transport.LocalAddr()}})
+	if expect == 1 && len(mb.cfg.Join) == 0 {
+		mb.bootstrap([]raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(mb.cfg.NodeID), Address: mb.local.raftAddr}})
 		return
 	}
 	t := time.NewTicker(500 * time.Millisecond)
@@ -49,28 +49,28 @@ func (n *Node) runBootstrap(hasState bool) {
 	warned := time.Time{}
 	for {
 		select {
-		case <-n.ctx.Done():
+		case <-mb.ctx.Done():
 			return
 		case <-t.C:
 		}
-		if n.hasConfiguration() {
+		if mb.hasConfiguration() {
 			return // added by a leader
 		}
 		var cands []string
 		formed := false
-		ps := n.gossip.peers()
+		ps := mb.gossip.peers()
 		for _, id := range sortedIDs(ps) {
 			p := ps[id]
 			if !p.alive() {
 				continue
 			}
-			if id != n.cfg.NodeID && (p.meta.HasState || p.meta.ClusterID != "") {
+			if id != mb.cfg.NodeID && (p.meta.HasState || p.meta.ClusterID != "") {
 				formed = true
 			}
 			cands = append(cands, id)
 		}
 		if formed {
-			n.logger.Info("a cluster already exists among the gossip peers; waiting to be added to it")
+			mb.logger.Info("a cluster already exists among the gossip peers; waiting to be added to it")
 			return
 		}
 		set := strings.Join(cands, ",")
@@ -78,10 +78,10 @@ func (n *Node) runBootstrap(hasState bool) {
 			if time.Since(warned) > 10*time.Second {
 				warned = time.Now()
 				if len(cands) > expect {
-					n.logger.Error("more servers than --bootstrap-expect see each other; not bootstrapping (start exactly that many, then add more)",
+					mb.logger.Error("more servers than --bootstrap-expect see each other; not bootstrapping (start exactly that many, then add more)",
 						"expect", expect, "seen", set)
 				} else {
-					n.logger.Info("waiting for servers before bootstrapping", "expect", expect, "seen", set)
+					mb.logger.Info("waiting for servers before bootstrapping", "expect", expect, "seen", set)
 				}
 			}
 			lastSet, stable = "", 0
@@ -94,33 +94,33 @@ func (n *Node) runBootstrap(hasState bool) {
 		if stable++; stable < bootstrapStable {
 			continue
 		}
-		if cands[0] != n.cfg.NodeID {
+		if cands[0] != mb.cfg.NodeID {
 			continue // the smallest id bootstraps; we get the configuration from it
 		}
 		servers := make([]raft.Server, 0, len(cands))
 		for _, id := range cands {
 			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(id), Address: raft.ServerAddress(ps[id].meta.Raft)})
 		}
-		n.bootstrap(servers)
+		mb.bootstrap(servers)
 		return
 	}
 }
 
-func (n *Node) bootstrap(servers []raft.Server) {
-	err := n.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error()
+func (mb *membership) bootstrap(servers []raft.Server) {
+	err := mb.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error()
 	if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
-		n.logger.Error("bootstrap failed", "err", err)
+		mb.logger.Error("bootstrap failed", "err", err)
 		return
 	}
 	ids := make([]string, len(servers))
 	for i, s := range servers {
 		ids[i] = string(s.ID)
 	}
-	n.logger.Info("bootstrapped the cluster", "voters", strings.Join(ids, ","))
-	n.gossip.update(func(m *memberMeta) { m.HasState = true })
+	mb.logger.Info("bootstrapped the cluster", "voters", strings.Join(ids, ","))
+	mb.gossip.update(func(m *memberMeta) { m.HasState = true })
 }
 
-func (n *Node) hasConfiguration() bool {
-	f := n.raft.GetConfiguration()
+func (mb *membership) hasConfiguration() bool {
+	f := mb.raft.GetConfiguration()
 	return f.Error() == nil && len(f.Configuration().Servers) > 0
 }

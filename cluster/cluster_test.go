@@ -30,7 +30,7 @@ func mark(seq int64, m string) []byte {
 func create(t *testing.T, nd *clustertest.Node, id string) {
 	t.Helper()
 	cwd := testCwd
-	if _, err := nd.Create(context.Background(), sessionstore.Header{ID: id, CreatedAt: 1, Cwd: &cwd}, "", sessionstore.ValidateStrict); err != nil {
+	if _, err := nd.Sessions().Create(context.Background(), sessionstore.Header{ID: id, CreatedAt: 1, Cwd: &cwd}, "", sessionstore.ValidateStrict); err != nil {
 		t.Fatalf("create %s on %s: %v", id, nd.ID, err)
 	}
 }
@@ -38,7 +38,7 @@ func create(t *testing.T, nd *clustertest.Node, id string) {
 func appendMarks(t *testing.T, nd *clustertest.Node, id string, from, n int64) {
 	t.Helper()
 	for k := from; k < from+n; k++ {
-		if _, err := nd.Append(context.Background(), id, [][]byte{mark(k, id)}, 0, "", sessionstore.ValidateStrict); err != nil {
+		if _, err := nd.Sessions().Append(context.Background(), id, [][]byte{mark(k, id)}, 0, "", sessionstore.ValidateStrict); err != nil {
 			t.Fatalf("append %s/%d on %s: %v", id, k, nd.ID, err)
 		}
 	}
@@ -53,7 +53,7 @@ func converged(c *clustertest.Cluster, next map[string]int64) error {
 		got := map[string]string{}
 		for id, want := range next {
 			var s sessionstore.Suffix
-			err := nd.ReadFrom(context.Background(), id, 0, sessionstore.Stale, func(x sessionstore.Suffix) error {
+			err := nd.Sessions().ReadFrom(context.Background(), id, 0, sessionstore.Stale, func(x sessionstore.Suffix) error {
 				s.Events = append(s.Events, x.Events...)
 				return nil
 			})
@@ -107,7 +107,7 @@ func TestLeaderLossAndNotLeader(t *testing.T) {
 	appendMarks(t, leader, "s", 0, 3)
 
 	f := c.Followers(leader)[0]
-	_, err := f.Append(context.Background(), "s", [][]byte{mark(3, "s")}, 0, "", sessionstore.ValidateStrict)
+	_, err := f.Sessions().Append(context.Background(), "s", [][]byte{mark(3, "s")}, 0, "", sessionstore.ValidateStrict)
 	var nl *sessionstore.NotLeaderError
 	if !errors.As(err, &nl) || nl.LeaderID != leader.ID || nl.LeaderAPI != leader.API {
 		t.Fatalf("append on follower %s: %v, want not-leader naming %s at %s", f.ID, err, leader.ID, leader.API)
@@ -140,7 +140,7 @@ func TestIsolatedLeaderAcknowledgesNothing(t *testing.T) {
 		[]raft.ServerAddress{others[0].Addr, others[1].Addr})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	_, err := old.Append(ctx, "p", [][]byte{mark(1, "isolated")}, 0, "", sessionstore.ValidateStrict)
+	_, err := old.Sessions().Append(ctx, "p", [][]byte{mark(1, "isolated")}, 0, "", sessionstore.ValidateStrict)
 	cancel()
 	if err == nil {
 		t.Fatal("the isolated leader acknowledged a write")
@@ -158,7 +158,7 @@ func TestIsolatedLeaderAcknowledgesNothing(t *testing.T) {
 	// The isolated write may still be in the old leader's log; the majority's
 	// next seq tells, and the majority writes from there.
 	var have int64
-	if err := maj.ReadFrom(context.Background(), "p", 0, sessionstore.Linearizable, func(s sessionstore.Suffix) error {
+	if err := maj.Sessions().ReadFrom(context.Background(), "p", 0, sessionstore.Linearizable, func(s sessionstore.Suffix) error {
 		have = s.NextSeq
 		return nil
 	}); err != nil {

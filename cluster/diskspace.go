@@ -147,14 +147,14 @@ func (d *diskMonitor) check(maxAge time.Duration) string {
 // Config.MinFreeBytes available. Otherwise it returns a QUOTA_EXCEEDED error
 // (RESOURCE_EXHAUSTED on the wire) saying how much is free and the threshold.
 // The sample is at most diskRecheckAfter old.
-func (n *Node) DiskOK() error {
-	if why := n.disk.check(diskRecheckAfter); why != "" {
+func (ss *Sessions) DiskOK() error {
+	if why := ss.disk.check(diskRecheckAfter); why != "" {
 		return sessionstore.Errorf(sessionstore.ReasonQuotaExceeded,
 			"disk nearly full: %s; writes are refused until space is freed (the command was not applied)", why)
 	}
 	// Every voter appends what the leader commits: one whose disk is low
 	// (as it gossips) would fill up, so the whole cluster refuses.
-	if v := n.voterView(); v != nil && v.diskLow != "" {
+	if v := ss.members.voterView(); v != nil && v.diskLow != "" {
 		return sessionstore.Errorf(sessionstore.ReasonQuotaExceeded,
 			"disk nearly full on voter %s (below its --min-free-bytes); writes are refused until space is freed there (the command was not applied)", v.diskLow)
 	}

@@ -15,25 +15,25 @@ import (
 // runExpiry lets the leader delete Create registrations that never got an
 // event within RegistrationTTL (leader time; each delete carries the
 // registration's revision, so an append that lands first wins).
-func (n *Node) runExpiry() {
-	if n.cfg.RegistrationTTL <= 0 {
+func (ss *Sessions) runExpiry() {
+	if ss.cfg.RegistrationTTL <= 0 {
 		return
 	}
-	n.every(n.cfg.ExpirySweep, func() bool {
-		if n.raft.State() == raft.Leader && n.votersSupport(fsm.DeleteVersion) {
-			n.expireRegistrations()
+	every(ss.ctx, ss.cfg.ExpirySweep, func() bool {
+		if ss.raft.State() == raft.Leader && ss.members.votersSupport(fsm.DeleteVersion) {
+			ss.expireRegistrations()
 		}
 		return false
 	})
 }
 
-// every runs fn every d until the node stops or fn reports it is done.
-func (n *Node) every(d time.Duration, fn func() (done bool)) {
+// every runs fn every d until ctx (the node's) ends or fn reports it is done.
+func every(ctx context.Context, d time.Duration, fn func() (done bool)) {
 	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
-		case <-n.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
@@ -43,11 +43,11 @@ func (n *Node) every(d time.Duration, fn func() (done bool)) {
 	}
 }
 
-func (n *Node) expireRegistrations() {
-	cutoff := time.Now().Add(-n.cfg.RegistrationTTL).UnixMilli()
+func (ss *Sessions) expireRegistrations() {
+	cutoff := time.Now().Add(-ss.cfg.RegistrationTTL).UnixMilli()
 	type expired struct{ id, rev string }
 	var due []expired
-	_ = n.state.View(func(tx *storage.Tx) error {
+	_ = ss.state.View(func(tx *storage.Tx) error {
 		cid := tx.ClusterID()
 		return tx.ForEachSession("", false, func(id string, b []byte) error {
 			s, err := fsm.DecodeSession(cid, b)
@@ -60,8 +60,8 @@ func (n *Node) expireRegistrations() {
 	})
 	removed := 0
 	for _, e := range due {
-		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.ApplyTimeout)
-		_, err := n.Delete(ctx, e.id, e.rev, "expire-"+e.rev)
+		ctx, cancel := context.WithTimeout(ss.ctx, ss.cfg.ApplyTimeout)
+		_, err := ss.Delete(ctx, e.id, e.rev, "expire-"+e.rev)
 		cancel()
 		switch {
 		case err == nil:
@@ -69,10 +69,10 @@ func (n *Node) expireRegistrations() {
 		case errors.Is(err, sessionstore.ErrRevisionMismatch), errors.Is(err, sessionstore.ErrNotFound):
 			// Materialised or deleted meanwhile.
 		default:
-			n.logger.Warn("expiring a registration failed; the next sweep retries", "session", e.id, "err", err)
+			ss.logger.Warn("expiring a registration failed; the next sweep retries", "session", e.id, "err", err)
 		}
 	}
 	if removed > 0 {
-		n.logger.Info("expired registrations that never got an event", "count", removed, "ttl", n.cfg.RegistrationTTL)
+		ss.logger.Info("expired registrations that never got an event", "count", removed, "ttl", ss.cfg.RegistrationTTL)
 	}
 }

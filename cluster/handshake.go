@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -401,15 +402,24 @@ func (h *Handshaker) dialled(conn net.Conn, deadline time.Time, addr string) (ne
 	return conn, nil
 }
 
+// legacyView is the handshake's view of gossip, for the legacy checks: the
+// handshaker is built before gossip starts (Raft's transport needs it), and
+// until gossip runs every peer gets a handshake.
+type legacyView struct {
+	self      string
+	clusterID func() string          // raftClusterID
+	gossip    atomic.Pointer[gossip] // set once gossip runs
+}
+
 // legacyPeer reports whether the node at Raft address addr advertises no
 // handshake in gossip (a build before it); unknown addresses get one.
-func (n *Node) legacyPeer(addr string) bool {
-	g := n.hsGossip.Load()
+func (v *legacyView) legacyPeer(addr string) bool {
+	g := v.gossip.Load()
 	if g == nil {
 		return false
 	}
 	for _, p := range g.peers() {
-		if p.meta.Raft == addr && p.meta.ID != n.cfg.NodeID {
+		if p.meta.Raft == addr && p.meta.ID != v.self {
 			return p.meta.Handshake == 0
 		}
 	}
@@ -419,12 +429,12 @@ func (n *Node) legacyPeer(addr string) bool {
 // legacyAccept reports whether a live gossip member of this cluster (or of
 // none yet) advertises no handshake: only then are connections without one
 // taken, so the window closes once every node runs a build with it.
-func (n *Node) legacyAccept() bool {
-	g := n.hsGossip.Load()
+func (v *legacyView) legacyAccept() bool {
+	g := v.gossip.Load()
 	if g == nil {
 		return false
 	}
-	cid := n.raftClusterID()
+	cid := v.clusterID()
 	for _, p := range g.peers() {
 		if p.alive() && p.meta.Handshake == 0 && (p.meta.ClusterID == "" || p.meta.ClusterID == cid) {
 			return true

@@ -38,19 +38,19 @@ func monoNow() int64 { return int64(time.Since(monoBase)) }
 // recomputed only when one of those has changed (as voterView; the
 // configuration is looked at every hintsFresh), so that every call can carry
 // them.
-func (n *Node) ClientHints() *sessionstore.ClientHints {
-	_, leader := n.raft.LeaderWithID()
+func (mb *membership) ClientHints() *sessionstore.ClientHints {
+	_, leader := mb.raft.LeaderWithID()
 	var gen uint64
-	if n.gossip != nil {
-		gen = n.gossip.generation()
+	if mb.gossip != nil {
+		gen = mb.gossip.generation()
 	}
 	now := monoNow()
-	h := n.hintCache.Load()
+	h := mb.hintCache.Load()
 	if h != nil && h.leaderID == leader && h.gen == gen && now-h.checked.Load() < int64(hintsFresh) {
 		return &h.ClientHints
 	}
 	var servers []raft.Server
-	if f := n.raft.GetConfiguration(); f.Error() == nil {
+	if f := mb.raft.GetConfiguration(); f.Error() == nil {
 		servers = f.Configuration().Servers
 	}
 	if h != nil && h.leaderID == leader && h.gen == gen && sameServers(h.servers, servers) {
@@ -58,13 +58,13 @@ func (n *Node) ClientHints() *sessionstore.ClientHints {
 		return &h.ClientHints
 	}
 	var peers map[string]peer
-	if n.gossip != nil {
-		peers, gen = n.gossip.peersAt()
+	if mb.gossip != nil {
+		peers, gen = mb.gossip.peersAt()
 	}
-	h = computeHints(n.cfg.NodeID, leader, servers, peers)
+	h = computeHints(mb.cfg.NodeID, leader, servers, peers)
 	h.gen = gen
 	h.checked.Store(now)
-	n.hintCache.Store(h)
+	mb.hintCache.Store(h)
 	return &h.ClientHints
 }
 

@@ -13,20 +13,20 @@ import (
 // every voter has said (in gossip) that it applies command version 3: an
 // older replica would refuse the entry. Until then quotas are not enforced,
 // and the node says so.
-func (n *Node) stamp(ctx context.Context, cmd *fsmpb.Command) *fsmpb.Command {
+func (ss *Sessions) stamp(ctx context.Context, cmd *fsmpb.Command) *fsmpb.Command {
 	caller := sessionstore.CallerFrom(ctx)
-	lim := &fsmpb.Limits{MaxSessionEvents: n.cfg.MaxSessionEvents, MaxSessionBytes: n.cfg.MaxSessionBytes,
-		MaxPrincipalSessions: n.cfg.MaxSessionsPerPrincipal}
+	lim := &fsmpb.Limits{MaxSessionEvents: ss.cfg.MaxSessionEvents, MaxSessionBytes: ss.cfg.MaxSessionBytes,
+		MaxPrincipalSessions: ss.cfg.MaxSessionsPerPrincipal}
 	if caller.MaxSessions > 0 {
 		lim.MaxPrincipalSessions = caller.MaxSessions
 	}
 	if caller.Name == "" && lim.MaxSessionEvents == 0 && lim.MaxSessionBytes == 0 && lim.MaxPrincipalSessions == 0 {
 		return cmd
 	}
-	v := n.votersVersion()
+	v := ss.members.votersVersion()
 	if v < fsm.PrincipalsVersion {
-		n.warnOnce.Do(func() {
-			n.logger.Warn("quotas are not enforced yet: a voter has not advertised command version 3 (an older build?); they start once every voter runs this version")
+		ss.warnOnce.Do(func() {
+			ss.logger.Warn("quotas are not enforced yet: a voter has not advertised command version 3 (an older build?); they start once every voter runs this version")
 		})
 		return cmd
 	}
@@ -39,24 +39,10 @@ func (n *Node) stamp(ctx context.Context, cmd *fsmpb.Command) *fsmpb.Command {
 // stampStored gives a plan-mode call the session byte quota, once every
 // voter applies version 5, so the answer it keeps (ExitPlan feedback, /plan
 // input) counts against --max-session-bytes.
-func (n *Node) stampStored(cmd *fsmpb.Command) {
-	if n.cfg.MaxSessionBytes > 0 && n.votersSupport(fsm.RequestsVersion) {
-		cmd.Limits = &fsmpb.Limits{MaxSessionBytes: n.cfg.MaxSessionBytes, CountStored: true}
+func (ss *Sessions) stampStored(cmd *fsmpb.Command) {
+	if ss.cfg.MaxSessionBytes > 0 && ss.members.votersSupport(fsm.RequestsVersion) {
+		cmd.Limits = &fsmpb.Limits{MaxSessionBytes: ss.cfg.MaxSessionBytes, CountStored: true}
 	}
-}
-
-// votersSupport reports whether every voter has advertised command version v.
-func (n *Node) votersSupport(v uint32) bool { return n.votersVersion() >= v }
-
-// votersVersion is the newest command version every voter has advertised.
-// A node's last advertisement is remembered while it is down, so a stopped
-// voter does not switch quotas off; one never heard from counts as older.
-func (n *Node) votersVersion() uint32 {
-	v := n.voterView()
-	if v == nil {
-		return 0
-	}
-	return v.version
 }
 
 // acquire reserves size bytes of the budget of commands waiting for Raft on
@@ -93,11 +79,4 @@ func (pr *proposer) release(size int64) {
 	close(pr.freed)
 	pr.freed = make(chan struct{})
 	pr.mu.Unlock()
-}
-
-// PendingBytes is the size of the commands waiting for Raft on this node.
-func (n *Node) PendingBytes() int64 {
-	n.proposer.mu.Lock()
-	defer n.proposer.mu.Unlock()
-	return n.proposer.pending
 }

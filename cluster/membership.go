@@ -1,286 +1,238 @@
 package cluster
 
 import (
-	"bytes"
-	"encoding/json"
-	"fmt"
-	"log"
+	"context"
 	"log/slog"
-	"net"
-	"sort"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/raft"
+
+	"github.com/sessionstore/sessionstore"
 )
 
-// memberMeta is what each node publishes in gossip. Gossip is advisory: only
-// Raft decides membership; the leader folds gossip into the configuration.
-type memberMeta struct {
-	ID   string `json:"id"`
-	Raft string `json:"raft"`
-	API  string `json:"api"`
-	// Client is the gRPC address clients reach the node at
-	// (--advertise-client-addr); absent on builds before it: API.
-	Client    string `json:"client,omitempty"`
-	ClusterID string `json:"cluster,omitempty"`
-	// HasState is set once the node has Raft state: it belongs (or belonged)
-	// to a cluster and must never take part in a bootstrap.
-	HasState bool   `json:"state,omitempty"`
-	Applied  uint64 `json:"applied,omitempty"`
-	// Leaving is gossiped just before a graceful leave, so peers can tell a
-	// node that left (SIGTERM, sessionstore leave) from one that died.
-	Leaving bool `json:"leaving,omitempty"`
-	// AuthHash identifies the node's token file (auth.Table.Hash): nodes
-	// whose files differ authorise differently, which deserves a warning.
-	AuthHash string `json:"auth,omitempty"`
-	// Commands is the newest command version the node applies (absent on
-	// builds before version 3: they are taken to know at most version 2).
-	Commands uint32 `json:"cmd,omitempty"`
-	// DiskLow is set while the node's data directory is below
-	// --min-free-bytes: the leader then refuses writes for the whole
-	// cluster, since every voter must append them.
-	DiskLow bool `json:"disk_low,omitempty"`
-	// Handshake is the Raft handshake version the node speaks (handshake.go;
-	// absent on builds before it, which are dialled without one).
-	Handshake uint8 `json:"hs,omitempty"`
-}
+// membership is who belongs to the cluster, as this node sees and shapes it:
+// gossip, the bootstrap that forms a cluster (bootstrap.go), the reconcile
+// loop that folds gossip into the Raft configuration (reconcile.go), the
+// voters' views derived from both (voters.go, hints.go) and the member admin
+// calls. Only Raft decides membership; gossip is advisory.
+type membership struct {
+	ctx     context.Context // ends when the node stops
+	cfg     Config
+	raft    *raft.Raft
+	gossip  *gossip
+	local   localNode
+	remover Remover // nil: Leave fails with ErrNoLeader
+	logger  *slog.Logger
 
-// gossip runs memberlist and tracks the peers' metadata.
-type gossip struct {
-	ml     *memberlist.Memberlist
-	logger *slog.Logger
-	// address is the local node's gossip address, read once at start:
-	// memberlist rewrites its local node under its own lock on every
-	// UpdateNode, so reading LocalNode() later races with publishMeta.
-	address string
+	closedOnce sync.Once                 // ClosedMembership refused a server (logged once)
+	deadSince  map[string]time.Time      // reconcile goroutine only
+	voterCache atomic.Pointer[voterView] // voters.go: the last view, reused while current
+	hintCache  atomic.Pointer[hints]     // hints.go: the last hints, reused while current
 
 	mu      sync.Mutex
-	meta    memberMeta
-	members map[string]peer // by memberlist node name, from event callbacks
-	changed chan struct{}   // closed and replaced on every membership event
-	// gen counts changes to meta and members (written under mu): a view
-	// derived from peers() is current while gen has not moved (voters.go).
-	gen atomic.Uint64
+	removed map[string]time.Time // servers this node removed as leader, when
 }
 
-func newGossip(cfg Config, self memberMeta, logger *slog.Logger) (*gossip, error) {
-	g := &gossip{logger: logger.With("component", "gossip"), meta: self, members: map[string]peer{}, changed: make(chan struct{})}
-	mc := memberlist.DefaultLANConfig()
-	mc.Name = cfg.NodeID
-	host, port, err := splitHostPort(cfg.GossipAddr)
-	if err != nil {
-		return nil, fmt.Errorf("gossip address %q: %w", cfg.GossipAddr, err)
+// localNode is what membership needs from the rest of its node.
+type localNode struct {
+	raftAddr raft.ServerAddress // this node's, for a one-voter bootstrap
+	// admit is Transport.Admit with the node's dial context: whether a
+	// server at addr may be added (Raft TLS checks its certificate).
+	admit       func(id string, addr raft.ServerAddress) bool
+	clusterID   func() string // the applied cluster id, "" until minted
+	applied     func() uint64 // the FSM's applied index, gossiped for promotion
+	seedPending func() bool   // restored state not yet in a snapshot (backup.go)
+}
+
+func newMembership(ctx context.Context, cfg Config, r *raft.Raft, g *gossip, local localNode, remover Remover, logger *slog.Logger) *membership {
+	return &membership{ctx: ctx, cfg: cfg, raft: r, gossip: g, local: local, remover: remover, logger: logger}
+}
+
+// Members is the Raft configuration joined with gossip health.
+func (mb *membership) Members(ctx context.Context) ([]sessionstore.Member, error) {
+	f := mb.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, err
 	}
-	mc.BindAddr, mc.BindPort = host, port
-	mc.AdvertisePort = port
-	if cfg.GossipAdvertise != "" {
-		ah, ap, err := splitHostPort(cfg.GossipAdvertise)
+	ps := mb.gossip.peers()
+	var out []sessionstore.Member
+	for _, s := range f.Configuration().Servers {
+		m := sessionstore.Member{NodeID: string(s.ID), RaftAddress: string(s.Address), Suffrage: s.Suffrage.String(), Health: "unknown"}
+		if p, ok := ps[string(s.ID)]; ok {
+			m.APIAddress, m.Health = p.meta.API, p.health()
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// RemoveMember removes a server from the Raft configuration (the leader does;
+// a follower answers with the leader to ask).
+func (mb *membership) RemoveMember(ctx context.Context, nodeID string) error {
+	if mb.raft.State() != raft.Leader {
+		return mb.notLeader()
+	}
+	if _, ok := mb.serverAddress(nodeID); !ok {
+		return sessionstore.Errorf(sessionstore.ReasonNotFound, "node %s is not a member", sessionstore.Quote(nodeID))
+	}
+	if mb.voters() == 1 && nodeID == mb.cfg.NodeID {
+		return sessionstore.Errorf(sessionstore.ReasonInvalidArgument, "node %s is the only voter; removing it would leave no cluster", sessionstore.Quote(nodeID))
+	}
+	if err := mb.raft.RemoveServer(raft.ServerID(nodeID), 0, 10*time.Second).Error(); err != nil {
+		return raftErr("remove "+nodeID, err)
+	}
+	mb.mu.Lock()
+	if mb.removed == nil {
+		mb.removed = map[string]time.Time{}
+	}
+	mb.removed[nodeID] = time.Now()
+	mb.mu.Unlock()
+	mb.logger.Info("removed a server from the configuration", "peer_id", nodeID)
+	return nil
+}
+
+// recentlyRemoved reports whether this node (as leader) removed id within
+// the last removedQuiet: gossip may still show the server alive for a
+// moment, and reconcile must not add it straight back.
+func (mb *membership) recentlyRemoved(id string) bool {
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	t, ok := mb.removed[id]
+	return ok && time.Since(t) < removedQuiet
+}
+
+// removedQuiet is how long a removed server is not re-added from gossip.
+const removedQuiet = 30 * time.Second
+
+// Leave takes this node out of the cluster: leadership is handed over if it
+// leads, the leader removes it from the Raft configuration, and it leaves the
+// gossip pool. The node keeps running until it is stopped.
+func (mb *membership) Leave(ctx context.Context) (err error) {
+	// Say so in gossip first: the leader's reconcile does not add a leaving
+	// server back while its removal and its departure from gossip race.
+	mb.gossip.update(func(m *memberMeta) { m.Leaving = true })
+	defer func() {
 		if err != nil {
-			return nil, fmt.Errorf("gossip advertise address %q: %w", cfg.GossipAdvertise, err)
+			mb.gossip.update(func(m *memberMeta) { m.Leaving = false })
 		}
-		// memberlist wants an IP; a host name (a container's) is resolved now.
-		if net.ParseIP(ah) == nil {
-			ips, err := net.LookupIP(ah)
-			if err != nil || len(ips) == 0 {
-				return nil, fmt.Errorf("gossip advertise host %q: %v", ah, err)
-			}
-			ah = ips[0].String()
+	}()
+	if mb.raft.State() == raft.Leader && mb.voters() > 1 {
+		if err := mb.raft.LeadershipTransfer().Error(); err != nil {
+			return raftErr("hand leadership over before leaving", err)
 		}
-		mc.AdvertiseAddr, mc.AdvertisePort = ah, ap
 	}
-	if cfg.GossipKey != nil {
-		// Encrypted gossip only: a peer without the key (or with another)
-		// can neither read nor be read.
-		mc.SecretKey = cfg.GossipKey
-		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = !cfg.GossipPlaintextIn, !cfg.GossipPlaintextOut
+	if mb.raft.State() == raft.Leader {
+		// The last voter: removing itself would leave no cluster at all.
+		if mb.voters() <= 1 {
+			return sessionstore.Errorf(sessionstore.ReasonInvalidArgument, "node %s is the only voter; it cannot leave", sessionstore.Quote(mb.cfg.NodeID))
+		}
+		if err := mb.RemoveMember(ctx, mb.cfg.NodeID); err != nil {
+			return err
+		}
+	} else {
+		if err := mb.askLeaderToRemove(ctx); err != nil {
+			return err
+		}
 	}
-	mc.Delegate = g
-	mc.Events = g
-	mc.Logger = log.New(&memberlistLog{logger: g.logger}, "", 0)
-	if g.ml, err = memberlist.Create(mc); err != nil {
-		return nil, fmt.Errorf("start gossip on %s: %w", cfg.GossipAddr, err)
-	}
-	g.address = g.ml.LocalNode().Address()
-	return g, nil
+	return mb.gossip.leave(5 * time.Second)
 }
 
-func splitHostPort(addr string) (string, int, error) {
-	h, p, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", 0, err
+func (mb *membership) serverAddress(id string) (raft.ServerAddress, bool) {
+	f := mb.raft.GetConfiguration()
+	if f.Error() != nil {
+		return "", false
 	}
-	port, err := strconv.Atoi(p)
-	if err != nil {
-		return "", 0, err
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == id {
+			return s.Address, true
+		}
 	}
-	return h, port, nil
+	return "", false
 }
 
-// join contacts the seeds; it succeeds when at least one answered.
-func (g *gossip) join(seeds []string) (int, error) {
-	if len(seeds) == 0 {
-		return 0, nil
+func (mb *membership) askLeaderToRemove(ctx context.Context) error {
+	// Right after a leadership transfer the new leader may not be known yet.
+	_, api := mb.leaderAPI()
+	for deadline := time.Now().Add(5 * time.Second); api == "" && time.Now().Before(deadline) && ctx.Err() == nil; {
+		time.Sleep(50 * time.Millisecond)
+		_, api = mb.leaderAPI()
 	}
-	return g.ml.Join(seeds)
-}
-
-// peers returns every known member with decodable metadata, by node id.
-// memberlist mutates the Nodes that Members returns without a lock, so the
-// metadata is copied in the event callbacks (which run under its lock) instead.
-func (g *gossip) peers() map[string]peer {
-	ps, _ := g.peersAt()
-	return ps
-}
-
-// peersAt is peers with the generation it reflects.
-func (g *gossip) peersAt() (map[string]peer, uint64) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	out := make(map[string]peer, len(g.members)+1)
-	for _, p := range g.members {
-		out[p.meta.ID] = p
+	if api == "" || mb.remover == nil {
+		return sessionstore.ErrNoLeader
 	}
-	out[g.meta.ID] = peer{meta: g.meta, state: memberlist.StateAlive}
-	return out, g.gen.Load()
+	return mb.remover(ctx, api, mb.cfg.NodeID)
 }
 
-// generation changes whenever what peers returns may have changed.
-func (g *gossip) generation() uint64 { return g.gen.Load() }
-
-type peer struct {
-	meta  memberMeta
-	state memberlist.NodeStateType
-}
-
-func (p peer) alive() bool { return p.state == memberlist.StateAlive }
-
-func (p peer) health() string {
-	switch p.state {
-	case memberlist.StateAlive:
-		return "alive"
-	case memberlist.StateSuspect:
-		return "suspect"
-	case memberlist.StateDead:
-		return "dead"
-	case memberlist.StateLeft:
-		return "left"
+// runJoin contacts the gossip seeds until one answers.
+func (mb *membership) runJoin() {
+	if len(mb.cfg.Join) == 0 {
+		return
 	}
-	return "unknown"
-}
-
-// update changes this node's metadata and gossips it when it changed.
-func (g *gossip) update(fn func(*memberMeta)) {
-	g.mu.Lock()
-	old := g.meta
-	fn(&g.meta)
-	same := old == g.meta
-	if !same {
-		g.gen.Add(1)
-	}
-	g.mu.Unlock()
-	if !same {
-		if err := g.ml.UpdateNode(time.Second); err != nil {
-			g.logger.Warn("gossiping metadata failed", "err", err)
+	for attempt := 0; ; attempt++ {
+		k, err := mb.gossip.join(mb.cfg.Join)
+		// A seed list may name this node itself: count only real peers.
+		if err == nil && k > 0 && mb.gossip.joined() {
+			mb.logger.Info("joined the gossip pool", "seeds", mb.cfg.Join, "reached", k)
+			return
+		}
+		if attempt%10 == 0 {
+			mb.logger.Warn("no gossip seed answered yet; retrying", "seeds", mb.cfg.Join, "err", err)
+		}
+		select {
+		case <-mb.ctx.Done():
+			return
+		case <-time.After(time.Second):
 		}
 	}
 }
 
-// events returns a channel closed at the next membership event.
-func (g *gossip) events() <-chan struct{} {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.changed
-}
-
-func (g *gossip) notify() {
-	g.mu.Lock()
-	close(g.changed)
-	g.changed = make(chan struct{})
-	g.mu.Unlock()
-}
-
-// leave announces a graceful departure, then leaves the pool.
-func (g *gossip) leave(timeout time.Duration) error {
-	g.update(func(m *memberMeta) { m.Leaving = true })
-	return g.ml.Leave(timeout)
-}
-
-// joined reports whether this node knows at least one other member.
-func (g *gossip) joined() bool { return g.ml.NumMembers() > 1 }
-
-func (g *gossip) shutdown() error { return g.ml.Shutdown() }
-
-// memberlist.Delegate: only the metadata is used.
-func (g *gossip) NodeMeta(limit int) []byte {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	b, _ := json.Marshal(g.meta)
-	if len(b) > limit {
-		return nil
+// voters counts the voters of the current configuration.
+func (mb *membership) voters() int {
+	f := mb.raft.GetConfiguration()
+	if f.Error() != nil {
+		return 0
 	}
-	return b
-}
-func (g *gossip) NotifyMsg([]byte)                           {}
-func (g *gossip) GetBroadcasts(overhead, limit int) [][]byte { return nil }
-func (g *gossip) LocalState(join bool) []byte                { return nil }
-func (g *gossip) MergeRemoteState(buf []byte, join bool)     {}
-
-// memberlist.EventDelegate: called under memberlist's lock, so n may be read.
-// (n.State is not kept current by memberlist; the callback says what happened.)
-func (g *gossip) NotifyJoin(n *memberlist.Node)   { g.record(n, memberlist.StateAlive) }
-func (g *gossip) NotifyUpdate(n *memberlist.Node) { g.record(n, memberlist.StateAlive) }
-func (g *gossip) NotifyLeave(n *memberlist.Node)  { g.record(n, memberlist.StateDead) }
-
-func (g *gossip) record(n *memberlist.Node, state memberlist.NodeStateType) {
-	var meta memberMeta
-	if err := json.Unmarshal(n.Meta, &meta); err == nil && meta.ID != "" {
-		if state == memberlist.StateDead && meta.Leaving {
-			state = memberlist.StateLeft
-		}
-		g.mu.Lock()
-		prev, known := g.members[n.Name]
-		g.members[n.Name] = peer{meta: meta, state: state}
-		g.gen.Add(1)
-		mine, self := g.meta.AuthHash, g.meta.ID
-		g.mu.Unlock()
-		if meta.ID != self && meta.AuthHash != mine && (!known || prev.meta.AuthHash != meta.AuthHash) {
-			g.logger.Warn("peer's token file differs from this node's: callers may be authorised differently depending on the node they reach",
-				"peer", meta.ID, "peer_auth_hash", meta.AuthHash, "auth_hash", mine)
+	c := 0
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			c++
 		}
 	}
-	g.notify()
+	return c
 }
 
-// memberlistLog forwards memberlist's own log lines ("[WARN] ...") to slog,
-// dropping its debug chatter.
-type memberlistLog struct{ logger *slog.Logger }
-
-func (w *memberlistLog) Write(p []byte) (int, error) {
-	line := string(bytes.TrimSpace(p))
-	switch {
-	case bytes.Contains(p, []byte("[DEBUG]")):
-	case bytes.Contains(p, []byte("[ERR]")):
-		w.logger.Error(line)
-	case bytes.Contains(p, []byte("[WARN]")):
-		w.logger.Warn(line)
-	default:
-		w.logger.Info(line)
+// leaderAPI returns the leader's id and gRPC address ("" when unknown).
+func (mb *membership) leaderAPI() (string, string) {
+	_, id := mb.raft.LeaderWithID()
+	if id == "" {
+		return "", ""
 	}
-	return len(p), nil
-}
-
-// sortedIDs returns the keys of peers in order.
-func sortedIDs(ps map[string]peer) []string {
-	ids := make([]string, 0, len(ps))
-	for id := range ps {
-		ids = append(ids, id)
+	if string(id) == mb.cfg.NodeID {
+		return string(id), mb.cfg.APIAdvertise
 	}
-	sort.Strings(ids)
-	return ids
+	if p, ok := mb.gossip.peers()[string(id)]; ok {
+		return string(id), p.meta.API
+	}
+	return string(id), ""
 }
 
-// addr is the gossip address peers reach this node at.
-func (g *gossip) addr() string { return g.address }
+// notLeader is the error for a call this node cannot serve as a follower.
+func (mb *membership) notLeader() error {
+	id, api := mb.leaderAPI()
+	if api == "" {
+		return sessionstore.ErrNoLeader
+	}
+	return &sessionstore.NotLeaderError{LeaderID: id, LeaderAPI: api}
+}
+
+// setAuthHash: see Node.SetAuthHash.
+func (mb *membership) setAuthHash(h string) {
+	mb.gossip.update(func(m *memberMeta) { m.AuthHash = h })
+	for id, p := range mb.gossip.peers() {
+		if id != mb.cfg.NodeID && p.meta.AuthHash != h {
+			mb.logger.Warn("peer's token file differs from this node's", "peer", id, "peer_auth_hash", p.meta.AuthHash, "auth_hash", h)
+		}
+	}
+}

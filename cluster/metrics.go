@@ -95,3 +95,10 @@ func (n *Node) RaftStore() *storage.RaftStore { return n.local }
 
 // QueuedProposals is the number of commands waiting for a free in-flight slot.
 func (n *Node) QueuedProposals() int { return len(n.proposer.queue) }
+
+// PendingBytes is the size of the commands waiting for Raft on this node.
+func (n *Node) PendingBytes() int64 {
+	n.proposer.mu.Lock()
+	defer n.proposer.mu.Unlock()
+	return n.proposer.pending
+}

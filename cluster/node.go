@@ -37,17 +37,13 @@ type Node struct {
 	fsm       *fsm.FSM
 	artifacts *artifacts.Writer
 	raft      *raft.Raft
-	gossip    *gossip
 	metrics   *Metrics
 	disk      *diskMonitor // free space of DataDir's filesystem (issue 8)
-	remover   Remover      // set once by New
 
-	proposer   *proposer   // propose.go: commands into Raft entries
-	commandIDs *commandIDs // /plan command ids this node mints
+	members *membership // membership.go: gossip, bootstrap, reconcile, voters
 
-	warnOnce   sync.Once            // quotas not enforced yet (a voter on an older build)
-	closedOnce sync.Once            // ClosedMembership refused a server (logged once)
-	removed    map[string]time.Time // servers this node removed as leader, when (under mu)
+	proposer *proposer // propose.go: commands into Raft entries
+	sessions *Sessions // sessions.go: the session operations
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -60,14 +56,10 @@ type Node struct {
 	// startClusterID is the cluster this data directory belonged to at start
 	// (identity.go); the Raft handshake uses it until state.db has the id.
 	startClusterID string
-	hsGossip       atomic.Pointer[gossip]    // the handshake's view of gossip, set once it runs
-	voterCache     atomic.Pointer[voterView] // voters.go: the last view, reused while current
-	hintCache      atomic.Pointer[hints]     // hints.go: the last hints, reused while current
 
 	mu          sync.Mutex
 	clusterID   string
-	readyTerm   uint64               // term in which this leader's barrier completed (0: none)
-	deadSince   map[string]time.Time // reconcile goroutine only
+	readyTerm   uint64 // term in which this leader's barrier completed (0: none)
 	closed      bool
 	closeOnce   sync.Once
 	closeResult error
@@ -129,9 +121,8 @@ func New(cfg Config, p Parts) (_ *Node, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, errors.Join(fmt.Errorf("cluster config: %w", err), st.Close())
 	}
-	n := &Node{cfg: cfg, logger: nodeLogger(logger, cfg), stores: st, local: st.Local, logs: st.Logs, snaps: st.Snaps, state: st.State, remover: p.Remover,
-		commandIDs: newCommandIDs(),
-		metrics:    NewMetrics(reg)}
+	n := &Node{cfg: cfg, logger: nodeLogger(logger, cfg), stores: st, local: st.Local, logs: st.Logs, snaps: st.Snaps, state: st.State,
+		metrics: NewMetrics(reg)}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.dialCtx, n.dialCancel = context.WithCancel(context.Background())
 	defer func() {
@@ -171,7 +162,8 @@ func New(cfg Config, p Parts) (_ *Node, err error) {
 	n.fsm.RepairFrom(n.artifacts)
 
 	hs := newHandshaker(cfg.NodeID, cfg.ClusterKey, n.raftClusterID, n.logger)
-	hs.legacyPeer, hs.legacyAccept, hs.optional = n.legacyPeer, n.legacyAccept, cfg.ClusterKeyOptional
+	legacy := &legacyView{self: cfg.NodeID, clusterID: n.raftClusterID}
+	hs.legacyPeer, hs.legacyAccept, hs.optional = legacy.legacyPeer, legacy.legacyAccept, cfg.ClusterKeyOptional
 	hs.refusals = n.metrics.HandshakeRefusals
 	if n.transport, err = p.Transport(n.dialCtx, hs, hl); err != nil {
 		return nil, err
@@ -199,7 +191,6 @@ func New(cfg Config, p Parts) (_ *Node, err error) {
 	if n.raft, err = raft.NewRaft(rc, n.fsm, n.logs, n.local, n.snaps, n.transport); err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
-	n.proposer = newProposer(n.ctx, n.raft, cfg, n.metrics, func() bool { return n.votersSupport(fsm.PackedVersion) })
 	if err := n.checkAdoptedID(adopted); err != nil { // identity.go
 		_ = n.raft.Shutdown().Error()
 		return nil, err
@@ -211,12 +202,24 @@ func New(cfg Config, p Parts) (_ *Node, err error) {
 	self := memberMeta{ID: cfg.NodeID, Commands: version, AuthHash: cfg.AuthHash, Raft: string(n.transport.LocalAddr()), API: cfg.APIAdvertise,
 		Client:   cfg.ClientAdvertise,
 		HasState: hasState, ClusterID: n.ClusterID(), Applied: n.fsm.AppliedIndex(), DiskLow: n.disk.isLow(), Handshake: hsVersion}
-	if n.gossip, err = newGossip(cfg, self, logger); err != nil {
+	g, err := newGossip(cfg, self, logger)
+	if err != nil {
 		_ = n.raft.Shutdown().Error()
 		return nil, err
 	}
-	n.hsGossip.Store(n.gossip)
-	publishDisk := func() { n.gossip.update(func(m *memberMeta) { m.DiskLow = n.disk.isLow() }) }
+	legacy.gossip.Store(g)
+	n.members = newMembership(n.ctx, cfg, n.raft, g, localNode{
+		raftAddr:    n.transport.LocalAddr(),
+		admit:       func(id string, addr raft.ServerAddress) bool { return n.transport.Admit(n.dialCtx, id, addr) },
+		clusterID:   n.ClusterID,
+		applied:     n.fsm.AppliedIndex,
+		seedPending: n.seedPending,
+	}, p.Remover, n.logger)
+	n.proposer = newProposer(n.ctx, n.raft, cfg, n.metrics, func() bool { return n.members.votersSupport(fsm.PackedVersion) })
+	n.sessions = newSessions(n.ctx, cfg, sessionParts{raft: n.raft, logs: n.logs, state: n.state, fsm: n.fsm, artifacts: n.artifacts,
+		proposer: n.proposer, members: n.members, disk: n.disk, metrics: n.metrics},
+		nodeState{closing: n.closing, leaderReady: n.isLeaderReady}, n.logger)
+	publishDisk := func() { g.update(func(m *memberMeta) { m.DiskLow = n.disk.isLow() }) }
 	n.disk.mu.Lock()
 	n.disk.onChange = publishDisk
 	n.disk.mu.Unlock()
@@ -227,14 +230,14 @@ func New(cfg Config, p Parts) (_ *Node, err error) {
 	n.spawn(func() { n.disk.run(n.ctx) })
 	n.spawn(n.runSyncer)
 	n.spawn(func() { n.artifacts.Run(n.ctx) })
-	n.spawn(n.proposer.run)                      // propose.go
-	n.spawn(n.runLeadership)                     // cluster id, barrier, state format
-	n.spawn(n.runJoin)                           // gossip seeds
-	n.spawn(n.runReconcile)                      // reconcile.go: gossip into the configuration
-	n.spawn(func() { n.runBootstrap(hasState) }) // bootstrap.go
-	n.spawn(n.runSeedSnapshot)                   // backup.go
-	n.spawn(n.runExpiry)                         // expire.go
-	n.spawn(n.runRetention)                      // retention.go
+	n.spawn(n.proposer.run)                              // propose.go
+	n.spawn(n.runLeadership)                             // cluster id, barrier, state format
+	n.spawn(n.members.runJoin)                           // membership.go: gossip seeds
+	n.spawn(n.members.runReconcile)                      // reconcile.go: gossip into the configuration
+	n.spawn(func() { n.members.runBootstrap(hasState) }) // bootstrap.go
+	n.spawn(n.runSeedSnapshot)                           // backup.go
+	n.spawn(n.sessions.runExpiry)                        // expire.go
+	n.spawn(n.sessions.runRetention)                     // retention.go
 	if st.Shallow {
 		n.spawn(n.checkStateLater) // statecheck.go
 	}
@@ -278,11 +281,11 @@ func (n *Node) runLeadership() {
 			n.convertLayout()
 			continue
 		}
-		if err := n.await(n.raft.Barrier(n.cfg.ApplyTimeout)); err != nil {
+		if err := await(n.ctx, n.raft.Barrier(n.cfg.ApplyTimeout)); err != nil {
 			continue
 		}
 		if n.ClusterID() == "" {
-			if _, err := n.propose(n.ctx, &fsmpb.Command{Cmd: &fsmpb.Command_SetClusterId{
+			if _, err := n.sessions.propose(n.ctx, &fsmpb.Command{Cmd: &fsmpb.Command_SetClusterId{
 				SetClusterId: &fsmpb.SetClusterID{ClusterId: newClusterID()}}}); err != nil {
 				n.logger.Warn("minting cluster id failed; will retry", "err", err)
 				continue
@@ -297,17 +300,17 @@ func (n *Node) runLeadership() {
 	}
 }
 
-// await waits for a Raft future, or until the node closes: hashicorp/raft
+// await waits for a Raft future, or until ctx (the node's) ends: hashicorp/raft
 // can shut down without answering a future queued just before, and a loop
 // waiting on it would hold Close, and the process, forever (seen with a
 // Barrier queued as the node became leader and was told to stop).
-func (n *Node) await(f raft.Future) error {
+func await(ctx context.Context, f raft.Future) error {
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()
 	select {
 	case err := <-done:
 		return err
-	case <-n.ctx.Done():
+	case <-ctx.Done():
 		return raft.ErrRaftShutdown
 	}
 }
@@ -321,17 +324,17 @@ func (n *Node) await(f raft.Future) error {
 func (n *Node) convertLayout() {
 	have, target := n.state.Layout(), 0
 	switch {
-	case have < 4 && n.votersSupport(fsm.NumberedRowsVersion):
+	case have < 4 && n.members.votersSupport(fsm.NumberedRowsVersion):
 		target = 4
-	case have < 3 && n.votersSupport(fsm.PackedEventsVersion):
+	case have < 3 && n.members.votersSupport(fsm.PackedEventsVersion):
 		target = 3
-	case have < 2 && n.votersSupport(fsm.LayoutVersion):
+	case have < 2 && n.members.votersSupport(fsm.LayoutVersion):
 		target = 2
 	default:
 		return
 	}
 	n.logger.Info("every voter supports a newer state format: converting the state database", "format", have, "to", target)
-	if _, err := n.propose(n.ctx, &fsmpb.Command{Cmd: &fsmpb.Command_ConvertLayout{ConvertLayout: &fsmpb.ConvertLayout{Layout: uint32(target)}}}); err != nil {
+	if _, err := n.sessions.propose(n.ctx, &fsmpb.Command{Cmd: &fsmpb.Command_ConvertLayout{ConvertLayout: &fsmpb.ConvertLayout{Layout: uint32(target)}}}); err != nil {
 		n.logger.Warn("converting the state database failed; will retry", "to", target, "err", err)
 	}
 }
@@ -342,6 +345,13 @@ func (n *Node) setReadyTerm(t uint64) {
 	n.mu.Unlock()
 }
 
+// closing reports whether Close has begun.
+func (n *Node) closing() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.closed
+}
+
 // isLeaderReady reports whether this node leads a term whose barrier completed.
 func (n *Node) isLeaderReady() bool {
 	n.mu.Lock()
@@ -349,6 +359,9 @@ func (n *Node) isLeaderReady() bool {
 	n.mu.Unlock()
 	return t != 0 && t == n.raft.CurrentTerm() && n.raft.State() == raft.Leader
 }
+
+// ReadyForReads reports whether linearizable reads are served here now.
+func (n *Node) ReadyForReads() bool { return n.isLeaderReady() }
 
 func newClusterID() string {
 	var b [8]byte
@@ -422,27 +435,7 @@ func (n *Node) Ready() error {
 
 // SetAuthHash publishes the hash of a reloaded token file in gossip, so that
 // nodes notice (and warn) when their files differ.
-func (n *Node) SetAuthHash(h string) {
-	n.gossip.update(func(m *memberMeta) { m.AuthHash = h })
-	for id, p := range n.gossip.peers() {
-		if id != n.cfg.NodeID && p.meta.AuthHash != h {
-			n.logger.Warn("peer's token file differs from this node's", "peer", id, "peer_auth_hash", p.meta.AuthHash, "auth_hash", h)
-		}
-	}
-}
-
-func (n *Node) askLeaderToRemove(ctx context.Context) error {
-	// Right after a leadership transfer the new leader may not be known yet.
-	_, api := n.leaderAPI()
-	for deadline := time.Now().Add(5 * time.Second); api == "" && time.Now().Before(deadline) && ctx.Err() == nil; {
-		time.Sleep(50 * time.Millisecond)
-		_, api = n.leaderAPI()
-	}
-	if api == "" || n.remover == nil {
-		return sessionstore.ErrNoLeader
-	}
-	return n.remover(ctx, api, n.cfg.NodeID)
-}
+func (n *Node) SetAuthHash(h string) { n.members.setAuthHash(h) }
 
 // FirstLogIndex is the first index still in the local Raft log.
 func (n *Node) FirstLogIndex() (uint64, error) { return n.logs.FirstIndex() }
@@ -451,7 +444,10 @@ func (n *Node) FirstLogIndex() (uint64, error) { return n.logs.FirstIndex() }
 func (n *Node) SnapshotRestores() uint64 { return n.fsm.Restores() }
 
 // GossipAddr is the gossip address other nodes can --join.
-func (n *Node) GossipAddr() string { return n.gossip.addr() }
+func (n *Node) GossipAddr() string { return n.members.gossip.addr() }
+
+// Sessions serves the session operations (api/rpc's Backend and PlanBackend).
+func (n *Node) Sessions() *Sessions { return n.sessions }
 
 // Artifacts exposes the artifact writer (HTTP download, tests).
 func (n *Node) Artifacts() *artifacts.Writer { return n.artifacts }
@@ -474,15 +470,15 @@ func (n *Node) Close() error {
 		n.closed = true
 		n.mu.Unlock()
 		var errs []error
-		if n.raft != nil && n.raft.State() == raft.Leader && n.voters() > 1 {
+		if n.raft != nil && n.raft.State() == raft.Leader && n.members.voters() > 1 {
 			// Hand leadership over so the cluster does not wait for an election.
 			if err := n.raft.LeadershipTransfer().Error(); err != nil {
 				n.logger.Warn("leadership transfer at shutdown failed", "err", err)
 			}
 		}
-		if n.gossip != nil {
-			_ = n.gossip.leave(time.Second)
-			_ = n.gossip.shutdown()
+		if n.members != nil {
+			_ = n.members.gossip.leave(time.Second)
+			_ = n.members.gossip.shutdown()
 		}
 		n.dialCancel()
 		if n.raft != nil {
@@ -506,44 +502,6 @@ func (n *Node) Close() error {
 		n.closeResult = errors.Join(errs...)
 	})
 	return n.closeResult
-}
-
-// runJoin contacts the gossip seeds until one answers.
-func (n *Node) runJoin() {
-	if len(n.cfg.Join) == 0 {
-		return
-	}
-	for attempt := 0; ; attempt++ {
-		k, err := n.gossip.join(n.cfg.Join)
-		// A seed list may name this node itself: count only real peers.
-		if err == nil && k > 0 && n.gossip.joined() {
-			n.logger.Info("joined the gossip pool", "seeds", n.cfg.Join, "reached", k)
-			return
-		}
-		if attempt%10 == 0 {
-			n.logger.Warn("no gossip seed answered yet; retrying", "seeds", n.cfg.Join, "err", err)
-		}
-		select {
-		case <-n.ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-// voters counts the voters of the current configuration.
-func (n *Node) voters() int {
-	f := n.raft.GetConfiguration()
-	if f.Error() != nil {
-		return 0
-	}
-	c := 0
-	for _, s := range f.Configuration().Servers {
-		if s.Suffrage == raft.Voter {
-			c++
-		}
-	}
-	return c
 }
 
 func (n *Node) closeStores() error {

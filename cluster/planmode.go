@@ -61,16 +61,16 @@ type planRead struct {
 
 // readPlan reads a registered session's plan summary and state (a summary
 // that is not stored yet is folded from the log).
-func (n *Node) readPlan(ctx context.Context, id string, withEvents bool) (planRead, error) {
+func (ss *Sessions) readPlan(ctx context.Context, id string, withEvents bool) (planRead, error) {
 	var r planRead
 	if err := sessionlog.ValidateSessionID(id); err != nil {
 		return r, err
 	}
-	if err := n.readBarrier(ctx, sessionstore.Linearizable); err != nil {
+	if err := ss.readBarrier(ctx, sessionstore.Linearizable); err != nil {
 		return r, err
 	}
 	var s *fsm.Session
-	err := n.state.View(func(tx *storage.Tx) error {
+	err := ss.state.View(func(tx *storage.Tx) error {
 		var err error
 		if s, err = fsm.ReadSession(tx, id); err != nil || s == nil {
 			return err
@@ -81,7 +81,7 @@ func (n *Node) readPlan(ctx context.Context, id string, withEvents bool) (planRe
 		return err
 	})
 	if err != nil {
-		n.repairAfter(err)
+		ss.repairAfter(err)
 		return r, storageErr(err)
 	}
 	if s == nil {
@@ -98,8 +98,8 @@ func (n *Node) readPlan(ctx context.Context, id string, withEvents bool) (planRe
 }
 
 // PlanGet is the logged state and the pending selection, if any.
-func (n *Node) PlanGet(ctx context.Context, id string) (sessionstore.PlanState, error) {
-	r, err := n.readPlan(ctx, id, false)
+func (ss *Sessions) PlanGet(ctx context.Context, id string) (sessionstore.PlanState, error) {
+	r, err := ss.readPlan(ctx, id, false)
 	if err != nil {
 		return sessionstore.PlanState{}, err
 	}
@@ -112,23 +112,23 @@ func (n *Node) PlanGet(ctx context.Context, id string) (sessionstore.PlanState, 
 }
 
 // PlanProjection is the plan projection unit's view of the log.
-func (n *Node) PlanProjection(ctx context.Context, id string) (planmode.ProjectionView, error) {
-	r, err := n.readPlan(ctx, id, true)
+func (ss *Sessions) PlanProjection(ctx context.Context, id string) (planmode.ProjectionView, error) {
+	r, err := ss.readPlan(ctx, id, true)
 	if err != nil {
 		return planmode.ProjectionView{}, err
 	}
 	return planmode.Projection(r.events)
 }
 
-func (n *Node) proposePlan(ctx context.Context, id string, expectedNext int64, cmd *fsmpb.Command) (sessionstore.PlanResult, error) {
-	res, err := n.proposePlanResult(ctx, id, expectedNext, cmd)
+func (ss *Sessions) proposePlan(ctx context.Context, id string, expectedNext int64, cmd *fsmpb.Command) (sessionstore.PlanResult, error) {
+	res, err := ss.proposePlanResult(ctx, id, expectedNext, cmd)
 	if err != nil {
 		return sessionstore.PlanResult{}, err
 	}
 	return planResult(res), nil
 }
 
-func (n *Node) proposePlanResult(ctx context.Context, id string, expectedNext int64, cmd *fsmpb.Command) (*fsmpb.Result, error) {
+func (ss *Sessions) proposePlanResult(ctx context.Context, id string, expectedNext int64, cmd *fsmpb.Command) (*fsmpb.Result, error) {
 	if err := sessionlog.ValidateSessionID(id); err != nil {
 		return nil, err
 	}
@@ -136,8 +136,8 @@ func (n *Node) proposePlanResult(ctx context.Context, id string, expectedNext in
 		return nil, sessionstore.Errorf(sessionstore.ReasonInvalidArgument,
 			"expected_next_seq must be a non-negative safe integer (0: no check), got %d", expectedNext)
 	}
-	n.stampStored(cmd)
-	return n.propose(ctx, cmd)
+	ss.stampStored(cmd)
+	return ss.propose(ctx, cmd)
 }
 
 func planResult(res *fsmpb.Result) sessionstore.PlanResult {
@@ -151,14 +151,14 @@ func planResult(res *fsmpb.Result) sessionstore.PlanResult {
 }
 
 // PlanSet is the reference's set (docs/planmode.md#set).
-func (n *Node) PlanSet(ctx context.Context, id string, active bool, c sessionstore.PlanCall) (sessionstore.PlanResult, error) {
-	return n.proposePlan(ctx, id, c.ExpectedNextSeq, &fsmpb.Command{Cmd: &fsmpb.Command_PlanSet{PlanSet: &fsmpb.PlanSet{
+func (ss *Sessions) PlanSet(ctx context.Context, id string, active bool, c sessionstore.PlanCall) (sessionstore.PlanResult, error) {
+	return ss.proposePlan(ctx, id, c.ExpectedNextSeq, &fsmpb.Command{Cmd: &fsmpb.Command_PlanSet{PlanSet: &fsmpb.PlanSet{
 		SessionId: id, Active: active, LeaseEpoch: c.LeaseEpoch, ExpectedNextSeq: c.ExpectedNextSeq, RequestId: c.RequestID}}})
 }
 
 // PlanPreStep is the agent's accepted pre-step (docs/planmode.md#pre-step).
-func (n *Node) PlanPreStep(ctx context.Context, id string, c sessionstore.PlanCall) (sessionstore.PlanResult, error) {
-	return n.proposePlan(ctx, id, c.ExpectedNextSeq, &fsmpb.Command{Cmd: &fsmpb.Command_PlanPreStep{PlanPreStep: &fsmpb.PlanPreStep{
+func (ss *Sessions) PlanPreStep(ctx context.Context, id string, c sessionstore.PlanCall) (sessionstore.PlanResult, error) {
+	return ss.proposePlan(ctx, id, c.ExpectedNextSeq, &fsmpb.Command{Cmd: &fsmpb.Command_PlanPreStep{PlanPreStep: &fsmpb.PlanPreStep{
 		SessionId: id, LeaseEpoch: c.LeaseEpoch, ExpectedNextSeq: c.ExpectedNextSeq, RequestId: c.RequestID,
 		NoticeId: newUUID()}}})
 }
@@ -166,7 +166,7 @@ func (n *Node) PlanPreStep(ctx context.Context, id string, c sessionstore.PlanCa
 // PlanCommand is the /plan command (docs/planmode.md#plan-command). The image blocks
 // decide only "/plan off" with images and the steer content, so the log and
 // the FSM see their number, never their bytes.
-func (n *Node) PlanCommand(ctx context.Context, id, rawInput string, images [][]byte, c sessionstore.PlanCall) (sessionstore.PlanResult, error) {
+func (ss *Sessions) PlanCommand(ctx context.Context, id, rawInput string, images [][]byte, c sessionstore.PlanCall) (sessionstore.PlanResult, error) {
 	if err := planmode.CheckRawInput(rawInput); err != nil {
 		return sessionstore.PlanResult{}, err
 	}
@@ -178,13 +178,13 @@ func (n *Node) PlanCommand(ctx context.Context, id, rawInput string, images [][]
 		}
 		total += len(img)
 	}
-	if len(rawInput) > n.cfg.MaxEventBytes/2 || total > n.cfg.MaxBatchBytes {
+	if len(rawInput) > ss.cfg.MaxEventBytes/2 || total > ss.cfg.MaxBatchBytes {
 		return sessionstore.PlanResult{}, sessionstore.Errorf(sessionstore.ReasonTooLarge,
-			"/plan input is %d bytes with its images; the limits are %d for the text and %d in all", total, n.cfg.MaxEventBytes/2, n.cfg.MaxBatchBytes)
+			"/plan input is %d bytes with its images; the limits are %d for the text and %d in all", total, ss.cfg.MaxEventBytes/2, ss.cfg.MaxBatchBytes)
 	}
-	res, err := n.proposePlanResult(ctx, id, c.ExpectedNextSeq, &fsmpb.Command{Cmd: &fsmpb.Command_PlanCommand{PlanCommand: &fsmpb.PlanCommand{
+	res, err := ss.proposePlanResult(ctx, id, c.ExpectedNextSeq, &fsmpb.Command{Cmd: &fsmpb.Command_PlanCommand{PlanCommand: &fsmpb.PlanCommand{
 		SessionId: id, RawInput: rawInput, ImageCount: int32(len(images)), LeaseEpoch: c.LeaseEpoch,
-		ExpectedNextSeq: c.ExpectedNextSeq, RequestId: c.RequestID, CommandId: n.commandIDs.next()}}})
+		ExpectedNextSeq: c.ExpectedNextSeq, RequestId: c.RequestID, CommandId: ss.commandIDs.next()}}})
 	if err != nil {
 		return sessionstore.PlanResult{}, err
 	}
@@ -199,13 +199,13 @@ func (n *Node) PlanCommand(ctx context.Context, id, rawInput string, images [][]
 // it only validates (a read) and returns the review question; with the
 // user's answer the interpretation is committed, and approval records the
 // silent pending exit. Tool outcomes are results, not errors.
-func (n *Node) PlanExit(ctx context.Context, id, plan string, answer *planmode.ReviewAnswer, c sessionstore.PlanCall) (sessionstore.PlanResult, error) {
+func (ss *Sessions) PlanExit(ctx context.Context, id, plan string, answer *planmode.ReviewAnswer, c sessionstore.PlanCall) (sessionstore.PlanResult, error) {
 	if id == "" {
 		return toolResult(planmode.ExitResult{ToolResult: planmode.ToolResult{IsError: true,
 			Text: "Error: " + planmode.ErrNoAgent}}), nil
 	}
 	if answer == nil {
-		r, err := n.readPlan(ctx, id, false)
+		r, err := ss.readPlan(ctx, id, false)
 		if err != nil {
 			return sessionstore.PlanResult{}, err
 		}
@@ -220,7 +220,7 @@ func (n *Node) PlanExit(ctx context.Context, id, plan string, answer *planmode.R
 	for _, it := range answer.Answers {
 		pa.Answers = append(pa.Answers, &fsmpb.AnswerItem{Id: it.ID, Selected: it.Selected, Custom: it.Custom})
 	}
-	return n.proposePlan(ctx, id, 0, &fsmpb.Command{Cmd: &fsmpb.Command_PlanExit{PlanExit: &fsmpb.PlanExit{
+	return ss.proposePlan(ctx, id, 0, &fsmpb.Command{Cmd: &fsmpb.Command_PlanExit{PlanExit: &fsmpb.PlanExit{
 		SessionId: id, Plan: plan, Answer: pa, LeaseEpoch: c.LeaseEpoch, RequestId: c.RequestID}}})
 }
 

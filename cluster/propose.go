@@ -52,35 +52,32 @@ type proposalResult struct {
 // propose submits one command and waits for its result. Errors follow
 // docs/design.md "Retries and outcomes": NO_LEADER and SHUTTING_DOWN only before the
 // command is enqueued; anything that goes wrong after is OUTCOME_UNKNOWN.
-func (n *Node) propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, error) {
+func (ss *Sessions) propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	n.mu.Lock()
-	closed := n.closed
-	n.mu.Unlock()
-	if closed {
+	if ss.node.closing() {
 		return nil, sessionstore.ErrShuttingDown
 	}
-	if n.raft.State() != raft.Leader {
-		return nil, n.notLeader()
+	if ss.raft.State() != raft.Leader {
+		return nil, ss.members.notLeader()
 	}
-	n.bindRequest(cmd)
+	ss.bindRequest(cmd)
 	// Disk nearly full (diskspace.go): refuse what grows the store, before
 	// enqueueing, so the refusal is definite. Judged by the leader's disk:
 	// writes sent to a follower are forwarded here.
 	if growsStore(cmd) {
-		if err := n.DiskOK(); err != nil {
-			n.metrics.proposal(err)
+		if err := ss.DiskOK(); err != nil {
+			ss.metrics.proposal(err)
 			return nil, err
 		}
 	}
-	return n.proposer.propose(ctx, cmd)
+	return ss.proposer.propose(ctx, cmd)
 }
 
 // proposer turns commands into Raft entries and answers each with its
 // result: the queue, the in-flight slots, the adaptive hold and the budget of
-// bytes waiting for Raft. Node.propose decides whether a command may be
+// bytes waiting for Raft. Sessions.propose decides whether a command may be
 // proposed at all; this decides how.
 type proposer struct {
 	ctx     context.Context // ends when the node stops
@@ -104,7 +101,7 @@ func newProposer(ctx context.Context, r *raft.Raft, cfg Config, m *Metrics, pack
 		freed: make(chan struct{})}
 }
 
-// propose queues cmd and waits for its result (see Node.propose).
+// propose queues cmd and waits for its result (see Sessions.propose).
 func (pr *proposer) propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, error) {
 	p := &proposal{cmd: cmd, size: proto.Size(cmd), done: make(chan proposalResult, 1), enqueued: time.Now()}
 	// Back-pressure: a full pipeline makes callers wait, then refuses them

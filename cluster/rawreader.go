@@ -25,7 +25,7 @@ const readChunkBytes = 256 << 10
 // deletion or re-creation under it ends the read with NOT_FOUND instead of
 // mixing two logs.
 type rawReader struct {
-	n           *Node
+	ss          *Sessions
 	id          string
 	header      sessionstore.Header
 	revision    string
@@ -44,20 +44,20 @@ type rawReader struct {
 // OpenRaw opens a session's artifact text for reading: its header, the
 // revision of the text, a reader of its size bytes (see rawReader). c is as
 // for every read: Linearizable checks leadership once, here.
-func (n *Node) OpenRaw(ctx context.Context, id string, c sessionstore.Consistency) (h sessionstore.Header, revision string, text io.ReadSeeker, size int64, err error) {
-	r, err := n.openRaw(ctx, id, c)
+func (ss *Sessions) OpenRaw(ctx context.Context, id string, c sessionstore.Consistency) (h sessionstore.Header, revision string, text io.ReadSeeker, size int64, err error) {
+	r, err := ss.openRaw(ctx, id, c)
 	if err != nil {
 		return h, "", nil, 0, err
 	}
 	return r.header, r.revision, r, r.size, nil
 }
 
-func (n *Node) openRaw(ctx context.Context, id string, c sessionstore.Consistency) (*rawReader, error) {
-	if err := n.readBarrier(ctx, c); err != nil {
+func (ss *Sessions) openRaw(ctx context.Context, id string, c sessionstore.Consistency) (*rawReader, error) {
+	if err := ss.readBarrier(ctx, c); err != nil {
 		return nil, err
 	}
-	r := &rawReader{n: n, id: id, seq: -1}
-	err := n.state.View(func(tx *storage.Tx) error {
+	r := &rawReader{ss: ss, id: id, seq: -1}
+	err := ss.state.View(func(tx *storage.Tx) error {
 		s, err := fsm.ReadSession(tx, id)
 		if err != nil {
 			return err
@@ -77,7 +77,7 @@ func (n *Node) openRaw(ctx context.Context, id string, c sessionstore.Consistenc
 		})
 	})
 	if err != nil {
-		n.repairAfter(err)
+		ss.repairAfter(err)
 		return nil, storageErr(err)
 	}
 	return r, nil
@@ -141,14 +141,14 @@ func (r *rawReader) Seek(offset int64, whence int) (int64, error) {
 // view runs fn in a read transaction after checking that the session is
 // still the incarnation being read.
 func (r *rawReader) view(fn func(tx *storage.Tx) error) error {
-	err := r.n.state.View(func(tx *storage.Tx) error {
+	err := r.ss.state.View(func(tx *storage.Tx) error {
 		if _, err := fsm.ReadIncarnation(tx, r.id, r.incarnation, r.revision); err != nil {
 			return err
 		}
 		return fn(tx)
 	})
 	if err != nil {
-		r.n.repairAfter(err)
+		r.ss.repairAfter(err)
 		return storageErr(err)
 	}
 	return nil

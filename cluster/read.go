@@ -12,36 +12,36 @@ import (
 // whose barrier has completed, confirm leadership with a quorum, and wait until
 // its applied index reaches the commit index observed at the start of the read.
 // STALE reads skip all of it and serve local applied state.
-func (n *Node) readBarrier(ctx context.Context, c sessionstore.Consistency) error {
+func (ss *Sessions) readBarrier(ctx context.Context, c sessionstore.Consistency) error {
 	if c == sessionstore.Stale {
 		return nil
 	}
-	if n.raft.State() != raft.Leader {
-		return n.notLeader()
+	if ss.raft.State() != raft.Leader {
+		return ss.members.notLeader()
 	}
-	if !n.isLeaderReady() {
+	if !ss.node.leaderReady() {
 		return sessionstore.ErrNoLeader
 	}
-	if err := n.raft.VerifyLeader().Error(); err != nil {
+	if err := ss.raft.VerifyLeader().Error(); err != nil {
 		return sessionstore.ErrNoLeader
 	}
-	return n.waitApplied(ctx, n.raft.CommitIndex())
+	return ss.waitApplied(ctx, ss.raft.CommitIndex())
 }
 
 // waitApplied blocks until the FSM holds the effects of every entry up to
 // index, or ctx ends.
-func (n *Node) waitApplied(ctx context.Context, index uint64) error {
-	target := n.lastStateIndex(index)
+func (ss *Sessions) waitApplied(ctx context.Context, index uint64) error {
+	target := ss.lastStateIndex(index)
 	for {
-		ch := n.fsm.Changed()
-		if n.fsm.AppliedIndex() >= target {
+		ch := ss.fsm.Changed()
+		if ss.fsm.AppliedIndex() >= target {
 			return nil
 		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-n.ctx.Done():
+		case <-ss.ctx.Done():
 			return sessionstore.ErrShuttingDown
 		}
 	}
@@ -51,11 +51,11 @@ func (n *Node) waitApplied(ctx context.Context, index uint64) error {
 // FSM. Raft hands the FSM only command and configuration entries: a leader's
 // no-op and barrier entries never advance the FSM's applied index, so waiting
 // for the commit index itself would hang after a restart until the next write.
-func (n *Node) lastStateIndex(index uint64) uint64 {
-	applied := n.fsm.AppliedIndex()
+func (ss *Sessions) lastStateIndex(index uint64) uint64 {
+	applied := ss.fsm.AppliedIndex()
 	for i := index; i > applied; i-- {
 		var l raft.Log
-		if err := n.logs.GetLog(i, &l); err != nil {
+		if err := ss.logs.GetLog(i, &l); err != nil {
 			return i // unknown: be conservative
 		}
 		if l.Type == raft.LogCommand || l.Type == raft.LogConfiguration {
@@ -64,6 +64,3 @@ func (n *Node) lastStateIndex(index uint64) uint64 {
 	}
 	return applied
 }
-
-// ReadyForReads reports whether linearizable reads are served here now.
-func (n *Node) ReadyForReads() bool { return n.isLeaderReady() }

@@ -9,8 +9,8 @@ import (
 // operation, once every voter has advertised version 5; an older replica
 // would replay another operation's answer where this one refuses, and the
 // replicas' answers and stored results would differ.
-func (n *Node) bindRequest(cmd *fsmpb.Command) {
-	if requestIDOf(cmd) != "" && n.votersSupport(fsm.RequestsVersion) {
+func (ss *Sessions) bindRequest(cmd *fsmpb.Command) {
+	if requestIDOf(cmd) != "" && ss.members.votersSupport(fsm.RequestsVersion) {
 		cmd.BindRequest = true
 	}
 }

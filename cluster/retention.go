@@ -54,9 +54,9 @@ func ParseRetention(s string) ([]RetentionPolicy, error) {
 	return out, nil
 }
 
-func (n *Node) policies() []*fsmpb.RetentionPolicy {
+func (ss *Sessions) policies() []*fsmpb.RetentionPolicy {
 	var out []*fsmpb.RetentionPolicy
-	for _, p := range n.cfg.Retention {
+	for _, p := range ss.cfg.Retention {
 		out = append(out, &fsmpb.RetentionPolicy{CwdPrefix: p.CwdPrefix, MaxAgeMs: p.MaxAge.Milliseconds()})
 	}
 	return out
@@ -65,17 +65,17 @@ func (n *Node) policies() []*fsmpb.RetentionPolicy {
 // Retention applies the node's retention policies through Raft and returns
 // the sessions deleted; with dryRun it only lists what a sweep now would
 // delete (the same rule, on the leader's state and clock).
-func (n *Node) Retention(ctx context.Context, dryRun bool) ([]string, error) {
-	pol := n.policies()
+func (ss *Sessions) Retention(ctx context.Context, dryRun bool) ([]string, error) {
+	pol := ss.policies()
 	if len(pol) == 0 {
 		return nil, sessionstore.Errorf(sessionstore.ReasonInvalidArgument, "no retention policy is configured on this node (--retention)")
 	}
 	if dryRun {
-		if err := n.readBarrier(ctx, sessionstore.Linearizable); err != nil {
+		if err := ss.readBarrier(ctx, sessionstore.Linearizable); err != nil {
 			return nil, err
 		}
 		var due []string
-		err := n.state.View(func(tx *storage.Tx) error {
+		err := ss.state.View(func(tx *storage.Tx) error {
 			var err error
 			// The clock a sweep proposed now would be applied at.
 			due, err = fsm.Expired(tx, pol, fsm.Now(tx, time.Now().UnixMilli()))
@@ -83,38 +83,38 @@ func (n *Node) Retention(ctx context.Context, dryRun bool) ([]string, error) {
 		})
 		return due, err
 	}
-	if n.raft.State() == raft.Leader && !n.votersSupport(fsm.DeleteVersion) {
+	if ss.raft.State() == raft.Leader && !ss.members.votersSupport(fsm.DeleteVersion) {
 		return nil, sessionstore.Errorf(sessionstore.ReasonFormatUnsupported,
 			"retention needs every voter at command version %d or later, and at least one has not advertised it (an older build?): upgrade every node first", fsm.DeleteVersion)
 	}
-	res, err := n.propose(ctx, &fsmpb.Command{Cmd: &fsmpb.Command_Sweep{Sweep: &fsmpb.Sweep{Policies: pol}}})
+	res, err := ss.propose(ctx, &fsmpb.Command{Cmd: &fsmpb.Command_Sweep{Sweep: &fsmpb.Sweep{Policies: pol}}})
 	if err != nil {
 		return nil, err
 	}
 	for _, id := range res.Deleted {
-		n.logger.Info("retention deleted a session", "session", id)
+		ss.logger.Info("retention deleted a session", "session", id)
 	}
-	n.metrics.RetentionDeleted.Add(float64(len(res.Deleted)))
+	ss.metrics.RetentionDeleted.Add(float64(len(res.Deleted)))
 	return res.Deleted, nil
 }
 
 // runRetention sweeps on the leader every RetentionSweep while policies are
 // configured.
-func (n *Node) runRetention() {
-	if len(n.cfg.Retention) == 0 || n.cfg.RetentionSweep <= 0 {
+func (ss *Sessions) runRetention() {
+	if len(ss.cfg.Retention) == 0 || ss.cfg.RetentionSweep <= 0 {
 		return
 	}
-	n.every(n.cfg.RetentionSweep, func() bool {
-		if n.raft.State() != raft.Leader || !n.votersSupport(fsm.DeleteVersion) {
+	every(ss.ctx, ss.cfg.RetentionSweep, func() bool {
+		if ss.raft.State() != raft.Leader || !ss.members.votersSupport(fsm.DeleteVersion) {
 			return false
 		}
-		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.ApplyTimeout)
-		deleted, err := n.Retention(ctx, false)
+		ctx, cancel := context.WithTimeout(ss.ctx, ss.cfg.ApplyTimeout)
+		deleted, err := ss.Retention(ctx, false)
 		cancel()
 		if err != nil {
-			n.logger.Warn("retention sweep failed; the next one retries", "err", err)
+			ss.logger.Warn("retention sweep failed; the next one retries", "err", err)
 		} else {
-			n.logger.Info("retention sweep", "deleted", len(deleted))
+			ss.logger.Info("retention sweep", "deleted", len(deleted))
 		}
 		return false
 	})

@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/url"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -20,6 +22,56 @@ import (
 	"github.com/sessionstore/sessionstore/storage"
 )
 
+// Sessions serves the session operations of the persistence contract on
+// one node (api/rpc's Backend and PlanBackend): writes become proposals,
+// reads pass the read barrier and read the state database, downloads read
+// the artifact files. The node builds it (Node.Sessions) and owns its
+// goroutines (expiry, retention).
+type Sessions struct {
+	ctx       context.Context // ends when the node stops
+	cfg       Config
+	raft      *raft.Raft
+	logs      raft.LogStore // which entries reach the FSM (lastStateIndex)
+	state     *storage.StateDB
+	fsm       *fsm.FSM
+	artifacts *artifacts.Writer
+	proposer  *proposer
+	members   *membership  // notLeader, votersSupport, the voters' disks
+	disk      *diskMonitor // free space of DataDir's filesystem (issue 8)
+	metrics   *Metrics
+	node      nodeState
+	logger    *slog.Logger
+
+	commandIDs *commandIDs // /plan command ids this node mints
+	warnOnce   sync.Once   // quotas not enforced yet (a voter on an older build)
+}
+
+// nodeState is what Sessions asks of the node that owns it (each takes the
+// node's mu).
+type nodeState struct {
+	closing     func() bool // Close has begun: proposals are refused
+	leaderReady func() bool // this node leads a term whose barrier completed
+}
+
+// sessionParts are the node's parts Sessions works on.
+type sessionParts struct {
+	raft      *raft.Raft
+	logs      raft.LogStore
+	state     *storage.StateDB
+	fsm       *fsm.FSM
+	artifacts *artifacts.Writer
+	proposer  *proposer
+	members   *membership
+	disk      *diskMonitor
+	metrics   *Metrics
+}
+
+func newSessions(ctx context.Context, cfg Config, p sessionParts, node nodeState, logger *slog.Logger) *Sessions {
+	return &Sessions{ctx: ctx, cfg: cfg, raft: p.raft, logs: p.logs, state: p.state, fsm: p.fsm, artifacts: p.artifacts,
+		proposer: p.proposer, members: p.members, disk: p.disk, metrics: p.metrics, node: node, logger: logger,
+		commandIDs: newCommandIDs()}
+}
+
 // stored is one consistent read of a session.
 type stored struct {
 	*fsm.Session // nil: no such session
@@ -29,20 +81,20 @@ type stored struct {
 
 // read returns a session's record and its events with seq >= from, in one
 // read transaction. A session that does not exist gives a nil Session.
-func (n *Node) read(id string, from int64, withEvents bool) (stored, error) {
+func (ss *Sessions) read(id string, from int64, withEvents bool) (stored, error) {
 	limit := 0
 	if withEvents {
 		limit = -1
 	}
-	return n.readUpTo(id, from, limit)
+	return ss.readUpTo(id, from, limit)
 }
 
 // readUpTo is read with at most limit bytes of events (at least one event
 // when there is one; 0: none, -1: all). Damage it finds is repaired where it
 // can be (repairAfter) and returned.
-func (n *Node) readUpTo(id string, from int64, limit int) (stored, error) {
+func (ss *Sessions) readUpTo(id string, from int64, limit int) (stored, error) {
 	var s stored
-	err := n.state.View(func(tx *storage.Tx) error {
+	err := ss.state.View(func(tx *storage.Tx) error {
 		var err error
 		if s.Session, err = fsm.ReadSession(tx, id); err != nil || s.Session == nil {
 			return err
@@ -64,15 +116,15 @@ func (n *Node) readUpTo(id string, from int64, limit int) (stored, error) {
 		}
 		return err
 	})
-	n.repairAfter(err)
+	ss.repairAfter(err)
 	return s, err
 }
 
-func (n *Node) readMaterialized(ctx context.Context, id string, c sessionstore.Consistency, from int64, withEvents bool) (stored, error) {
-	if err := n.readBarrier(ctx, c); err != nil {
+func (ss *Sessions) readMaterialized(ctx context.Context, id string, c sessionstore.Consistency, from int64, withEvents bool) (stored, error) {
+	if err := ss.readBarrier(ctx, c); err != nil {
 		return stored{}, err
 	}
-	s, err := n.read(id, from, withEvents)
+	s, err := ss.read(id, from, withEvents)
 	if err != nil {
 		return s, storageErr(err)
 	}
@@ -86,23 +138,23 @@ func (n *Node) readMaterialized(ctx context.Context, id string, c sessionstore.C
 // it logs it and rewrites the session's damaged events from this node's
 // artifact where the artifact holds their checksummed bytes. The read itself
 // has answered CORRUPTION; a retry reads the repaired events.
-func (n *Node) repairAfter(err error) {
+func (ss *Sessions) repairAfter(err error) {
 	var ce *storage.ChecksumError
 	if !errors.As(err, &ce) {
 		return
 	}
-	n.logger.Error("state database damage found on read", "err", err)
+	ss.logger.Error("state database damage found on read", "err", err)
 	fixed := 0
-	rerr := n.state.Update(func(tx *storage.Tx) error {
+	rerr := ss.state.Update(func(tx *storage.Tx) error {
 		s, err := fsm.ReadSession(tx, ce.Session)
 		if err != nil || s == nil {
 			return err
 		}
-		fixed, err = n.artifacts.RepairEvents(tx, ce.Session, s.Record.Incarnation, s.Record.NextSeq)
+		fixed, err = ss.artifacts.RepairEvents(tx, ce.Session, s.Record.Incarnation, s.Record.NextSeq)
 		return err
 	})
 	if rerr != nil || fixed == 0 {
-		n.logger.Error("damaged session not repaired from the artifact; rebuild this node's state database (README \"Failure modes\")",
+		ss.logger.Error("damaged session not repaired from the artifact; rebuild this node's state database (README \"Failure modes\")",
 			"session", ce.Session, "err", rerr)
 	}
 }
@@ -116,42 +168,42 @@ func storageErr(err error) error {
 }
 
 // rawLogPath is this node's artifact path, used in format-refusal texts.
-func (n *Node) rawLogPath(h sessionstore.Header) string {
-	p, err := storage.ArtifactPath(n.artifactRoot(), h)
+func (ss *Sessions) rawLogPath(h sessionstore.Header) string {
+	p, err := storage.ArtifactPath(ss.artifactRoot(), h)
 	if err != nil {
 		return ""
 	}
 	return p
 }
 
-func (n *Node) artifactRoot() string {
-	root, err := filepath.Abs(artifactsDir(n.cfg.DataDir))
+func (ss *Sessions) artifactRoot() string {
+	root, err := filepath.Abs(artifactsDir(ss.cfg.DataDir))
 	if err != nil {
-		return artifactsDir(n.cfg.DataDir)
+		return artifactsDir(ss.cfg.DataDir)
 	}
 	return root
 }
 
 // Locate answers where this node's artifact for a header lives.
-func (n *Node) Locate(ctx context.Context, h sessionstore.Header) (kind, path, link string, err error) {
+func (ss *Sessions) Locate(ctx context.Context, h sessionstore.Header) (kind, path, link string, err error) {
 	if err := sessionlog.ValidateSessionID(h.ID); err != nil {
 		return "", "", "", err
 	}
 	if h.Cwd != nil && *h.Cwd == "" {
 		return "", "", "", sessionstore.Errorf(sessionstore.ReasonInvalidHeader, "session header cwd must not be empty")
 	}
-	p, err := storage.ArtifactPath(n.artifactRoot(), h)
+	p, err := storage.ArtifactPath(ss.artifactRoot(), h)
 	if err != nil {
 		return "", "", "", sessionstore.Errorf(sessionstore.ReasonInvalidHeader, "%v", err)
 	}
-	if n.cfg.HTTPBase != "" {
-		link = strings.TrimRight(n.cfg.HTTPBase, "/") + "/v1/sessions/" + url.PathEscape(h.ID) + "/" + storage.ArtifactName
+	if ss.cfg.HTTPBase != "" {
+		link = strings.TrimRight(ss.cfg.HTTPBase, "/") + "/v1/sessions/" + url.PathEscape(h.ID) + "/" + storage.ArtifactName
 	}
 	return "jsonl", p, link, nil
 }
 
 // Create registers a session for lazy materialisation.
-func (n *Node) Create(ctx context.Context, h sessionstore.Header, requestID string, v sessionstore.Validation) (sessionstore.CreateResult, error) {
+func (ss *Sessions) Create(ctx context.Context, h sessionstore.Header, requestID string, v sessionstore.Validation) (sessionstore.CreateResult, error) {
 	if err := sessionlog.CheckCreateHeader(h); err != nil {
 		return sessionstore.CreateResult{}, err
 	}
@@ -161,7 +213,7 @@ func (n *Node) Create(ctx context.Context, h sessionstore.Header, requestID stri
 	if refusal := check.WriteRefusal(); refusal != nil && v == sessionstore.ValidateStrict {
 		return sessionstore.CreateResult{}, refusal
 	}
-	if _, err := n.propose(ctx, n.stamp(ctx, &fsmpb.Command{Cmd: &fsmpb.Command_Create{Create: &fsmpb.Create{
+	if _, err := ss.propose(ctx, ss.stamp(ctx, &fsmpb.Command{Cmd: &fsmpb.Command_Create{Create: &fsmpb.Create{
 		Header: fsm.HeaderToPB(h), RequestId: requestID}}})); err != nil {
 		return sessionstore.CreateResult{}, err
 	}
@@ -182,30 +234,30 @@ func asError(err error) *sessionstore.Error {
 
 // Append durably appends a contiguous batch (the checks of docs/design.md "Validation" first;
 // nothing is written when any event is refused).
-func (n *Node) Append(ctx context.Context, id string, events [][]byte, epoch uint64, expectedRevision string, v sessionstore.Validation) (sessionstore.AppendResult, error) {
+func (ss *Sessions) Append(ctx context.Context, id string, events [][]byte, epoch uint64, expectedRevision string, v sessionstore.Validation) (sessionstore.AppendResult, error) {
 	if err := sessionlog.ValidateSessionID(id); err != nil {
 		return sessionstore.AppendResult{}, err
 	}
 	// A follower hands the call on as it came: the leader checks the batch
 	// (once, not on both nodes) against its own state and limits.
-	if n.raft.State() != raft.Leader {
-		return sessionstore.AppendResult{}, n.notLeader()
+	if ss.raft.State() != raft.Leader {
+		return sessionstore.AppendResult{}, ss.members.notLeader()
 	}
-	if len(events) > n.cfg.MaxBatchCount {
+	if len(events) > ss.cfg.MaxBatchCount {
 		return sessionstore.AppendResult{}, sessionstore.Errorf(sessionstore.ReasonTooLarge,
-			"append batch holds %d events; the limit is %d", len(events), n.cfg.MaxBatchCount)
+			"append batch holds %d events; the limit is %d", len(events), ss.cfg.MaxBatchCount)
 	}
 	total := 0
 	var first int64
 	for i, ev := range events {
-		if len(ev) > n.cfg.MaxEventBytes {
+		if len(ev) > ss.cfg.MaxEventBytes {
 			return sessionstore.AppendResult{}, sessionstore.Errorf(sessionstore.ReasonTooLarge,
-				"event at index %d is %d bytes; the limit is %d", i, len(ev), n.cfg.MaxEventBytes)
+				"event at index %d is %d bytes; the limit is %d", i, len(ev), ss.cfg.MaxEventBytes)
 		}
 		total += len(ev)
-		if total > n.cfg.MaxBatchBytes {
+		if total > ss.cfg.MaxBatchBytes {
 			return sessionstore.AppendResult{}, sessionstore.Errorf(sessionstore.ReasonTooLarge,
-				"append batch exceeds %d bytes", n.cfg.MaxBatchBytes)
+				"append batch exceeds %d bytes", ss.cfg.MaxBatchBytes)
 		}
 		info, err := sessionlog.CheckEvent(id, ev)
 		if err != nil {
@@ -217,7 +269,7 @@ func (n *Node) Append(ctx context.Context, id string, events [][]byte, epoch uin
 			// The reference reports a gap against the stored cursor; that is
 			// first+i whenever the first seq is the right one.
 			next := first
-			if s, err := n.read(id, 0, false); err == nil && s.Session != nil {
+			if s, err := ss.read(id, 0, false); err == nil && s.Session != nil {
 				next = s.Record.NextSeq
 			}
 			if first != next {
@@ -228,7 +280,7 @@ func (n *Node) Append(ctx context.Context, id string, events [][]byte, epoch uin
 	}
 	if len(events) == 0 {
 		// An empty batch is a no-op and keeps the session lazy (docs/events.md#write-checks).
-		s, err := n.read(id, 0, false)
+		s, err := ss.read(id, 0, false)
 		if err != nil || s.Session == nil {
 			return sessionstore.AppendResult{}, err
 		}
@@ -239,13 +291,13 @@ func (n *Node) Append(ctx context.Context, id string, events [][]byte, epoch uin
 	// (a cluster mid-upgrade) the leader checks it here, against its own
 	// state, which a concurrent Delete and re-create of the session can race.
 	strict := v == sessionstore.ValidateStrict
-	if strict && !n.votersSupport(fsm.StrictVersion) {
-		if err := n.precheckStrict(ctx, id, first, events); err != nil {
+	if strict && !ss.members.votersSupport(fsm.StrictVersion) {
+		if err := ss.precheckStrict(ctx, id, first, events); err != nil {
 			return sessionstore.AppendResult{}, err
 		}
 		strict = false
 	}
-	res, err := n.propose(ctx, n.stamp(ctx, &fsmpb.Command{Cmd: &fsmpb.Command_Append{Append: &fsmpb.Append{
+	res, err := ss.propose(ctx, ss.stamp(ctx, &fsmpb.Command{Cmd: &fsmpb.Command_Append{Append: &fsmpb.Append{
 		SessionId: id, Events: events, LeaseEpoch: epoch, ExpectedRevision: expectedRevision, FirstSeq: first, Strict: strict}}}))
 	if err != nil {
 		return sessionstore.AppendResult{}, err
@@ -260,14 +312,14 @@ func (n *Node) Append(ctx context.Context, id string, events [][]byte, epoch uin
 // precheckStrict refuses a batch after which a read of the session's log, as
 // this node stores it, would refuse it. A batch that does not start at the
 // stored next seq, or a session that is not there, is left to Apply.
-func (n *Node) precheckStrict(ctx context.Context, id string, first int64, events [][]byte) error {
-	s, err := n.read(id, 0, false)
+func (ss *Sessions) precheckStrict(ctx context.Context, id string, first int64, events [][]byte) error {
+	s, err := ss.read(id, 0, false)
 	if err != nil || s.Session == nil || s.Record.NextSeq != first {
 		return nil
 	}
 	check := sessionlog.NewReadCheck(id, s.Header, "")
 	for seq := int64(0); seq < s.Record.NextSeq; {
-		evs, err := n.chunkAt(ctx, id, s.Record.Incarnation, seq, s.Record.NextSeq)
+		evs, err := ss.chunkAt(ctx, id, s.Record.Incarnation, seq, s.Record.NextSeq)
 		if err != nil {
 			return err
 		}
@@ -294,12 +346,12 @@ func (n *Node) precheckStrict(ctx context.Context, id string, first int64, event
 // from the normalised events and closers once checked, so a caller that
 // commits something afterwards (a repair, a lease) never does for a view it
 // cannot answer.
-func (n *Node) checkedView(ctx context.Context, id string, c sessionstore.Consistency, limit sessionstore.ViewLimit) (stored, [][]byte, error) {
-	s, err := n.readMaterialized(ctx, id, c, 0, false)
+func (ss *Sessions) checkedView(ctx context.Context, id string, c sessionstore.Consistency, limit sessionstore.ViewLimit) (stored, [][]byte, error) {
+	s, err := ss.readMaterialized(ctx, id, c, 0, false)
 	if err != nil {
 		return s, nil, err
 	}
-	check := sessionlog.NewReadCheck(id, s.Header, n.rawLogPath(s.Header))
+	check := sessionlog.NewReadCheck(id, s.Header, ss.rawLogPath(s.Header))
 	if err := check.Err(); err != nil { // the header's, before any event is read
 		return s, nil, err
 	}
@@ -310,7 +362,7 @@ func (n *Node) checkedView(ctx context.Context, id string, c sessionstore.Consis
 	}
 	var count, size int64 // of the normalised events
 	for seq := int64(0); seq < s.Record.NextSeq; {
-		evs, err := n.chunkAt(ctx, id, s.Record.Incarnation, seq, s.Record.NextSeq)
+		evs, err := ss.chunkAt(ctx, id, s.Record.Incarnation, seq, s.Record.NextSeq)
 		if err != nil {
 			return s, nil, err
 		}
@@ -348,8 +400,8 @@ func leaseFromPB(id string, l *fsmpb.Lease) *sessionstore.Lease {
 // inspect validates the balanced view and returns its metadata with the
 // closers to add (none for a session under a live lease, whose owner holds
 // the open turn) and the incarnation read.
-func (n *Node) inspect(ctx context.Context, id string, c sessionstore.Consistency, limit sessionstore.ViewLimit) (sessionstore.View, uint64, [][]byte, error) {
-	s, closers, err := n.checkedView(ctx, id, c, limit)
+func (ss *Sessions) inspect(ctx context.Context, id string, c sessionstore.Consistency, limit sessionstore.ViewLimit) (sessionstore.View, uint64, [][]byte, error) {
+	s, closers, err := ss.checkedView(ctx, id, c, limit)
 	if err != nil {
 		return sessionstore.View{}, 0, nil, err
 	}
@@ -369,47 +421,47 @@ func (n *Node) inspect(ctx context.Context, id string, c sessionstore.Consistenc
 // client that reads slowly holds more than a chunk. (The unary Inspect
 // collects these parts, under limit: a larger view is refused before its
 // events are read where the record tells their size; see checkedView.)
-func (n *Node) InspectStream(ctx context.Context, id string, c sessionstore.Consistency, limit sessionstore.ViewLimit, send func(sessionstore.View) error) error {
-	v, inc, closers, err := n.inspect(ctx, id, c, limit)
+func (ss *Sessions) InspectStream(ctx context.Context, id string, c sessionstore.Consistency, limit sessionstore.ViewLimit, send func(sessionstore.View) error) error {
+	v, inc, closers, err := ss.inspect(ctx, id, c, limit)
 	if err != nil {
 		return err
 	}
-	return n.sendView(ctx, id, inc, v, closers, send)
+	return ss.sendView(ctx, id, inc, v, closers, send)
 }
 
 // LoadStream sends the balanced view, committing the crash repair of a cold
 // session through the replicated log first (the reference's load repair); see
 // InspectStream. A view above limit is refused before the repair.
-func (n *Node) LoadStream(ctx context.Context, id, requestID string, limit sessionstore.ViewLimit, send func(sessionstore.View) error) error {
-	v, inc, err := n.repairView(ctx, id, requestID, fsmpb.Repair_LOAD, "", 0, limit)
+func (ss *Sessions) LoadStream(ctx context.Context, id, requestID string, limit sessionstore.ViewLimit, send func(sessionstore.View) error) error {
+	v, inc, err := ss.repairView(ctx, id, requestID, fsmpb.Repair_LOAD, "", 0, limit)
 	if err != nil {
 		return err
 	}
-	return n.sendView(ctx, id, inc, v, nil, send)
+	return ss.sendView(ctx, id, inc, v, nil, send)
 }
 
 // PrepareStream takes ownership: it commits the repair like LoadStream, bumps
 // the epoch and grants a lease; see InspectStream. A view above limit is
 // refused before the lease is granted.
-func (n *Node) PrepareStream(ctx context.Context, id, owner string, ttl time.Duration, requestID string, limit sessionstore.ViewLimit, send func(sessionstore.View) error) error {
+func (ss *Sessions) PrepareStream(ctx context.Context, id, owner string, ttl time.Duration, requestID string, limit sessionstore.ViewLimit, send func(sessionstore.View) error) error {
 	if err := checkPrepare(owner, ttl); err != nil {
 		return err
 	}
-	v, inc, err := n.repairView(ctx, id, requestID, fsmpb.Repair_PREPARE, owner, ttl.Milliseconds(), limit)
+	v, inc, err := ss.repairView(ctx, id, requestID, fsmpb.Repair_PREPARE, owner, ttl.Milliseconds(), limit)
 	if err != nil {
 		return err
 	}
-	return n.sendView(ctx, id, inc, v, nil, send)
+	return ss.sendView(ctx, id, inc, v, nil, send)
 }
 
 // sendView sends v's metadata with the first events, then the normalised
 // events [0, v.NextSeq) of incarnation inc read from storage a chunk at a
 // time, then closers. The log was validated up to there and a log only grows
 // within an incarnation, so these are the events of v's revision.
-func (n *Node) sendView(ctx context.Context, id string, inc uint64, v sessionstore.View, closers [][]byte, send func(sessionstore.View) error) error {
+func (ss *Sessions) sendView(ctx context.Context, id string, inc uint64, v sessionstore.View, closers [][]byte, send func(sessionstore.View) error) error {
 	v.Events = nil
 	first := &v
-	norm := sessionlog.NewNormalizer(id, n.rawLogPath(v.Header))
+	norm := sessionlog.NewNormalizer(id, ss.rawLogPath(v.Header))
 	emit := func(evs [][]byte) error {
 		m := sessionstore.View{Events: evs}
 		if first != nil {
@@ -420,7 +472,7 @@ func (n *Node) sendView(ctx context.Context, id string, inc uint64, v sessionsto
 		return send(m)
 	}
 	for seq := int64(0); seq < v.NextSeq; {
-		evs, err := n.chunkAt(ctx, id, inc, seq, v.NextSeq)
+		evs, err := ss.chunkAt(ctx, id, inc, seq, v.NextSeq)
 		if err != nil {
 			return err
 		}
@@ -455,12 +507,12 @@ func checkPrepare(owner string, ttl time.Duration) error {
 // read the events afterwards. A view above limit is refused before anything
 // is proposed; the repair is proposed against the revision checked, so a log
 // that grew since is read and checked again.
-func (n *Node) repairView(ctx context.Context, id, requestID string, mode fsmpb.Repair_Mode, owner string, ttlMs int64, limit sessionstore.ViewLimit) (sessionstore.View, uint64, error) {
+func (ss *Sessions) repairView(ctx context.Context, id, requestID string, mode fsmpb.Repair_Mode, owner string, ttlMs int64, limit sessionstore.ViewLimit) (sessionstore.View, uint64, error) {
 	if err := sessionlog.ValidateSessionID(id); err != nil {
 		return sessionstore.View{}, 0, err
 	}
 	for attempt := 0; ; attempt++ {
-		s, closers, err := n.checkedView(ctx, id, sessionstore.Linearizable, limit)
+		s, closers, err := ss.checkedView(ctx, id, sessionstore.Linearizable, limit)
 		if err != nil {
 			return sessionstore.View{}, 0, err
 		}
@@ -469,7 +521,7 @@ func (n *Node) repairView(ctx context.Context, id, requestID string, mode fsmpb.
 			return sessionstore.View{Header: s.Header, Revision: s.Revision,
 				NextSeq: s.Record.NextSeq, Lease: leaseFromPB(id, s.Record.Lease)}, inc, nil
 		}
-		res, err := n.propose(ctx, &fsmpb.Command{Cmd: &fsmpb.Command_Repair{Repair: &fsmpb.Repair{
+		res, err := ss.propose(ctx, &fsmpb.Command{Cmd: &fsmpb.Command_Repair{Repair: &fsmpb.Repair{
 			SessionId: id, RequestId: requestID, Mode: mode, Owner: owner, TtlMs: ttlMs, ExpectedRevision: s.Revision}}})
 		if err != nil {
 			return sessionstore.View{}, 0, err
@@ -490,8 +542,8 @@ func (n *Node) repairView(ctx context.Context, id, requestID string, mode fsmpb.
 }
 
 // KeepAlive extends a lease.
-func (n *Node) KeepAlive(ctx context.Context, l sessionstore.Lease, requestID string) (sessionstore.Lease, error) {
-	res, err := n.propose(ctx, &fsmpb.Command{Cmd: &fsmpb.Command_KeepAlive{KeepAlive: &fsmpb.KeepAlive{
+func (ss *Sessions) KeepAlive(ctx context.Context, l sessionstore.Lease, requestID string) (sessionstore.Lease, error) {
+	res, err := ss.propose(ctx, &fsmpb.Command{Cmd: &fsmpb.Command_KeepAlive{KeepAlive: &fsmpb.KeepAlive{
 		SessionId: l.SessionID, Owner: l.Owner, Epoch: l.Epoch, RequestId: requestID}}})
 	if err != nil {
 		return sessionstore.Lease{}, err
@@ -500,8 +552,8 @@ func (n *Node) KeepAlive(ctx context.Context, l sessionstore.Lease, requestID st
 }
 
 // Release ends a lease; the session becomes cold (its epoch stays).
-func (n *Node) Release(ctx context.Context, id string, epoch uint64, requestID string) error {
-	_, err := n.propose(ctx, &fsmpb.Command{Cmd: &fsmpb.Command_Release{Release: &fsmpb.Release{
+func (ss *Sessions) Release(ctx context.Context, id string, epoch uint64, requestID string) error {
+	_, err := ss.propose(ctx, &fsmpb.Command{Cmd: &fsmpb.Command_Release{Release: &fsmpb.Release{
 		SessionId: id, LeaseEpoch: epoch, RequestId: requestID}}})
 	return err
 }
@@ -516,23 +568,23 @@ func (n *Node) Release(ctx context.Context, id string, epoch uint64, requestID s
 // sent), once to send it. Both passes read the prefix below the next seq read
 // first, which never changes within an incarnation; a deletion or re-creation
 // in between ends the read with NOT_FOUND.
-func (n *Node) ReadFrom(ctx context.Context, id string, from int64, c sessionstore.Consistency, send func(sessionstore.Suffix) error) error {
+func (ss *Sessions) ReadFrom(ctx context.Context, id string, from int64, c sessionstore.Consistency, send func(sessionstore.Suffix) error) error {
 	if from < 0 || from > sessionstore.MaxSafeInteger {
 		return sessionstore.Errorf(sessionstore.ReasonInvalidArgument,
 			"readFrom fromSeq must be a non-negative safe integer, got %d", from)
 	}
-	s, err := n.readMaterialized(ctx, id, c, 0, false)
+	s, err := ss.readMaterialized(ctx, id, c, 0, false)
 	if err != nil {
 		return err
 	}
-	path := n.rawLogPath(s.Header)
+	path := ss.rawLogPath(s.Header)
 	if err := sessionlog.CheckReadFromHeader(id, s.Header, path); err != nil {
 		return err
 	}
 	end, inc := s.Record.NextSeq, s.Record.Incarnation
 	norm := sessionlog.NewNormalizer(id, path)
 	for seq := int64(0); seq < end; {
-		evs, err := n.chunkAt(ctx, id, inc, seq, end)
+		evs, err := ss.chunkAt(ctx, id, inc, seq, end)
 		if err != nil {
 			return err
 		}
@@ -544,7 +596,7 @@ func (n *Node) ReadFrom(ctx context.Context, id string, from int64, c sessionsto
 	}
 	first := &sessionstore.Suffix{Header: s.Header, Revision: s.Revision, NextSeq: end}
 	for seq := int64(0); seq < end; {
-		evs, err := n.chunkAt(ctx, id, inc, seq, end)
+		evs, err := ss.chunkAt(ctx, id, inc, seq, end)
 		if err != nil {
 			return err
 		}
@@ -577,11 +629,11 @@ func (n *Node) ReadFrom(ctx context.Context, id string, from int64, c sessionsto
 // chunkAt reads the events from seq on, below end, up to readChunkBytes (at
 // least one), in one read transaction, checking that the session is still
 // incarnation inc.
-func (n *Node) chunkAt(ctx context.Context, id string, inc uint64, seq, end int64) ([][]byte, error) {
+func (ss *Sessions) chunkAt(ctx context.Context, id string, inc uint64, seq, end int64) ([][]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s, err := n.readUpTo(id, seq, readChunkBytes)
+	s, err := ss.readUpTo(id, seq, readChunkBytes)
 	if err != nil {
 		return nil, storageErr(err)
 	}
@@ -602,8 +654,8 @@ func (n *Node) chunkAt(ctx context.Context, id string, inc uint64, seq, end int6
 // line per stored event, each ending in "\n". It is rendered from the state
 // database, which the artifact mirrors byte for byte once written. It holds the
 // whole text in memory: the API streams it with OpenRaw instead.
-func (n *Node) RawText(ctx context.Context, id string, c sessionstore.Consistency) (sessionstore.Header, string, []byte, error) {
-	h, rev, r, _, err := n.OpenRaw(ctx, id, c)
+func (ss *Sessions) RawText(ctx context.Context, id string, c sessionstore.Consistency) (sessionstore.Header, string, []byte, error) {
+	h, rev, r, _, err := ss.OpenRaw(ctx, id, c)
 	if err != nil {
 		return sessionstore.Header{}, "", nil, err
 	}
@@ -623,27 +675,27 @@ func (n *Node) RawText(ctx context.Context, id string, c sessionstore.Consistenc
 // It serves this node's own applied state, as the artifact on its disk does.
 // An artifact that fails verification (artifacts.Writer.Verify) is not served:
 // the state database's encoding is, while the artifact is rebuilt.
-func (n *Node) Artifact(ctx context.Context, id string) (revision, path string, size int64, rendered io.Reader, err error) {
+func (ss *Sessions) Artifact(ctx context.Context, id string) (revision, path string, size int64, rendered io.Reader, err error) {
 	var w storage.Watermark
-	revision, w, rendered, err = n.artifact(id, true)
-	if err == nil && w.Path != "" && n.artifacts.Verify(id, w) != nil {
-		revision, w, rendered, err = n.artifact(id, false)
+	revision, w, rendered, err = ss.artifact(id, true)
+	if err == nil && w.Path != "" && ss.artifacts.Verify(id, w) != nil {
+		revision, w, rendered, err = ss.artifact(id, false)
 	}
-	n.repairAfter(err)
+	ss.repairAfter(err)
 	return revision, w.Path, w.Bytes, rendered, err
 }
 
 // RenderedArtifact is Artifact encoded from the state database, whether or
 // not the file is current (for a file that vanished while being opened).
-func (n *Node) RenderedArtifact(ctx context.Context, id string) (revision string, rendered io.Reader, err error) {
-	revision, _, rendered, err = n.artifact(id, false)
-	n.repairAfter(err)
+func (ss *Sessions) RenderedArtifact(ctx context.Context, id string) (revision string, rendered io.Reader, err error) {
+	revision, _, rendered, err = ss.artifact(id, false)
+	ss.repairAfter(err)
 	return revision, rendered, err
 }
 
-func (n *Node) artifact(id string, fromFile bool) (revision string, w storage.Watermark, rendered io.Reader, err error) {
+func (ss *Sessions) artifact(id string, fromFile bool) (revision string, w storage.Watermark, rendered io.Reader, err error) {
 	var fr *frameReader
-	err = n.state.View(func(tx *storage.Tx) error {
+	err = ss.state.View(func(tx *storage.Tx) error {
 		s, err := fsm.ReadSession(tx, id)
 		if err != nil {
 			return err
@@ -652,11 +704,11 @@ func (n *Node) artifact(id string, fromFile bool) (revision string, w storage.Wa
 			return sessionstore.NotFound(id)
 		}
 		revision = s.Revision
-		if cur, ok := n.artifacts.Current(id, s.Record.LastChangeIndex); ok && fromFile {
+		if cur, ok := ss.artifacts.Current(id, s.Record.LastChangeIndex); ok && fromFile {
 			w = cur
 			return nil
 		}
-		fr = &frameReader{n: n, id: id, revision: revision, incarnation: s.Record.Incarnation, frames: s.Record.Frames,
+		fr = &frameReader{ss: ss, id: id, revision: revision, incarnation: s.Record.Incarnation, frames: s.Record.Frames,
 			buf: artifacts.EncodeHeaderFrame(s.Header)}
 		return nil
 	})
@@ -669,7 +721,7 @@ func (n *Node) artifact(id string, fromFile bool) (revision string, w storage.Wa
 // frameReader encodes an artifact's frames one at a time, each in its own
 // read transaction (verified like every read of stored events).
 type frameReader struct {
-	n           *Node
+	ss          *Sessions
 	id          string
 	revision    string
 	incarnation uint64
@@ -684,7 +736,7 @@ func (f *frameReader) Read(p []byte) (int, error) {
 			return 0, io.EOF
 		}
 		f.next++
-		err := f.n.state.View(func(tx *storage.Tx) error {
+		err := f.ss.state.View(func(tx *storage.Tx) error {
 			if _, err := fsm.ReadIncarnation(tx, f.id, f.incarnation, f.revision); err != nil {
 				return err
 			}
@@ -695,7 +747,7 @@ func (f *frameReader) Read(p []byte) (int, error) {
 			return err
 		})
 		if err != nil {
-			f.n.repairAfter(err)
+			f.ss.repairAfter(err)
 			return 0, storageErr(err)
 		}
 	}
@@ -705,8 +757,8 @@ func (f *frameReader) Read(p []byte) (int, error) {
 }
 
 // List returns materialised sessions in id order, a page at a time.
-func (n *Node) List(ctx context.Context, c sessionstore.Consistency, pageSize int, pageToken, cwdPrefix string) ([]sessionstore.Snapshot, string, error) {
-	if err := n.readBarrier(ctx, c); err != nil {
+func (ss *Sessions) List(ctx context.Context, c sessionstore.Consistency, pageSize int, pageToken, cwdPrefix string) ([]sessionstore.Snapshot, string, error) {
+	if err := ss.readBarrier(ctx, c); err != nil {
 		return nil, "", err
 	}
 	if pageSize <= 0 {
@@ -725,7 +777,7 @@ func (n *Node) List(ctx context.Context, c sessionstore.Consistency, pageSize in
 	}
 	var out []sessionstore.Snapshot
 	next := ""
-	err := n.state.View(func(tx *storage.Tx) error {
+	err := ss.state.View(func(tx *storage.Tx) error {
 		cid := tx.ClusterID()
 		if cwdPrefix != "" && tx.CwdIndexed() {
 			return listUnderCwd(tx, after, cwdPrefix, pageSize, &out, &next)
@@ -782,7 +834,7 @@ func listUnderCwd(tx *storage.Tx, after, prefix string, pageSize int, out *[]ses
 // batch, in order, from this node's applied state; with no news it sends a
 // progress message every progress interval. It ends with UNAVAILABLE when the
 // node has had no leader for two election timeouts.
-func (n *Node) Watch(ctx context.Context, id string, from int64, progress time.Duration, send func(sessionstore.WatchEvent) error) error {
+func (ss *Sessions) Watch(ctx context.Context, id string, from int64, progress time.Duration, send func(sessionstore.WatchEvent) error) error {
 	if from < 0 {
 		return sessionstore.Errorf(sessionstore.ReasonInvalidArgument, "from_seq must be non-negative, got %d", from)
 	}
@@ -798,15 +850,15 @@ func (n *Node) Watch(ctx context.Context, id string, from int64, progress time.D
 	var incarnation uint64 // of the first read; Create's Raft index, never 0
 	// Only commits that touch this session wake the stream: a node with many
 	// idle watchers must not re-read every watched session on every write.
-	w := n.fsm.WatchSession(id)
+	w := ss.fsm.WatchSession(id)
 	defer w.Close()
 	for {
 		changed := w.Changed()
-		applied := n.fsm.AppliedIndex()
+		applied := ss.fsm.AppliedIndex()
 		// A chunk per read: a watcher far behind holds one chunk, not the log.
-		s, err := n.readUpTo(id, cursor, readChunkBytes)
+		s, err := ss.readUpTo(id, cursor, readChunkBytes)
 		if err != nil {
-			n.repairAfter(err)
+			ss.repairAfter(err)
 			return storageErr(err)
 		}
 		if s.Session == nil {
@@ -832,12 +884,12 @@ func (n *Node) Watch(ctx context.Context, id string, from int64, progress time.D
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-n.ctx.Done():
+		case <-ss.ctx.Done():
 			return sessionstore.ErrShuttingDown
 		case <-changed:
-			n.metrics.WatchWakeups.Inc()
+			ss.metrics.WatchWakeups.Inc()
 		case <-tick.C:
-			if addr, _ := n.raft.LeaderWithID(); addr == "" {
+			if addr, _ := ss.raft.LeaderWithID(); addr == "" {
 				if leaderless.IsZero() {
 					leaderless = time.Now()
 				} else if time.Since(leaderless) > 2*time.Second {

@@ -26,29 +26,43 @@ type voterView struct {
 
 // voterView returns the current view, nil when raft cannot say its
 // configuration (shutting down).
-func (n *Node) voterView() *voterView {
-	f := n.raft.GetConfiguration()
+func (mb *membership) voterView() *voterView {
+	f := mb.raft.GetConfiguration()
 	if f.Error() != nil {
 		return nil
 	}
 	servers := f.Configuration().Servers
 	var gen uint64
-	if n.gossip != nil {
-		gen = n.gossip.generation()
+	if mb.gossip != nil {
+		gen = mb.gossip.generation()
 	}
-	if v := n.voterCache.Load(); v != nil && v.gen == gen && sameServers(v.servers, servers) {
+	if v := mb.voterCache.Load(); v != nil && v.gen == gen && sameServers(v.servers, servers) {
 		return v
 	}
 	var peers map[string]peer
-	if n.gossip != nil {
-		peers, gen = n.gossip.peersAt()
+	if mb.gossip != nil {
+		peers, gen = mb.gossip.peersAt()
 	}
-	v := computeVoterView(servers, peers, n.cfg.NodeID)
+	v := computeVoterView(servers, peers, mb.cfg.NodeID)
 	v.gen = gen
 	// Concurrent callers may store views of different inputs; each is tagged
 	// with its inputs, so whichever stays is recomputed once it is outdated.
-	n.voterCache.Store(v)
+	mb.voterCache.Store(v)
 	return v
+}
+
+// votersSupport reports whether every voter has advertised command version v.
+func (mb *membership) votersSupport(v uint32) bool { return mb.votersVersion() >= v }
+
+// votersVersion is the newest command version every voter has advertised.
+// A node's last advertisement is remembered while it is down, so a stopped
+// voter does not switch quotas off; one never heard from counts as older.
+func (mb *membership) votersVersion() uint32 {
+	v := mb.voterView()
+	if v == nil {
+		return 0
+	}
+	return v.version
 }
 
 // computeVoterView derives the view from a configuration and gossip's peers

@@ -77,13 +77,13 @@ func TestVoterViewFollowsChanges(t *testing.T) {
 	}
 	g := &gossip{logger: slog.New(slog.NewTextHandler(io.Discard, nil)), meta: memberMeta{ID: "a", Commands: 5},
 		members: map[string]peer{}, changed: make(chan struct{})}
-	n := &Node{cfg: Config{NodeID: "a"}, raft: r, gossip: g, disk: &diskMonitor{}} // disk: checks disabled
+	ss := &Sessions{members: &membership{cfg: Config{NodeID: "a"}, raft: r, gossip: g}, disk: &diskMonitor{}} // disk: checks disabled
 
-	v1 := n.voterView()
+	v1 := ss.members.voterView()
 	if v1 == nil || v1.version != 5 {
 		t.Fatalf("view %+v, want version 5", v1)
 	}
-	if v := n.voterView(); v != v1 {
+	if v := ss.members.voterView(); v != v1 {
 		t.Fatal("nothing changed, yet the view was recomputed")
 	}
 
@@ -94,7 +94,7 @@ func TestVoterViewFollowsChanges(t *testing.T) {
 	for len(r.GetConfiguration().Configuration().Servers) != 2 {
 		time.Sleep(10 * time.Millisecond)
 	}
-	v2 := n.voterView()
+	v2 := ss.members.voterView()
 	if v2 == v1 || v2.version != 0 {
 		t.Fatalf("after a configuration change: view %+v (same: %v), want version 0", v2, v2 == v1)
 	}
@@ -102,14 +102,14 @@ func TestVoterViewFollowsChanges(t *testing.T) {
 	// A gossip change: b advertises version 4 with a low disk.
 	meta, _ := json.Marshal(memberMeta{ID: "b", Commands: 4, DiskLow: true})
 	g.NotifyJoin(&memberlist.Node{Name: "b", Meta: meta})
-	v3 := n.voterView()
+	v3 := ss.members.voterView()
 	if v3 == v2 || v3.version != 4 || v3.diskLow != "b" {
 		t.Fatalf("after a gossip change: view %+v (same: %v), want version 4 and b's disk low", v3, v3 == v2)
 	}
-	if err := n.DiskOK(); err == nil {
+	if err := ss.DiskOK(); err == nil {
 		t.Fatal("DiskOK accepted a write while voter b gossips a low disk")
 	}
-	if !n.votersSupport(4) || n.votersSupport(5) {
+	if !ss.members.votersSupport(4) || ss.members.votersSupport(5) {
 		t.Fatal("votersSupport does not follow the oldest voter")
 	}
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // Backend is what the services need from a node; cmd/node passes a
-// *cluster.Node, which satisfies it as it is.
+// *cluster.Sessions, which satisfies it as it is.
 type Backend interface {
 	Locate(ctx context.Context, h sessionstore.Header) (kind, path, url string, err error)
 	Create(ctx context.Context, h sessionstore.Header, requestID string, v sessionstore.Validation) (sessionstore.CreateResult, error)

@@ -174,9 +174,9 @@ func fzStart() (*fzEnv, error) {
 	}
 	e := &fzEnv{dir: dir, node: node, methods: fzMethods()}
 	// No forwarder: the only node is the leader, nothing is forwarded.
-	p := rpc.NewPersistence(node, fzMaxMessage)
+	p := rpc.NewPersistence(node.Sessions(), fzMaxMessage)
 	p.WatchProgress = 20 * time.Millisecond // a Watch of nothing new answers at once
-	e.srv = []any{p, rpc.NewPlanMode(node), rpc.NewClusterService(node)}
+	e.srv = []any{p, rpc.NewPlanMode(node.Sessions()), rpc.NewClusterService(node)}
 	deadline := time.Now().Add(30 * time.Second)
 	for node.Ready() != nil || !node.ReadyForReads() {
 		if time.Now().After(deadline) {

@@ -139,7 +139,7 @@ func bkRawText(t *testing.T, ctx context.Context, nd *clNode, id string) (api, l
 	if err != nil {
 		t.Fatalf("ReadRaw %q via %s: %v", id, nd.id, err)
 	}
-	_, _, loc, err := nd.srv.node.RawText(ctx, id, sessionstore.Stale)
+	_, _, loc, err := nd.srv.node.Sessions().RawText(ctx, id, sessionstore.Stale)
 	if err != nil {
 		t.Fatalf("RawText %q on %s: %v", id, nd.id, err)
 	}

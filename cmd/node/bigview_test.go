@@ -30,7 +30,7 @@ func bvStateOf(t *testing.T, n *testNode, id string) bvState {
 	t.Helper()
 	var st bvState
 	first := true
-	err := n.srv.node.InspectStream(n.ctx(), id, sessionstore.Linearizable, sessionstore.ViewLimit{}, func(v sessionstore.View) error {
+	err := n.srv.node.Sessions().InspectStream(n.ctx(), id, sessionstore.Linearizable, sessionstore.ViewLimit{}, func(v sessionstore.View) error {
 		if first {
 			st.revision, st.nextSeq = v.Revision, v.NextSeq
 			if v.Lease != nil {
@@ -97,9 +97,9 @@ func TestUnaryViews_TooLargeRefusedBeforeCommitting(t *testing.T) {
 	}
 	nothing := func(sessionstore.View) error { return errors.New("sent a part of a refused view") }
 	for name, err := range map[string]error{
-		"InspectStream": n.srv.node.InspectStream(cancelled, id, sessionstore.Stale, lim("InspectStream"), nothing),
-		"LoadStream":    n.srv.node.LoadStream(cancelled, id, "big-load-2", lim("LoadStream"), nothing),
-		"PrepareStream": n.srv.node.PrepareStream(cancelled, id, "o", 60e9, "big-prepare-2", lim("PrepareStream"), nothing),
+		"InspectStream": n.srv.node.Sessions().InspectStream(cancelled, id, sessionstore.Stale, lim("InspectStream"), nothing),
+		"LoadStream":    n.srv.node.Sessions().LoadStream(cancelled, id, "big-load-2", lim("LoadStream"), nothing),
+		"PrepareStream": n.srv.node.Sessions().PrepareStream(cancelled, id, "o", 60e9, "big-prepare-2", lim("PrepareStream"), nothing),
 	} {
 		if !errors.Is(err, sessionstore.ErrTooLarge) {
 			t.Errorf("node %s under a %d-byte limit with a cancelled context: %v, want TOO_LARGE from the record", name, limit, err)

@@ -105,7 +105,7 @@ func newHTTPHandler(node *cluster.Node, reg *prometheus.Registry, authn *auth.Au
 	mux.HandleFunc("GET /v1/sessions/{id}/session.jsonl", download(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
 		defer cancel()
-		_, rev, text, _, err := node.OpenRaw(ctx, r.PathValue("id"), sessionstore.Stale)
+		_, rev, text, _, err := node.Sessions().OpenRaw(ctx, r.PathValue("id"), sessionstore.Stale)
 		if err != nil {
 			httpError(w, err)
 			return
@@ -119,7 +119,7 @@ func newHTTPHandler(node *cluster.Node, reg *prometheus.Registry, authn *auth.Au
 	mux.HandleFunc("GET /v1/sessions/{id}/session.jsonl.zstd", download(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
 		defer cancel()
-		rev, path, size, rendered, err := node.Artifact(ctx, r.PathValue("id"))
+		rev, path, size, rendered, err := node.Sessions().Artifact(ctx, r.PathValue("id"))
 		if err != nil {
 			httpError(w, err)
 			return
@@ -136,7 +136,7 @@ func newHTTPHandler(node *cluster.Node, reg *prometheus.Registry, authn *auth.Au
 				return
 			}
 			logger.Warn("artifact vanished while serving; rendering from state", "err", err)
-			rev, rendered, err = node.RenderedArtifact(ctx, r.PathValue("id"))
+			rev, rendered, err = node.Sessions().RenderedArtifact(ctx, r.PathValue("id"))
 			if err != nil {
 				httpError(w, err)
 				return

@@ -43,7 +43,7 @@ func TestWatch_EndsWhenIncarnationEnds(t *testing.T) {
 	got := make(chan sent, 16)
 	done := make(chan error, 1)
 	go func() {
-		done <- n.srv.node.Watch(ctx, id, 0, time.Hour, func(ev sessionstore.WatchEvent) error {
+		done <- n.srv.node.Sessions().Watch(ctx, id, 0, time.Hour, func(ev sessionstore.WatchEvent) error {
 			var s sent
 			for _, e := range ev.Events {
 				s.seqs = append(s.seqs, ctSeqs(t, []string{string(e)})...)
@@ -93,7 +93,7 @@ func TestWatch_WokenOnlyByItsSession(t *testing.T) {
 	defer cancel()
 	got := make(chan []byte, 16)
 	go func() {
-		_ = n.srv.node.Watch(ctx, "wake-a", 0, time.Hour, func(ev sessionstore.WatchEvent) error {
+		_ = n.srv.node.Sessions().Watch(ctx, "wake-a", 0, time.Hour, func(ev sessionstore.WatchEvent) error {
 			for _, e := range ev.Events {
 				got <- e
 			}
@@ -146,7 +146,7 @@ func BenchmarkAppend_IdleWatchers(b *testing.B) {
 	}
 	for i := range watchers {
 		go func() {
-			_ = n.srv.node.Watch(ctx, fmt.Sprintf("idle-%04d", i), 0, time.Hour, func(sessionstore.WatchEvent) error { return nil })
+			_ = n.srv.node.Sessions().Watch(ctx, fmt.Sprintf("idle-%04d", i), 0, time.Hour, func(sessionstore.WatchEvent) error { return nil })
 		}()
 	}
 	if _, err := n.Client.Create(ctx, &sessionpb.CreateRequest{Header: ctMeta("writer", "")}); err != nil {
@@ -183,7 +183,7 @@ func rdFill(t *testing.T, n *testNode, id string, sizes ...int) []byte {
 		ctAppend(t, n, id, evs[:k]...)
 		evs = evs[k:]
 	}
-	_, _, text, err := n.srv.node.RawText(n.ctx(), id, sessionstore.Stale)
+	_, _, text, err := n.srv.node.Sessions().RawText(n.ctx(), id, sessionstore.Stale)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +244,7 @@ func TestReadRaw_StreamsFromStorageInChunks(t *testing.T) {
 // fsmHeader is the stored header of a session.
 func fsmHeader(t *testing.T, n *testNode, id string) sessionstore.Header {
 	t.Helper()
-	h, _, _, _, err := n.srv.node.OpenRaw(n.ctx(), id, sessionstore.Stale)
+	h, _, _, _, err := n.srv.node.Sessions().OpenRaw(n.ctx(), id, sessionstore.Stale)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +259,7 @@ func TestReadRaw_DeletedWhileReadingEnds(t *testing.T) {
 	const id = "raw-deleted"
 	sizes := []int{600 << 10, 600 << 10, 600 << 10}
 	rdFill(t, n, id, sizes...)
-	_, _, r, size, err := n.srv.node.OpenRaw(n.ctx(), id, sessionstore.Stale)
+	_, _, r, size, err := n.srv.node.Sessions().OpenRaw(n.ctx(), id, sessionstore.Stale)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -308,7 +308,7 @@ func startServer(cfg serveConfig, logger *slog.Logger, raftLog io.Writer) (*serv
 	s.fwdIn = rpc.NewForwardServer(cfg.MaxMessageBytes, intercept.Unary())
 	s.fwdIn.Register(s.grpc)
 	services := s.fwdIn.Registrar(s.grpc)
-	persistence := rpc.NewPersistence(node, cfg.MaxMessageBytes)
+	persistence := rpc.NewPersistence(node.Sessions(), cfg.MaxMessageBytes)
 	s.stopping = make(chan struct{})
 	persistence.Stopping = s.stopping
 	if cfg.watchProgress > 0 {
@@ -316,7 +316,7 @@ func startServer(cfg serveConfig, logger *slog.Logger, raftLog io.Writer) (*serv
 	}
 	persistence.Register(services)
 	rpc.NewClusterService(node).Register(services)
-	rpc.NewPlanMode(node).Register(services)
+	rpc.NewPlanMode(node.Sessions()).Register(services)
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
