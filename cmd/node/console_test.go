@@ -316,11 +316,24 @@ func TestConsole(t *testing.T) {
 			Nodes int    `json:"nodes"`
 			Range string `json:"range"`
 		}
-		s := cnEval[shape](t, admin, `({rows: document.querySelectorAll("#events article").length,
-			nodes: document.getElementsByTagName("*").length, range: document.querySelector(".range").textContent})`)
+		const shapeJS = `({rows: document.querySelectorAll("#events article").length,
+			nodes: document.getElementsByTagName("*").length, range: document.querySelector(".range").textContent})`
+		s := cnEval[shape](t, admin, shapeJS)
 		t.Logf("a session of %d events: %d rows, %d elements (%s)", total, s.Rows, s.Nodes, s.Range)
 		if s.Rows != 200 || s.Nodes > 5000 || s.Range != fmt.Sprintf("events %d–%d of %d", total-200, total-1, total) {
 			t.Errorf("a session of %d events shows %+v; want the newest 200 rows and a bounded DOM", total, s)
+		}
+
+		// The open page follows 500 more events and stays bounded.
+		events := make([]string, 500)
+		for i := range events {
+			events[i] = cnEvent(t, "session/title", total+i, map[string]string{"title": "more"})
+		}
+		ctAppend(t, n, id, events...)
+		cnDo(t, admin, "tail", chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelector('#events article[data-seq="%d"]') !== null`, total+499)))
+		s = cnEval[shape](t, admin, shapeJS)
+		if s.Rows > 400 || s.Nodes > 5000 || !strings.HasSuffix(s.Range, fmt.Sprintf("–%d of %d", total+499, total+500)) {
+			t.Errorf("after 500 more events the page shows %+v; want at most 400 rows up to the newest", s)
 		}
 	})
 }

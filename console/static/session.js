@@ -51,7 +51,15 @@ async function load(s) {
 async function show(s, start) {
   const events = [];
   if (start < s.nextSeq) {
+    let first = true;
     await stream("SessionPersistence", "ReadFrom", { sessionId: s.id, fromSeq: String(start) }, (m) => {
+      // Only the first message carries the next seq: the log may have
+      // grown since the last look, and the tail must start after it.
+      if (first) {
+        first = false;
+        s.nextSeq = Number(m.nextSeq || s.nextSeq);
+        s.revision = m.revision || s.revision;
+      }
       for (const e of m.events || []) {
         if (events.length < PAGE) events.push(e);
       }
@@ -61,6 +69,7 @@ async function show(s, start) {
   s.start = start;
   s.events = events;
   s.live = start + events.length >= s.nextSeq;
+  renderMeta(s);
   draw(s);
 }
 
@@ -176,20 +185,26 @@ async function tail(s) {
   }
 }
 
+// append takes a batch from the tail. It goes by each event's seq, so an
+// event a page read already showed or counted is not taken twice.
 function append(s, evs) {
-  s.nextSeq += evs.length;
-  if (s.live) {
-    for (const e of evs) {
+  for (const e of evs) {
+    let seq = -1;
+    try { seq = Number(JSON.parse(e).seq); } catch (_) { seq = -1; }
+    if (!Number.isSafeInteger(seq)) continue;
+    s.nextSeq = Math.max(s.nextSeq, seq + 1);
+    if (s.live && seq === s.start + s.events.length) {
       s.events.push(e);
       s.renderer.add(e);
     }
-    // Keep the DOM bounded while a session grows under the page: past two
-    // windows, redraw the newest one.
-    if (s.events.length > 2 * PAGE) {
-      s.events = s.events.slice(s.events.length - PAGE);
-      s.start = s.nextSeq - s.events.length;
-      draw(s);
-    }
+  }
+  // Keep the DOM bounded while a session grows under the page: past two
+  // windows, redraw the newest one.
+  if (s.live && s.events.length > 2 * PAGE) {
+    const drop = s.events.length - PAGE;
+    s.events = s.events.slice(drop);
+    s.start += drop;
+    draw(s);
   }
   renderMeta(s);
   renderPager(s);
