@@ -35,6 +35,7 @@ var layers = map[string]int{
 	"api/forwardpb":       0,
 	"api":                 0,
 	"deploy":              0,
+	"console":             0, // the web console's embedded files; only the standard library
 
 	"sessionlog":    1, // the event log's format and rules
 	"api/sessionpb": 1,

@@ -18,6 +18,7 @@ import (
 	"github.com/sessionstore/sessionstore/api/auth"
 	"github.com/sessionstore/sessionstore/api/rpc"
 	"github.com/sessionstore/sessionstore/cluster"
+	"github.com/sessionstore/sessionstore/console"
 )
 
 // newHTTPHandler serves the node's HTTP port (docs/api.md "HTTP").
@@ -28,6 +29,9 @@ import (
 // chunks and count against the read-stream caps of streams; like every HTTP
 // response they end when the client has not taken a write for
 // --http-write-timeout.
+//
+// The console (package console) is served under /ui/ without
+// authentication: it is static files, and holds nothing a token protects.
 //
 // rpcs (nil: none) serves the Connect protocol under /<service>/ for each of
 // connectServices; it authenticates each call itself, as the gRPC port does.
@@ -97,6 +101,10 @@ func newHTTPHandler(node *cluster.Node, reg *prometheus.Registry, authn *auth.Au
 		fmt.Fprintln(w, "ready")
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	// The web console: static files only, open like /healthz. Every call it
+	// makes goes through the Connect routes above with the operator's token.
+	mux.Handle(console.Prefix, console.Handler())
+	mux.Handle("GET /{$}", http.RedirectHandler(console.Prefix, http.StatusFound))
 	// Profiles for operators (e.g. go tool pprof http://127.0.0.1:7480/debug/pprof/profile).
 	mux.HandleFunc("/debug/pprof/", guard(auth.Admin, pprof.Index))
 	mux.HandleFunc("/debug/pprof/profile", guard(auth.Admin, pprof.Profile))
