@@ -38,7 +38,7 @@ import (
 // The writer goroutine is started by Run and stops when its context ends.
 type Writer struct {
 	root    string
-	db      *storage.StateDB
+	state   sessionState
 	local   *storage.RaftStore
 	logger  *slog.Logger
 	metrics *fsm.Metrics
@@ -107,10 +107,15 @@ const maxPendingBytes = 32 << 20
 
 // New returns a writer for artifacts under root.
 func New(root string, db *storage.StateDB, local *storage.RaftStore, logger *slog.Logger, metrics *fsm.Metrics) *Writer {
+	return newWriter(root, stateDB{db}, local, logger, metrics)
+}
+
+// newWriter returns a writer that reads the sessions from state.
+func newWriter(root string, state sessionState, local *storage.RaftStore, logger *slog.Logger, metrics *fsm.Metrics) *Writer {
 	if metrics == nil {
 		metrics = fsm.NewMetrics(nil)
 	}
-	return &Writer{root: root, db: db, local: local, logger: logger.With("component", "artifacts"), metrics: metrics,
+	return &Writer{root: root, state: state, local: local, logger: logger.With("component", "artifacts"), metrics: metrics,
 		dirty: map[string]struct{}{}, all: true, wake: make(chan struct{}, 1), hurry: make(chan struct{}, 1), idle: make(chan struct{}),
 		files: storage.NewArtifactFiles(storage.MaxOpenArtifacts)}
 }
@@ -432,13 +437,8 @@ func (a *Writer) pass(all bool, dirty, deleted, damaged map[string]struct{}, mar
 // while this node was down or behind: a snapshot install).
 func (a *Writer) allSessions(dirty map[string]struct{}, marks map[string]storage.Watermark) (map[string]struct{}, error) {
 	ids := map[string]struct{}{}
-	err := a.db.View(func(tx *storage.Tx) error {
-		// Ids only: a damaged record fails that session's sync, not every
-		// session's.
-		return tx.ForEachSessionUnchecked(func(id string, _ []byte) error {
-			ids[id] = struct{}{}
-			return nil
-		})
+	err := a.state.view(func(st stateView) error {
+		return st.sessionIDs(func(id string) { ids[id] = struct{}{} })
 	})
 	for id := range dirty {
 		ids[id] = struct{}{}
@@ -685,11 +685,11 @@ func (a *Writer) syncChunk(jobs []syncJob, idx []int, out []syncResult, buf []by
 	spans := make([]span, 0, len(idx))
 	for len(idx) > 0 {
 		plans, spans, buf = plans[:0], spans[:0], buf[:0]
-		err := a.db.View(func(tx *storage.Tx) error {
+		err := a.state.view(func(st stateView) error {
 			for _, i := range idx {
 				start := len(buf)
 				var p syncPlan
-				p, buf, lines = a.plan(tx, jobs[i].id, jobs[i].old, buf, lines)
+				p, buf, lines = a.plan(st, jobs[i].id, jobs[i].old, buf, lines)
 				plans = append(plans, p)
 				spans = append(spans, span{start, len(buf)})
 				if len(buf) >= syncHeldBytes {
@@ -721,8 +721,8 @@ func (a *Writer) syncChunk(jobs []syncJob, idx []int, out []syncResult, buf []by
 // plan reads what session id's artifact needs to catch up from watermark w;
 // the frames to write are appended to buf (returned extended); lines is
 // scratch space for their plaintext (returned for reuse).
-func (a *Writer) plan(tx *storage.Tx, id string, w storage.Watermark, buf, lines []byte) (syncPlan, []byte, []byte) {
-	s, err := fsm.ReadSession(tx, id)
+func (a *Writer) plan(st stateView, id string, w storage.Watermark, buf, lines []byte) (syncPlan, []byte, []byte) {
+	s, err := st.session(id)
 	if err != nil {
 		return syncPlan{err: err}, buf, lines
 	}
@@ -741,7 +741,7 @@ func (a *Writer) plan(tx *storage.Tx, id string, w storage.Watermark, buf, lines
 		buf = storage.EncodeFrame(buf, append(sessionlog.HeaderLine(s.Header), '\n'))
 	}
 	// The lines of every missing command, coalesced as syncPending does.
-	lines, err = appendLines(lines[:0], tx, id, s.Record.Incarnation, from, s.Record.Frames)
+	lines, err = st.appendLines(lines[:0], id, s.Record.Incarnation, from, s.Record.Frames)
 	if err == nil {
 		buf = storage.EncodeLines(buf, lines, storage.MaxFramePlain)
 	}
@@ -867,83 +867,4 @@ func sizeIs(path string, n int64) bool {
 // the header line.
 func EncodeHeaderFrame(h sessionstore.Header) []byte {
 	return storage.EncodeFrame(nil, append(sessionlog.HeaderLine(h), '\n'))
-}
-
-// appendLines appends to dst the event lines of frames from..to of a
-// session (each event and a `\n`), as EncodeFrames holds them frame by frame,
-// and returns the extended slice. The events of all those frames are read in
-// one pass over the session's events (not one per frame).
-func appendLines(dst []byte, tx *storage.Tx, id string, inc uint64, from, to uint64) ([]byte, error) {
-	if from < 1 || from > to {
-		return dst, nil
-	}
-	start := tx.FrameEnd(id, inc, from-1)
-	var end int64
-	if from == 1 {
-		// A whole artifact: every frame's end in one walk, not one each.
-		if all := tx.FrameEnds(id, inc); uint64(len(all)) >= to && increasing(start, all[:to]) {
-			end = all[to-1]
-		} else {
-			end = -1
-		}
-	} else {
-		end = start
-		for n := from; n <= to && end >= 0; n++ {
-			next := tx.FrameEnd(id, inc, n)
-			if next < end {
-				end = -1
-			} else {
-				end = next
-			}
-		}
-	}
-	if end < 0 {
-		// Not a layout this writer made: frame by frame, as EncodeFrames.
-		var err error
-		for n := from; n <= to && err == nil; n++ {
-			dst, err = frameLines(dst, tx, id, inc, n)
-		}
-		return dst, err
-	}
-	err := tx.ForEachEvent(id, inc, start, end, func(_ int64, ev []byte) error {
-		dst = append(append(dst, ev...), '\n')
-		return nil
-	})
-	return dst, err
-}
-
-// increasing reports whether ends never decrease, starting from start.
-func increasing(start int64, ends []int64) bool {
-	for _, e := range ends {
-		if e < start {
-			return false
-		}
-		start = e
-	}
-	return true
-}
-
-// frameLines appends to dst the event lines of frame n alone.
-func frameLines(dst []byte, tx *storage.Tx, id string, inc uint64, n uint64) ([]byte, error) {
-	err := tx.ForEachEvent(id, inc, tx.FrameEnd(id, inc, n-1), tx.FrameEnd(id, inc, n), func(_ int64, ev []byte) error {
-		dst = append(append(dst, ev...), '\n')
-		return nil
-	})
-	return dst, err
-}
-
-// EncodeFrames encodes a session's event frames from..to (1-based, inclusive)
-// of incarnation inc, each holding the events of one Append or repair
-// command, one line each: the rendering served while a file lags.
-func EncodeFrames(tx *storage.Tx, id string, inc uint64, from, to uint64) ([][]byte, error) {
-	var out [][]byte
-	var plain []byte
-	for n := from; n <= to && n >= 1; n++ {
-		var err error
-		if plain, err = frameLines(plain[:0], tx, id, inc, n); err != nil {
-			return nil, err
-		}
-		out = append(out, storage.EncodeFrame(nil, plain))
-	}
-	return out, nil
 }
