@@ -35,6 +35,31 @@ import (
 // same bytes. Write errors are counted, reported by Healthy, and retried;
 // they never reach Apply.
 //
+// # Goroutines and what they share
+//
+// The writer goroutine (Run, and step, pass, sync, publish and flush under
+// it) owns the files, the watermarks not yet persisted, the scratch buffers
+// and the watermarks themselves: nothing else writes them, so it takes no
+// lock to read them. A pass's catch-up from the state database (syncAll)
+// runs on workers that share only the files (storage.ArtifactFiles locks
+// itself), each writing its own sessions; the pass waits for them.
+//
+// Other goroutines share two things with it:
+//
+//   - the inbox (in, under its own mutex): what callers hand over. Observe,
+//     called by the FSM's Apply once per applied batch, adds the changed
+//     sessions and their frames and never waits for more than the mutex;
+//     Verify adds a damaged session. A pass takes the whole inbox at its
+//     start, and at its end closes in.idle, which WaitIdle waits on, if
+//     nothing new arrived. wake and hurry are signals beside it.
+//   - the published view, read without a lock: marks (the watermarks, which
+//     the writer changes one session at a time after the file is written,
+//     never copying the whole set), damaged (sessions not served: Verify adds
+//     one, the writer removes it once a pass that began after has rewritten
+//     it) and lastErr (Healthy). A snapshot restore withdraws marks at once
+//     (Observe stores nil, under the inbox's mutex), so nothing of the
+//     replaced state is served until a pass has reloaded them.
+//
 // The writer goroutine is started by Run and stops when its context ends.
 type Writer struct {
 	root    string
@@ -43,17 +68,40 @@ type Writer struct {
 	logger  *slog.Logger
 	metrics *fsm.Metrics
 
-	mu      sync.Mutex
-	dirty   map[string]struct{}
-	all     bool // check every session (start-up, restore)
-	wake    chan struct{}
-	hurry   chan struct{} // a WaitIdle caller: cut the pause between passes short
-	lastErr error
-	marks   map[string]storage.Watermark
-	// markBytes is the sum of marks' Bytes: the artifact bytes on disk as the
-	// watermarks record them (sessionstore_artifact_bytes), kept as a running
-	// sum so a scrape never walks the directory.
-	markBytes int64
+	in    inbox
+	wake  chan struct{}
+	hurry chan struct{} // a WaitIdle caller: cut the pause between passes short
+
+	// marks are the published watermarks; nil before the first pass has
+	// loaded them, or after a restore until a pass has reloaded them.
+	marks atomic.Pointer[watermarks]
+	// damaged are sessions whose artifact failed Verify (id → struct{}): not
+	// served (Current says it lags) until a pass has rewritten it whole.
+	damaged sync.Map
+	lastErr atomic.Pointer[error] // the last pass's error (Healthy)
+
+	// unflushed watermarks; persisted at most every flushEvery so the writer
+	// does not compete with the Raft log for its file's single writer lock. A
+	// crash loses only some watermarks: those sessions are rebuilt at start-up.
+	unflushed map[string]storage.Watermark
+	lastFlush time.Time
+
+	// files keeps the artifacts of active sessions open (the writer's own;
+	// closed when Run returns).
+	files *storage.ArtifactFiles
+	// plain and frames are syncPending's scratch buffers.
+	plain, frames []byte
+
+	// off: the node keeps no artifacts (Off).
+	off bool
+}
+
+// inbox is what callers hand the writer goroutine, and whether it has all
+// been written (idle).
+type inbox struct {
+	mu    sync.Mutex
+	dirty map[string]struct{}
+	all   bool // check every session (start-up, restore)
 	// idle is closed while nothing is pending or being written, and replaced
 	// by an open one when work arrives (idleClosed says which): WaitIdle
 	// waits on it alone.
@@ -70,24 +118,55 @@ type Writer struct {
 	// deleted are sessions deleted since the last pass: their artifacts go
 	// first.
 	deleted map[string]struct{}
-	// damaged are sessions whose artifact failed Verify: not served (Current
-	// says it lags) until a pass has rewritten it whole.
-	damaged map[string]struct{}
+}
 
-	// unflushed watermarks; persisted at most every flushEvery so the writer
-	// does not compete with the Raft log for its file's single writer lock. A
-	// crash loses only some watermarks: those sessions are rebuilt at start-up.
-	unflushed map[string]storage.Watermark
-	lastFlush time.Time
+// working notes that work arrived (under mu): WaitIdle callers wait for it.
+func (in *inbox) working() {
+	if in.idleClosed {
+		in.idle, in.idleClosed = make(chan struct{}), false
+	}
+}
 
-	// files keeps the artifacts of active sessions open (the writer's own;
-	// closed when Run returns).
-	files *storage.ArtifactFiles
-	// plain and frames are syncPending's scratch buffers (writer goroutine).
-	plain, frames []byte
+// watermarks are the watermarks of this node's artifacts, by session, as
+// the writer goroutine published them.
+type watermarks struct {
+	m sync.Map // session id → storage.Watermark
+	// bytes is the sum of their Bytes (writer goroutine only): the artifact
+	// bytes on disk as the watermarks record them
+	// (sessionstore_artifact_bytes), kept as a running sum so a scrape never
+	// walks the directory.
+	bytes int64
+}
 
-	// off: the node keeps no artifacts (Off).
-	off bool
+func newWatermarks(loaded map[string]storage.Watermark) *watermarks {
+	ws := &watermarks{}
+	for id, w := range loaded {
+		ws.m.Store(id, w)
+		ws.bytes += w.Bytes
+	}
+	return ws
+}
+
+func (ws *watermarks) get(id string) (storage.Watermark, bool) {
+	w, ok := ws.m.Load(id)
+	if !ok {
+		return storage.Watermark{}, false
+	}
+	return w.(storage.Watermark), true
+}
+
+// set publishes session id's watermark (writer goroutine); one without a
+// path (its artifact removed) is dropped.
+func (ws *watermarks) set(id string, w storage.Watermark) {
+	if old, ok := ws.m.Load(id); ok {
+		ws.bytes -= old.(storage.Watermark).Bytes
+	}
+	if w.Path == "" {
+		ws.m.Delete(id)
+		return
+	}
+	ws.m.Store(id, w)
+	ws.bytes += w.Bytes
 }
 
 // flushEvery bounds how often watermarks are persisted.
@@ -116,8 +195,8 @@ func newWriter(root string, state sessionState, local *storage.RaftStore, logger
 		metrics = fsm.NewMetrics(nil)
 	}
 	return &Writer{root: root, state: state, local: local, logger: logger.With("component", "artifacts"), metrics: metrics,
-		dirty: map[string]struct{}{}, all: true, wake: make(chan struct{}, 1), hurry: make(chan struct{}, 1), idle: make(chan struct{}),
-		files: storage.NewArtifactFiles(storage.MaxOpenArtifacts)}
+		in:   inbox{dirty: map[string]struct{}{}, all: true, idle: make(chan struct{})},
+		wake: make(chan struct{}, 1), hurry: make(chan struct{}, 1), files: storage.NewArtifactFiles(storage.MaxOpenArtifacts)}
 }
 
 // Off returns a writer for a node that keeps no artifacts (serve
@@ -127,7 +206,7 @@ func newWriter(root string, state sessionState, local *storage.RaftStore, logger
 // database, and a damaged event cannot be repaired from an artifact.
 func Off(root string, local *storage.RaftStore, logger *slog.Logger, metrics *fsm.Metrics) *Writer {
 	a := New(root, nil, local, logger, metrics)
-	a.off, a.all = true, false
+	a.off, a.in.all = true, false
 	return a
 }
 
@@ -139,48 +218,49 @@ func (a *Writer) Observe(ap fsm.Applied) {
 	if a.off {
 		return
 	}
-	a.mu.Lock()
+	in := &a.in
+	in.mu.Lock()
 	if ap.Restored || ap.Converted || len(ap.Sessions) > 0 || len(ap.Frames) > 0 {
-		a.working()
+		in.working()
 	}
 	if ap.Restored {
-		a.all = true
-		a.marks = nil // reloaded (after the clear) by the writer
+		in.all = true
+		a.marks.Store(nil) // reloaded (after the clear) by the writer
 	}
 	if ap.Converted {
-		a.all = true // frame boundaries may have been mended (fsm.ConvertLayout)
+		in.all = true // frame boundaries may have been mended (fsm.ConvertLayout)
 	}
 	for _, id := range ap.Sessions {
-		a.dirty[id] = struct{}{}
+		in.dirty[id] = struct{}{}
 	}
-	if a.pending == nil {
-		a.pending = map[string][]fsm.Frame{}
+	if in.pending == nil {
+		in.pending = map[string][]fsm.Frame{}
 	}
 	for _, f := range ap.Frames {
 		if f.Deleted {
 			// Earlier frames of the deleted incarnation are void; the pass
 			// removes the file before it writes anything of a new one.
-			a.pendingBytes -= pendingSize(a.pending[f.SessionID])
-			delete(a.pending, f.SessionID)
-			if a.deleted == nil {
-				a.deleted = map[string]struct{}{}
+			in.pendingBytes -= pendingSize(in.pending[f.SessionID])
+			delete(in.pending, f.SessionID)
+			if in.deleted == nil {
+				in.deleted = map[string]struct{}{}
 			}
-			a.deleted[f.SessionID] = struct{}{}
+			in.deleted[f.SessionID] = struct{}{}
 			continue
 		}
 		size := 0
 		for _, e := range f.Events {
 			size += len(e)
 		}
-		if a.pendingBytes+size > maxPendingBytes {
-			a.pendingBytes -= pendingSize(a.pending[f.SessionID])
-			delete(a.pending, f.SessionID) // this session reads the state database instead
+		if in.pendingBytes+size > maxPendingBytes {
+			in.pendingBytes -= pendingSize(in.pending[f.SessionID])
+			delete(in.pending, f.SessionID) // this session reads the state database instead
 			continue
 		}
-		a.pending[f.SessionID] = append(a.pending[f.SessionID], f)
-		a.pendingBytes += size
+		in.pending[f.SessionID] = append(in.pending[f.SessionID], f)
+		in.pendingBytes += size
 	}
-	a.mu.Unlock()
+	in.mu.Unlock()
 	select {
 	case a.wake <- struct{}{}:
 	default:
@@ -189,9 +269,10 @@ func (a *Writer) Observe(ap fsm.Applied) {
 
 // Healthy reports the last write error, nil when artifacts are current or catching up.
 func (a *Writer) Healthy() error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.lastErr
+	if err := a.lastErr.Load(); err != nil {
+		return *err
+	}
+	return nil
 }
 
 // Current returns the watermark of a session's artifact: its path, and the
@@ -199,10 +280,12 @@ func (a *Writer) Healthy() error {
 // at lastChange; ok is false while the artifact lags or awaits a rewrite. (The
 // file may already be longer: serve only that prefix, after Verify.)
 func (a *Writer) Current(id string, lastChange uint64) (storage.Watermark, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	w, ok := a.marks[id]
-	if _, bad := a.damaged[id]; bad || !ok || !w.HasSum || w.LastIndex != lastChange {
+	ws := a.marks.Load()
+	if ws == nil {
+		return storage.Watermark{}, false
+	}
+	w, ok := ws.get(id)
+	if _, bad := a.damaged.Load(id); bad || !ok || !w.HasSum || w.LastIndex != lastChange {
 		return storage.Watermark{}, false
 	}
 	return w, true
@@ -228,26 +311,16 @@ func (a *Writer) Verify(id string, w storage.Watermark) error {
 		a.metrics.ArtifactCorrupt.Inc()
 		a.logger.Error("artifact failed verification; serving from the state database and rebuilding it", "session", id, "path", w.Path, "err", err)
 	}
-	a.mu.Lock()
-	if a.damaged == nil {
-		a.damaged = map[string]struct{}{}
-	}
-	a.damaged[id] = struct{}{}
-	a.dirty[id] = struct{}{}
-	a.working()
-	a.mu.Unlock()
+	a.in.mu.Lock()
+	a.damaged.Store(id, struct{}{})
+	a.in.dirty[id] = struct{}{}
+	a.in.working()
+	a.in.mu.Unlock()
 	select {
 	case a.wake <- struct{}{}:
 	default:
 	}
 	return err
-}
-
-// working notes that work arrived (under mu): WaitIdle callers wait for it.
-func (a *Writer) working() {
-	if a.idleClosed {
-		a.idle, a.idleClosed = make(chan struct{}), false
-	}
 }
 
 // WaitIdle blocks until every known change is written or ctx ends.
@@ -259,9 +332,9 @@ func (a *Writer) WaitIdle(ctx context.Context) error {
 	case a.hurry <- struct{}{}:
 	default:
 	}
-	a.mu.Lock()
-	idle := a.idle
-	a.mu.Unlock()
+	a.in.mu.Lock()
+	idle := a.in.idle
+	a.in.mu.Unlock()
 	select {
 	case <-idle:
 		return nil
@@ -323,49 +396,51 @@ func (a *Writer) Run(ctx context.Context) {
 // step runs one pass over what is pending, if anything, and says whether it
 // did; an error (counted and logged here) means the pass is to be retried.
 func (a *Writer) step() (bool, error) {
-	a.mu.Lock()
-	all := a.all
-	dirty := a.dirty
-	pending := a.pending
-	deleted := a.deleted
-	damaged := make(map[string]struct{}, len(a.damaged))
-	for id := range a.damaged {
-		damaged[id] = struct{}{}
-	}
+	in := &a.in
+	in.mu.Lock()
+	all := in.all
+	dirty := in.dirty
+	pending := in.pending
+	deleted := in.deleted
+	damaged := map[string]struct{}{}
+	a.damaged.Range(func(id, _ any) bool {
+		damaged[id.(string)] = struct{}{}
+		return true
+	})
 	work := all || len(dirty) > 0 || len(deleted) > 0
-	a.running = work
-	a.all = false
-	a.dirty = map[string]struct{}{}
-	a.pending, a.pendingBytes, a.deleted = nil, 0, nil
-	marks := a.marks
-	a.mu.Unlock()
+	in.running = work
+	in.all = false
+	in.dirty = map[string]struct{}{}
+	in.pending, in.pendingBytes, in.deleted = nil, 0, nil
+	marks := a.marks.Load()
+	in.mu.Unlock()
 	if !work {
 		return false, nil
 	}
 	err := a.pass(all, dirty, deleted, damaged, marks, pending)
-	a.mu.Lock()
-	a.running = false
-	a.lastErr = err
+	a.lastErr.Store(&err)
 	if err == nil {
 		for id := range damaged {
-			delete(a.damaged, id)
+			a.damaged.Delete(id)
 		}
 	}
+	in.mu.Lock()
+	in.running = false
 	if err != nil {
 		// Retry the whole pass later; keep what was pending.
-		a.all = a.all || all
+		in.all = in.all || all
 		for id := range dirty {
-			a.dirty[id] = struct{}{}
+			in.dirty[id] = struct{}{}
 		}
 		for id := range deleted {
-			a.dirty[id] = struct{}{} // sync removes what has no record
+			in.dirty[id] = struct{}{} // sync removes what has no record
 		}
 	}
-	if !a.all && len(a.dirty) == 0 && len(a.deleted) == 0 && !a.idleClosed {
-		close(a.idle)
-		a.idleClosed = true
+	if !in.all && len(in.dirty) == 0 && len(in.deleted) == 0 && !in.idleClosed {
+		close(in.idle)
+		in.idleClosed = true
 	}
-	a.mu.Unlock()
+	in.mu.Unlock()
 	if err != nil {
 		a.metrics.ArtifactErrors.Inc()
 		a.logger.Error("artifact write failed; will retry", "err", err)
@@ -377,7 +452,7 @@ func (a *Writer) step() (bool, error) {
 // deleted sessions go first, then each session's file is synced from the
 // frames handed over (syncPending) or else from the state database
 // (syncAll), and the new watermarks are published (publish).
-func (a *Writer) pass(all bool, dirty, deleted, damaged map[string]struct{}, marks map[string]storage.Watermark, pending map[string][]fsm.Frame) error {
+func (a *Writer) pass(all bool, dirty, deleted, damaged map[string]struct{}, marks *watermarks, pending map[string][]fsm.Frame) error {
 	if marks == nil {
 		// First pass, or after a restore: start from the persisted watermarks;
 		// sync checks each against the state and the file.
@@ -385,7 +460,7 @@ func (a *Writer) pass(all bool, dirty, deleted, damaged map[string]struct{}, mar
 		if err != nil {
 			return err
 		}
-		marks = loaded
+		marks = newWatermarks(loaded)
 		// Open files were written against the watermarks dropped: check
 		// each file's size again when it is next opened.
 		a.files.Close()
@@ -400,7 +475,8 @@ func (a *Writer) pass(all bool, dirty, deleted, damaged map[string]struct{}, mar
 	r := passResult{updates: map[string]storage.Watermark{}, marks: marks}
 	cleared := map[string]bool{}
 	for id := range deleted {
-		if err := a.removeArtifact(marks[id].Path); err != nil {
+		w, _ := marks.get(id)
+		if err := a.removeArtifact(w.Path); err != nil {
 			r.fail(fmt.Errorf("removing the artifact of deleted session %q: %w", id, err))
 			continue
 		}
@@ -412,7 +488,7 @@ func (a *Writer) pass(all bool, dirty, deleted, damaged map[string]struct{}, mar
 	}
 	var jobs []syncJob // sessions that need the state database
 	for id := range dirty {
-		old := marks[id]
+		old, _ := marks.get(id)
 		if cleared[id] {
 			old = storage.Watermark{}
 		}
@@ -435,7 +511,7 @@ func (a *Writer) pass(all bool, dirty, deleted, damaged map[string]struct{}, mar
 // allSessions is every session a full pass checks: those with a record,
 // those changed meanwhile, and those with a watermark but no record (deleted
 // while this node was down or behind: a snapshot install).
-func (a *Writer) allSessions(dirty map[string]struct{}, marks map[string]storage.Watermark) (map[string]struct{}, error) {
+func (a *Writer) allSessions(dirty map[string]struct{}, marks *watermarks) (map[string]struct{}, error) {
 	ids := map[string]struct{}{}
 	err := a.state.view(func(st stateView) error {
 		return st.sessionIDs(func(id string) { ids[id] = struct{}{} })
@@ -443,15 +519,16 @@ func (a *Writer) allSessions(dirty map[string]struct{}, marks map[string]storage
 	for id := range dirty {
 		ids[id] = struct{}{}
 	}
-	for id := range marks {
-		ids[id] = struct{}{}
-	}
+	marks.m.Range(func(id, _ any) bool {
+		ids[id.(string)] = struct{}{}
+		return true
+	})
 	return ids, err
 }
 
 // passResult collects a pass's new watermarks and its failures.
 type passResult struct {
-	marks    map[string]storage.Watermark // as the pass began
+	marks    *watermarks // as the pass began (a pass changes them only in publish)
 	updates  map[string]storage.Watermark
 	lagging  int
 	firstErr error
@@ -469,7 +546,7 @@ func (r *passResult) note(id string, w storage.Watermark, err error) {
 		r.fail(fmt.Errorf("artifact of session %q: %w", id, err))
 		return
 	}
-	if w != r.marks[id] {
+	if old, _ := r.marks.get(id); w != old {
 		r.updates[id] = w
 	}
 }
@@ -486,26 +563,13 @@ func (a *Writer) publish(r passResult) error {
 	if err := a.flushWatermarks(false); err != nil && r.firstErr == nil {
 		r.firstErr = err
 	}
-	a.mu.Lock()
-	if a.marks == nil {
-		a.marks = r.marks
-		a.markBytes = 0
-		for _, w := range a.marks {
-			a.markBytes += w.Bytes
-		}
-	}
 	for id, w := range r.updates {
-		a.markBytes -= a.marks[id].Bytes
-		if w.Path == "" {
-			delete(a.marks, id)
-		} else {
-			a.marks[id] = w
-			a.markBytes += w.Bytes
-		}
+		r.marks.set(id, w)
 	}
-	stored := a.markBytes
-	a.mu.Unlock()
-	a.metrics.ArtifactStored.Set(float64(stored))
+	// Also after a restore withdrew them meanwhile: the next pass, which
+	// checks every session, starts from them.
+	a.marks.Store(r.marks)
+	a.metrics.ArtifactStored.Set(float64(r.marks.bytes))
 	a.metrics.ArtifactLagging.Set(float64(r.lagging))
 	return r.firstErr
 }
@@ -828,9 +892,7 @@ func (a *Writer) removeAll(ctx context.Context) {
 				a.logger.Info("artifacts are off: removed the artifacts an earlier run wrote; raw reads and downloads render from the state database", "dir", a.root)
 			}
 		}
-		a.mu.Lock()
-		a.lastErr = err
-		a.mu.Unlock()
+		a.lastErr.Store(&err)
 		if err == nil {
 			a.metrics.ArtifactStored.Set(0)
 			return

@@ -483,9 +483,9 @@ func TestArtifactsOffKeepsNone(t *testing.T) {
 	if marks, err := n.local.Watermarks(n.arts.Root()); err != nil || len(marks) != 0 {
 		t.Errorf("watermarks after a start with artifacts off: %d, %v; want none", len(marks), err)
 	}
-	n.arts.mu.Lock()
-	kept := len(n.arts.dirty) + len(n.arts.pending)
-	n.arts.mu.Unlock()
+	n.arts.in.mu.Lock()
+	kept := len(n.arts.in.dirty) + len(n.arts.in.pending)
+	n.arts.in.mu.Unlock()
 	if kept != 0 {
 		t.Errorf("the writer kept %d sessions of what was applied, want none", kept)
 	}
