@@ -52,13 +52,15 @@ import (
 //     Verify adds a damaged session. A pass takes the whole inbox at its
 //     start, and at its end closes in.idle, which WaitIdle waits on, if
 //     nothing new arrived. wake and hurry are signals beside it.
-//   - the published view, read without a lock: marks (the watermarks, which
-//     the writer changes one session at a time after the file is written,
-//     never copying the whole set), damaged (sessions not served: Verify adds
-//     one, the writer removes it once a pass that began after has rewritten
-//     it) and lastErr (Healthy). A snapshot restore withdraws marks at once
-//     (Observe stores nil, under the inbox's mutex), so nothing of the
-//     replaced state is served until a pass has reloaded them.
+//   - the published view, read without a lock: marks (the watermarks that
+//     Current and RepairEvents read; the writer changes them one session at
+//     a time after the file is written, never copying the whole set),
+//     damaged (sessions not served: Verify adds one, the writer removes it
+//     once a pass that began after has rewritten it) and lastErr (Healthy).
+//     A snapshot restore withdraws marks at once (Observe stores nil, under
+//     the inbox's mutex): nothing is served until a pass publishes them
+//     again, reloaded from the node-local store (or those of a pass under way
+//     at the restore), and the full pass the restore asks for checks each.
 //
 // The writer goroutine is started by Run and stops when its context ends.
 type Writer struct {
