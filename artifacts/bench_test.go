@@ -156,7 +156,7 @@ func BenchmarkArtifactRebuild(b *testing.B) {
 		b.StartTimer()
 		cpu += timeCPU(b, func() error { _, err := arts.step(); return err })
 		b.StopTimer()
-		if got := arts.markBytes; got == 0 {
+		if got := arts.marks.Load().bytes; got == 0 {
 			b.Fatal("nothing written")
 		}
 		_ = os.RemoveAll(root)

@@ -17,9 +17,11 @@ var errNoArtifact = errors.New("no artifact to repair from")
 // checksum. The artifact's zstd frames carry their own checksums; the stored
 // checksum decides.
 func (a *Writer) RepairEvents(tx *storage.Tx, id string, inc uint64, nextSeq int64) (int, error) {
-	a.mu.Lock()
-	w, ok := a.marks[id]
-	a.mu.Unlock()
+	ws := a.marks.Load()
+	if ws == nil {
+		return 0, errNoArtifact
+	}
+	w, ok := ws.get(id)
 	if !ok || w.Path == "" {
 		return 0, errNoArtifact
 	}

@@ -142,9 +142,9 @@ func (*discardSink) Close() error  { return nil }
 func (n *artifactNode) marksLoaded(t *testing.T) {
 	t.Helper()
 	for {
-		n.arts.mu.Lock()
-		loaded := n.arts.marks != nil && !n.arts.running
-		n.arts.mu.Unlock()
+		n.arts.in.mu.Lock()
+		loaded := n.arts.marks.Load() != nil && !n.arts.in.running
+		n.arts.in.mu.Unlock()
 		if loaded {
 			return
 		}

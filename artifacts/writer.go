@@ -35,25 +35,75 @@ import (
 // same bytes. Write errors are counted, reported by Healthy, and retried;
 // they never reach Apply.
 //
+// # Goroutines and what they share
+//
+// The writer goroutine (Run, and step, pass, sync, publish and flush under
+// it) owns the files, the watermarks not yet persisted, the scratch buffers
+// and the watermarks themselves: nothing else writes them, so it takes no
+// lock to read them. A pass's catch-up from the state database (syncAll)
+// runs on workers that share only the files (storage.ArtifactFiles locks
+// itself), each writing its own sessions; the pass waits for them.
+//
+// Other goroutines share two things with it:
+//
+//   - the inbox (in, under its own mutex): what callers hand over. Observe,
+//     called by the FSM's Apply once per applied batch, adds the changed
+//     sessions and their frames and never waits for more than the mutex;
+//     Verify adds a damaged session. A pass takes the whole inbox at its
+//     start, and at its end closes in.idle, which WaitIdle waits on, if
+//     nothing new arrived. wake and hurry are signals beside it.
+//   - the published view, read without a lock: marks (the watermarks that
+//     Current and RepairEvents read; the writer changes them one session at
+//     a time after the file is written, never copying the whole set),
+//     damaged (sessions not served: Verify adds one, the writer removes it
+//     once a pass that began after has rewritten it) and lastErr (Healthy).
+//     A snapshot restore withdraws marks at once (Observe stores nil, under
+//     the inbox's mutex): nothing is served until a pass publishes them
+//     again, reloaded from the node-local store (or those of a pass under way
+//     at the restore), and the full pass the restore asks for checks each.
+//
 // The writer goroutine is started by Run and stops when its context ends.
 type Writer struct {
 	root    string
-	db      *storage.StateDB
+	state   sessionState
 	local   *storage.RaftStore
 	logger  *slog.Logger
 	metrics *fsm.Metrics
 
-	mu      sync.Mutex
-	dirty   map[string]struct{}
-	all     bool // check every session (start-up, restore)
-	wake    chan struct{}
-	hurry   chan struct{} // a WaitIdle caller: cut the pause between passes short
-	lastErr error
-	marks   map[string]storage.Watermark
-	// markBytes is the sum of marks' Bytes: the artifact bytes on disk as the
-	// watermarks record them (sessionstore_artifact_bytes), kept as a running
-	// sum so a scrape never walks the directory.
-	markBytes int64
+	in    inbox
+	wake  chan struct{}
+	hurry chan struct{} // a WaitIdle caller: cut the pause between passes short
+
+	// marks are the published watermarks; nil before the first pass has
+	// loaded them, or after a restore until a pass has reloaded them.
+	marks atomic.Pointer[watermarks]
+	// damaged are sessions whose artifact failed Verify (id → struct{}): not
+	// served (Current says it lags) until a pass has rewritten it whole.
+	damaged sync.Map
+	lastErr atomic.Pointer[error] // the last pass's error (Healthy)
+
+	// unflushed watermarks; persisted at most every flushEvery so the writer
+	// does not compete with the Raft log for its file's single writer lock. A
+	// crash loses only some watermarks: those sessions are rebuilt at start-up.
+	unflushed map[string]storage.Watermark
+	lastFlush time.Time
+
+	// files keeps the artifacts of active sessions open (the writer's own;
+	// closed when Run returns).
+	files *storage.ArtifactFiles
+	// plain and frames are syncPending's scratch buffers.
+	plain, frames []byte
+
+	// off: the node keeps no artifacts (Off).
+	off bool
+}
+
+// inbox is what callers hand the writer goroutine, and whether it has all
+// been written (idle).
+type inbox struct {
+	mu    sync.Mutex
+	dirty map[string]struct{}
+	all   bool // check every session (start-up, restore)
 	// idle is closed while nothing is pending or being written, and replaced
 	// by an open one when work arrives (idleClosed says which): WaitIdle
 	// waits on it alone.
@@ -70,24 +120,55 @@ type Writer struct {
 	// deleted are sessions deleted since the last pass: their artifacts go
 	// first.
 	deleted map[string]struct{}
-	// damaged are sessions whose artifact failed Verify: not served (Current
-	// says it lags) until a pass has rewritten it whole.
-	damaged map[string]struct{}
+}
 
-	// unflushed watermarks; persisted at most every flushEvery so the writer
-	// does not compete with the Raft log for its file's single writer lock. A
-	// crash loses only some watermarks: those sessions are rebuilt at start-up.
-	unflushed map[string]storage.Watermark
-	lastFlush time.Time
+// working notes that work arrived (under mu): WaitIdle callers wait for it.
+func (in *inbox) working() {
+	if in.idleClosed {
+		in.idle, in.idleClosed = make(chan struct{}), false
+	}
+}
 
-	// files keeps the artifacts of active sessions open (the writer's own;
-	// closed when Run returns).
-	files *storage.ArtifactFiles
-	// plain and frames are syncPending's scratch buffers (writer goroutine).
-	plain, frames []byte
+// watermarks are the watermarks of this node's artifacts, by session, as
+// the writer goroutine published them.
+type watermarks struct {
+	m sync.Map // session id → storage.Watermark
+	// bytes is the sum of their Bytes (writer goroutine only): the artifact
+	// bytes on disk as the watermarks record them
+	// (sessionstore_artifact_bytes), kept as a running sum so a scrape never
+	// walks the directory.
+	bytes int64
+}
 
-	// off: the node keeps no artifacts (Off).
-	off bool
+func newWatermarks(loaded map[string]storage.Watermark) *watermarks {
+	ws := &watermarks{}
+	for id, w := range loaded {
+		ws.m.Store(id, w)
+		ws.bytes += w.Bytes
+	}
+	return ws
+}
+
+func (ws *watermarks) get(id string) (storage.Watermark, bool) {
+	w, ok := ws.m.Load(id)
+	if !ok {
+		return storage.Watermark{}, false
+	}
+	return w.(storage.Watermark), true
+}
+
+// set publishes session id's watermark (writer goroutine); one without a
+// path (its artifact removed) is dropped.
+func (ws *watermarks) set(id string, w storage.Watermark) {
+	if old, ok := ws.m.Load(id); ok {
+		ws.bytes -= old.(storage.Watermark).Bytes
+	}
+	if w.Path == "" {
+		ws.m.Delete(id)
+		return
+	}
+	ws.m.Store(id, w)
+	ws.bytes += w.Bytes
 }
 
 // flushEvery bounds how often watermarks are persisted.
@@ -107,12 +188,17 @@ const maxPendingBytes = 32 << 20
 
 // New returns a writer for artifacts under root.
 func New(root string, db *storage.StateDB, local *storage.RaftStore, logger *slog.Logger, metrics *fsm.Metrics) *Writer {
+	return newWriter(root, stateDB{db}, local, logger, metrics)
+}
+
+// newWriter returns a writer that reads the sessions from state.
+func newWriter(root string, state sessionState, local *storage.RaftStore, logger *slog.Logger, metrics *fsm.Metrics) *Writer {
 	if metrics == nil {
 		metrics = fsm.NewMetrics(nil)
 	}
-	return &Writer{root: root, db: db, local: local, logger: logger.With("component", "artifacts"), metrics: metrics,
-		dirty: map[string]struct{}{}, all: true, wake: make(chan struct{}, 1), hurry: make(chan struct{}, 1), idle: make(chan struct{}),
-		files: storage.NewArtifactFiles(storage.MaxOpenArtifacts)}
+	return &Writer{root: root, state: state, local: local, logger: logger.With("component", "artifacts"), metrics: metrics,
+		in:   inbox{dirty: map[string]struct{}{}, all: true, idle: make(chan struct{})},
+		wake: make(chan struct{}, 1), hurry: make(chan struct{}, 1), files: storage.NewArtifactFiles(storage.MaxOpenArtifacts)}
 }
 
 // Off returns a writer for a node that keeps no artifacts (serve
@@ -122,7 +208,7 @@ func New(root string, db *storage.StateDB, local *storage.RaftStore, logger *slo
 // database, and a damaged event cannot be repaired from an artifact.
 func Off(root string, local *storage.RaftStore, logger *slog.Logger, metrics *fsm.Metrics) *Writer {
 	a := New(root, nil, local, logger, metrics)
-	a.off, a.all = true, false
+	a.off, a.in.all = true, false
 	return a
 }
 
@@ -134,48 +220,49 @@ func (a *Writer) Observe(ap fsm.Applied) {
 	if a.off {
 		return
 	}
-	a.mu.Lock()
+	in := &a.in
+	in.mu.Lock()
 	if ap.Restored || ap.Converted || len(ap.Sessions) > 0 || len(ap.Frames) > 0 {
-		a.working()
+		in.working()
 	}
 	if ap.Restored {
-		a.all = true
-		a.marks = nil // reloaded (after the clear) by the writer
+		in.all = true
+		a.marks.Store(nil) // reloaded (after the clear) by the writer
 	}
 	if ap.Converted {
-		a.all = true // frame boundaries may have been mended (fsm.ConvertLayout)
+		in.all = true // frame boundaries may have been mended (fsm.ConvertLayout)
 	}
 	for _, id := range ap.Sessions {
-		a.dirty[id] = struct{}{}
+		in.dirty[id] = struct{}{}
 	}
-	if a.pending == nil {
-		a.pending = map[string][]fsm.Frame{}
+	if in.pending == nil {
+		in.pending = map[string][]fsm.Frame{}
 	}
 	for _, f := range ap.Frames {
 		if f.Deleted {
 			// Earlier frames of the deleted incarnation are void; the pass
 			// removes the file before it writes anything of a new one.
-			a.pendingBytes -= pendingSize(a.pending[f.SessionID])
-			delete(a.pending, f.SessionID)
-			if a.deleted == nil {
-				a.deleted = map[string]struct{}{}
+			in.pendingBytes -= pendingSize(in.pending[f.SessionID])
+			delete(in.pending, f.SessionID)
+			if in.deleted == nil {
+				in.deleted = map[string]struct{}{}
 			}
-			a.deleted[f.SessionID] = struct{}{}
+			in.deleted[f.SessionID] = struct{}{}
 			continue
 		}
 		size := 0
 		for _, e := range f.Events {
 			size += len(e)
 		}
-		if a.pendingBytes+size > maxPendingBytes {
-			a.pendingBytes -= pendingSize(a.pending[f.SessionID])
-			delete(a.pending, f.SessionID) // this session reads the state database instead
+		if in.pendingBytes+size > maxPendingBytes {
+			in.pendingBytes -= pendingSize(in.pending[f.SessionID])
+			delete(in.pending, f.SessionID) // this session reads the state database instead
 			continue
 		}
-		a.pending[f.SessionID] = append(a.pending[f.SessionID], f)
-		a.pendingBytes += size
+		in.pending[f.SessionID] = append(in.pending[f.SessionID], f)
+		in.pendingBytes += size
 	}
-	a.mu.Unlock()
+	in.mu.Unlock()
 	select {
 	case a.wake <- struct{}{}:
 	default:
@@ -184,9 +271,10 @@ func (a *Writer) Observe(ap fsm.Applied) {
 
 // Healthy reports the last write error, nil when artifacts are current or catching up.
 func (a *Writer) Healthy() error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.lastErr
+	if err := a.lastErr.Load(); err != nil {
+		return *err
+	}
+	return nil
 }
 
 // Current returns the watermark of a session's artifact: its path, and the
@@ -194,10 +282,12 @@ func (a *Writer) Healthy() error {
 // at lastChange; ok is false while the artifact lags or awaits a rewrite. (The
 // file may already be longer: serve only that prefix, after Verify.)
 func (a *Writer) Current(id string, lastChange uint64) (storage.Watermark, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	w, ok := a.marks[id]
-	if _, bad := a.damaged[id]; bad || !ok || !w.HasSum || w.LastIndex != lastChange {
+	ws := a.marks.Load()
+	if ws == nil {
+		return storage.Watermark{}, false
+	}
+	w, ok := ws.get(id)
+	if _, bad := a.damaged.Load(id); bad || !ok || !w.HasSum || w.LastIndex != lastChange {
 		return storage.Watermark{}, false
 	}
 	return w, true
@@ -223,26 +313,16 @@ func (a *Writer) Verify(id string, w storage.Watermark) error {
 		a.metrics.ArtifactCorrupt.Inc()
 		a.logger.Error("artifact failed verification; serving from the state database and rebuilding it", "session", id, "path", w.Path, "err", err)
 	}
-	a.mu.Lock()
-	if a.damaged == nil {
-		a.damaged = map[string]struct{}{}
-	}
-	a.damaged[id] = struct{}{}
-	a.dirty[id] = struct{}{}
-	a.working()
-	a.mu.Unlock()
+	a.in.mu.Lock()
+	a.damaged.Store(id, struct{}{})
+	a.in.dirty[id] = struct{}{}
+	a.in.working()
+	a.in.mu.Unlock()
 	select {
 	case a.wake <- struct{}{}:
 	default:
 	}
 	return err
-}
-
-// working notes that work arrived (under mu): WaitIdle callers wait for it.
-func (a *Writer) working() {
-	if a.idleClosed {
-		a.idle, a.idleClosed = make(chan struct{}), false
-	}
 }
 
 // WaitIdle blocks until every known change is written or ctx ends.
@@ -254,9 +334,9 @@ func (a *Writer) WaitIdle(ctx context.Context) error {
 	case a.hurry <- struct{}{}:
 	default:
 	}
-	a.mu.Lock()
-	idle := a.idle
-	a.mu.Unlock()
+	a.in.mu.Lock()
+	idle := a.in.idle
+	a.in.mu.Unlock()
 	select {
 	case <-idle:
 		return nil
@@ -318,49 +398,51 @@ func (a *Writer) Run(ctx context.Context) {
 // step runs one pass over what is pending, if anything, and says whether it
 // did; an error (counted and logged here) means the pass is to be retried.
 func (a *Writer) step() (bool, error) {
-	a.mu.Lock()
-	all := a.all
-	dirty := a.dirty
-	pending := a.pending
-	deleted := a.deleted
-	damaged := make(map[string]struct{}, len(a.damaged))
-	for id := range a.damaged {
-		damaged[id] = struct{}{}
-	}
+	in := &a.in
+	in.mu.Lock()
+	all := in.all
+	dirty := in.dirty
+	pending := in.pending
+	deleted := in.deleted
+	damaged := map[string]struct{}{}
+	a.damaged.Range(func(id, _ any) bool {
+		damaged[id.(string)] = struct{}{}
+		return true
+	})
 	work := all || len(dirty) > 0 || len(deleted) > 0
-	a.running = work
-	a.all = false
-	a.dirty = map[string]struct{}{}
-	a.pending, a.pendingBytes, a.deleted = nil, 0, nil
-	marks := a.marks
-	a.mu.Unlock()
+	in.running = work
+	in.all = false
+	in.dirty = map[string]struct{}{}
+	in.pending, in.pendingBytes, in.deleted = nil, 0, nil
+	marks := a.marks.Load()
+	in.mu.Unlock()
 	if !work {
 		return false, nil
 	}
 	err := a.pass(all, dirty, deleted, damaged, marks, pending)
-	a.mu.Lock()
-	a.running = false
-	a.lastErr = err
+	a.lastErr.Store(&err)
 	if err == nil {
 		for id := range damaged {
-			delete(a.damaged, id)
+			a.damaged.Delete(id)
 		}
 	}
+	in.mu.Lock()
+	in.running = false
 	if err != nil {
 		// Retry the whole pass later; keep what was pending.
-		a.all = a.all || all
+		in.all = in.all || all
 		for id := range dirty {
-			a.dirty[id] = struct{}{}
+			in.dirty[id] = struct{}{}
 		}
 		for id := range deleted {
-			a.dirty[id] = struct{}{} // sync removes what has no record
+			in.dirty[id] = struct{}{} // sync removes what has no record
 		}
 	}
-	if !a.all && len(a.dirty) == 0 && len(a.deleted) == 0 && !a.idleClosed {
-		close(a.idle)
-		a.idleClosed = true
+	if !in.all && len(in.dirty) == 0 && len(in.deleted) == 0 && !in.idleClosed {
+		close(in.idle)
+		in.idleClosed = true
 	}
-	a.mu.Unlock()
+	in.mu.Unlock()
 	if err != nil {
 		a.metrics.ArtifactErrors.Inc()
 		a.logger.Error("artifact write failed; will retry", "err", err)
@@ -372,7 +454,7 @@ func (a *Writer) step() (bool, error) {
 // deleted sessions go first, then each session's file is synced from the
 // frames handed over (syncPending) or else from the state database
 // (syncAll), and the new watermarks are published (publish).
-func (a *Writer) pass(all bool, dirty, deleted, damaged map[string]struct{}, marks map[string]storage.Watermark, pending map[string][]fsm.Frame) error {
+func (a *Writer) pass(all bool, dirty, deleted, damaged map[string]struct{}, marks *watermarks, pending map[string][]fsm.Frame) error {
 	if marks == nil {
 		// First pass, or after a restore: start from the persisted watermarks;
 		// sync checks each against the state and the file.
@@ -380,7 +462,7 @@ func (a *Writer) pass(all bool, dirty, deleted, damaged map[string]struct{}, mar
 		if err != nil {
 			return err
 		}
-		marks = loaded
+		marks = newWatermarks(loaded)
 		// Open files were written against the watermarks dropped: check
 		// each file's size again when it is next opened.
 		a.files.Close()
@@ -395,7 +477,8 @@ func (a *Writer) pass(all bool, dirty, deleted, damaged map[string]struct{}, mar
 	r := passResult{updates: map[string]storage.Watermark{}, marks: marks}
 	cleared := map[string]bool{}
 	for id := range deleted {
-		if err := a.removeArtifact(marks[id].Path); err != nil {
+		w, _ := marks.get(id)
+		if err := a.removeArtifact(w.Path); err != nil {
 			r.fail(fmt.Errorf("removing the artifact of deleted session %q: %w", id, err))
 			continue
 		}
@@ -407,7 +490,7 @@ func (a *Writer) pass(all bool, dirty, deleted, damaged map[string]struct{}, mar
 	}
 	var jobs []syncJob // sessions that need the state database
 	for id := range dirty {
-		old := marks[id]
+		old, _ := marks.get(id)
 		if cleared[id] {
 			old = storage.Watermark{}
 		}
@@ -430,28 +513,24 @@ func (a *Writer) pass(all bool, dirty, deleted, damaged map[string]struct{}, mar
 // allSessions is every session a full pass checks: those with a record,
 // those changed meanwhile, and those with a watermark but no record (deleted
 // while this node was down or behind: a snapshot install).
-func (a *Writer) allSessions(dirty map[string]struct{}, marks map[string]storage.Watermark) (map[string]struct{}, error) {
+func (a *Writer) allSessions(dirty map[string]struct{}, marks *watermarks) (map[string]struct{}, error) {
 	ids := map[string]struct{}{}
-	err := a.db.View(func(tx *storage.Tx) error {
-		// Ids only: a damaged record fails that session's sync, not every
-		// session's.
-		return tx.ForEachSessionUnchecked(func(id string, _ []byte) error {
-			ids[id] = struct{}{}
-			return nil
-		})
+	err := a.state.view(func(st stateView) error {
+		return st.sessionIDs(func(id string) { ids[id] = struct{}{} })
 	})
 	for id := range dirty {
 		ids[id] = struct{}{}
 	}
-	for id := range marks {
-		ids[id] = struct{}{}
-	}
+	marks.m.Range(func(id, _ any) bool {
+		ids[id.(string)] = struct{}{}
+		return true
+	})
 	return ids, err
 }
 
 // passResult collects a pass's new watermarks and its failures.
 type passResult struct {
-	marks    map[string]storage.Watermark // as the pass began
+	marks    *watermarks // as the pass began (a pass changes them only in publish)
 	updates  map[string]storage.Watermark
 	lagging  int
 	firstErr error
@@ -469,7 +548,7 @@ func (r *passResult) note(id string, w storage.Watermark, err error) {
 		r.fail(fmt.Errorf("artifact of session %q: %w", id, err))
 		return
 	}
-	if w != r.marks[id] {
+	if old, _ := r.marks.get(id); w != old {
 		r.updates[id] = w
 	}
 }
@@ -486,26 +565,13 @@ func (a *Writer) publish(r passResult) error {
 	if err := a.flushWatermarks(false); err != nil && r.firstErr == nil {
 		r.firstErr = err
 	}
-	a.mu.Lock()
-	if a.marks == nil {
-		a.marks = r.marks
-		a.markBytes = 0
-		for _, w := range a.marks {
-			a.markBytes += w.Bytes
-		}
-	}
 	for id, w := range r.updates {
-		a.markBytes -= a.marks[id].Bytes
-		if w.Path == "" {
-			delete(a.marks, id)
-		} else {
-			a.marks[id] = w
-			a.markBytes += w.Bytes
-		}
+		r.marks.set(id, w)
 	}
-	stored := a.markBytes
-	a.mu.Unlock()
-	a.metrics.ArtifactStored.Set(float64(stored))
+	// Also after a restore withdrew them meanwhile: the next pass, which
+	// checks every session, starts from them.
+	a.marks.Store(r.marks)
+	a.metrics.ArtifactStored.Set(float64(r.marks.bytes))
 	a.metrics.ArtifactLagging.Set(float64(r.lagging))
 	return r.firstErr
 }
@@ -685,11 +751,11 @@ func (a *Writer) syncChunk(jobs []syncJob, idx []int, out []syncResult, buf []by
 	spans := make([]span, 0, len(idx))
 	for len(idx) > 0 {
 		plans, spans, buf = plans[:0], spans[:0], buf[:0]
-		err := a.db.View(func(tx *storage.Tx) error {
+		err := a.state.view(func(st stateView) error {
 			for _, i := range idx {
 				start := len(buf)
 				var p syncPlan
-				p, buf, lines = a.plan(tx, jobs[i].id, jobs[i].old, buf, lines)
+				p, buf, lines = a.plan(st, jobs[i].id, jobs[i].old, buf, lines)
 				plans = append(plans, p)
 				spans = append(spans, span{start, len(buf)})
 				if len(buf) >= syncHeldBytes {
@@ -721,8 +787,8 @@ func (a *Writer) syncChunk(jobs []syncJob, idx []int, out []syncResult, buf []by
 // plan reads what session id's artifact needs to catch up from watermark w;
 // the frames to write are appended to buf (returned extended); lines is
 // scratch space for their plaintext (returned for reuse).
-func (a *Writer) plan(tx *storage.Tx, id string, w storage.Watermark, buf, lines []byte) (syncPlan, []byte, []byte) {
-	s, err := fsm.ReadSession(tx, id)
+func (a *Writer) plan(st stateView, id string, w storage.Watermark, buf, lines []byte) (syncPlan, []byte, []byte) {
+	s, err := st.session(id)
 	if err != nil {
 		return syncPlan{err: err}, buf, lines
 	}
@@ -741,7 +807,7 @@ func (a *Writer) plan(tx *storage.Tx, id string, w storage.Watermark, buf, lines
 		buf = storage.EncodeFrame(buf, append(sessionlog.HeaderLine(s.Header), '\n'))
 	}
 	// The lines of every missing command, coalesced as syncPending does.
-	lines, err = appendLines(lines[:0], tx, id, s.Record.Incarnation, from, s.Record.Frames)
+	lines, err = st.appendLines(lines[:0], id, s.Record.Incarnation, from, s.Record.Frames)
 	if err == nil {
 		buf = storage.EncodeLines(buf, lines, storage.MaxFramePlain)
 	}
@@ -828,9 +894,7 @@ func (a *Writer) removeAll(ctx context.Context) {
 				a.logger.Info("artifacts are off: removed the artifacts an earlier run wrote; raw reads and downloads render from the state database", "dir", a.root)
 			}
 		}
-		a.mu.Lock()
-		a.lastErr = err
-		a.mu.Unlock()
+		a.lastErr.Store(&err)
 		if err == nil {
 			a.metrics.ArtifactStored.Set(0)
 			return
@@ -867,83 +931,4 @@ func sizeIs(path string, n int64) bool {
 // the header line.
 func EncodeHeaderFrame(h sessionstore.Header) []byte {
 	return storage.EncodeFrame(nil, append(sessionlog.HeaderLine(h), '\n'))
-}
-
-// appendLines appends to dst the event lines of frames from..to of a
-// session (each event and a `\n`), as EncodeFrames holds them frame by frame,
-// and returns the extended slice. The events of all those frames are read in
-// one pass over the session's events (not one per frame).
-func appendLines(dst []byte, tx *storage.Tx, id string, inc uint64, from, to uint64) ([]byte, error) {
-	if from < 1 || from > to {
-		return dst, nil
-	}
-	start := tx.FrameEnd(id, inc, from-1)
-	var end int64
-	if from == 1 {
-		// A whole artifact: every frame's end in one walk, not one each.
-		if all := tx.FrameEnds(id, inc); uint64(len(all)) >= to && increasing(start, all[:to]) {
-			end = all[to-1]
-		} else {
-			end = -1
-		}
-	} else {
-		end = start
-		for n := from; n <= to && end >= 0; n++ {
-			next := tx.FrameEnd(id, inc, n)
-			if next < end {
-				end = -1
-			} else {
-				end = next
-			}
-		}
-	}
-	if end < 0 {
-		// Not a layout this writer made: frame by frame, as EncodeFrames.
-		var err error
-		for n := from; n <= to && err == nil; n++ {
-			dst, err = frameLines(dst, tx, id, inc, n)
-		}
-		return dst, err
-	}
-	err := tx.ForEachEvent(id, inc, start, end, func(_ int64, ev []byte) error {
-		dst = append(append(dst, ev...), '\n')
-		return nil
-	})
-	return dst, err
-}
-
-// increasing reports whether ends never decrease, starting from start.
-func increasing(start int64, ends []int64) bool {
-	for _, e := range ends {
-		if e < start {
-			return false
-		}
-		start = e
-	}
-	return true
-}
-
-// frameLines appends to dst the event lines of frame n alone.
-func frameLines(dst []byte, tx *storage.Tx, id string, inc uint64, n uint64) ([]byte, error) {
-	err := tx.ForEachEvent(id, inc, tx.FrameEnd(id, inc, n-1), tx.FrameEnd(id, inc, n), func(_ int64, ev []byte) error {
-		dst = append(append(dst, ev...), '\n')
-		return nil
-	})
-	return dst, err
-}
-
-// EncodeFrames encodes a session's event frames from..to (1-based, inclusive)
-// of incarnation inc, each holding the events of one Append or repair
-// command, one line each: the rendering served while a file lags.
-func EncodeFrames(tx *storage.Tx, id string, inc uint64, from, to uint64) ([][]byte, error) {
-	var out [][]byte
-	var plain []byte
-	for n := from; n <= to && n >= 1; n++ {
-		var err error
-		if plain, err = frameLines(plain[:0], tx, id, inc, n); err != nil {
-			return nil, err
-		}
-		out = append(out, storage.EncodeFrame(nil, plain))
-	}
-	return out, nil
 }

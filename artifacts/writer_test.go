@@ -483,9 +483,9 @@ func TestArtifactsOffKeepsNone(t *testing.T) {
 	if marks, err := n.local.Watermarks(n.arts.Root()); err != nil || len(marks) != 0 {
 		t.Errorf("watermarks after a start with artifacts off: %d, %v; want none", len(marks), err)
 	}
-	n.arts.mu.Lock()
-	kept := len(n.arts.dirty) + len(n.arts.pending)
-	n.arts.mu.Unlock()
+	n.arts.in.mu.Lock()
+	kept := len(n.arts.in.dirty) + len(n.arts.in.pending)
+	n.arts.in.mu.Unlock()
 	if kept != 0 {
 		t.Errorf("the writer kept %d sessions of what was applied, want none", kept)
 	}
@@ -512,37 +512,6 @@ func TestArtifactsOffKeepsNone(t *testing.T) {
 	n = openArtifactNode(t, dir)
 	n.idle(t)
 	compareArtifacts(t, artifactFiles(t, n), want)
-}
-
-// The writer keeps the artifacts it appends to open, closes one before its
-// session's artifact is removed, and closes them all when it stops.
-func TestArtifactDescriptorsAreClosed(t *testing.T) {
-	n := openArtifactNode(t, t.TempDir())
-	n.fsm.ApplyBatch([]*raft.Log{
-		entry(t, 1, 100, &fsmpb.Command{Cmd: &fsmpb.Command_SetClusterId{SetClusterId: &fsmpb.SetClusterID{ClusterId: "c1"}}}),
-		entry(t, 2, 100, createCmd("a"), createCmd("b")),
-		entry(t, 3, 100, appendCmd("a", 0, openTurn...), appendCmd("b", 0, openTurn...)),
-	})
-	n.idle(t)
-	if open := n.arts.files.Open(); open != 2 {
-		t.Fatalf("%d artifacts open, want 2", open)
-	}
-	w, ok := n.arts.Current("a", 3)
-	if !ok {
-		t.Fatal("artifact of a not current")
-	}
-	n.fsm.ApplyBatch([]*raft.Log{entry(t, 4, 100, deleteCmd("a"))})
-	n.idle(t)
-	if open := n.arts.files.Open(); open != 1 {
-		t.Errorf("%d artifacts open after a's deletion, want 1", open)
-	}
-	if _, err := os.Stat(w.Path); !os.IsNotExist(err) {
-		t.Errorf("a's artifact after its deletion: %v", err)
-	}
-	n.close()
-	if open := n.arts.files.Open(); open != 0 {
-		t.Errorf("%d artifacts open after the writer stopped", open)
-	}
 }
 
 // appendLines, which reads a session's events in one pass, holds for every
