@@ -40,7 +40,7 @@ import (
 // The writer goroutine (Run, and step, pass, sync, publish and flush under
 // it) owns the files, the watermarks not yet persisted, the scratch buffers
 // and the watermarks themselves: nothing else writes them, so it takes no
-// lock to read them. A pass's catch-up from the state database (syncAll)
+// lock to read them (and only a short one to publish them). A pass's catch-up from the state database (syncAll)
 // runs on workers that share only the files (storage.ArtifactFiles locks
 // itself), each writing its own sessions; the pass waits for them.
 //
@@ -52,10 +52,10 @@ import (
 //     Verify adds a damaged session. A pass takes the whole inbox at its
 //     start, and at its end closes in.idle, which WaitIdle waits on, if
 //     nothing new arrived. wake and hurry are signals beside it.
-//   - the published view, read without a lock: marks (the watermarks that
-//     Current and RepairEvents read; the writer changes them one session at
-//     a time after the file is written, never copying the whole set),
-//     damaged (sessions not served: Verify adds one, the writer removes it
+//   - the published view: marks (the watermarks that Current and
+//     RepairEvents read, under the watermarks' own read lock; the writer
+//     changes those of a pass at once, after the files are written, never
+//     copying the whole set), and, read without a lock, damaged (sessions not served: Verify adds one, the writer removes it
 //     once a pass that began after has rewritten it) and lastErr (Healthy).
 //     A snapshot restore withdraws marks at once (Observe stores nil, under
 //     the inbox's mutex): nothing is served until a pass publishes them
@@ -130,9 +130,14 @@ func (in *inbox) working() {
 }
 
 // watermarks are the watermarks of this node's artifacts, by session, as
-// the writer goroutine published them.
+// the writer goroutine published them. Only that goroutine changes them, all
+// of a pass's at once under mu (update); readers take mu shared for one
+// lookup. A plain map under a lock, not a sync.Map: every pass changes the
+// watermark of every session it wrote, and a sync.Map allocates on each
+// such store.
 type watermarks struct {
-	m sync.Map // session id → storage.Watermark
+	mu sync.RWMutex
+	m  map[string]storage.Watermark
 	// bytes is the sum of their Bytes (writer goroutine only): the artifact
 	// bytes on disk as the watermarks record them
 	// (sessionstore_artifact_bytes), kept as a running sum so a scrape never
@@ -141,34 +146,45 @@ type watermarks struct {
 }
 
 func newWatermarks(loaded map[string]storage.Watermark) *watermarks {
-	ws := &watermarks{}
-	for id, w := range loaded {
-		ws.m.Store(id, w)
+	ws := &watermarks{m: loaded}
+	if ws.m == nil {
+		ws.m = map[string]storage.Watermark{}
+	}
+	for _, w := range loaded {
 		ws.bytes += w.Bytes
 	}
 	return ws
 }
 
 func (ws *watermarks) get(id string) (storage.Watermark, bool) {
-	w, ok := ws.m.Load(id)
-	if !ok {
-		return storage.Watermark{}, false
-	}
-	return w.(storage.Watermark), true
+	ws.mu.RLock()
+	w, ok := ws.m[id]
+	ws.mu.RUnlock()
+	return w, ok
 }
 
-// set publishes session id's watermark (writer goroutine); one without a
+// ids calls fn with each session that has a watermark (writer goroutine:
+// nothing else changes the map, so it needs no lock).
+func (ws *watermarks) ids(fn func(id string)) {
+	for id := range ws.m {
+		fn(id)
+	}
+}
+
+// update publishes a pass's new watermarks (writer goroutine); one without a
 // path (its artifact removed) is dropped.
-func (ws *watermarks) set(id string, w storage.Watermark) {
-	if old, ok := ws.m.Load(id); ok {
-		ws.bytes -= old.(storage.Watermark).Bytes
+func (ws *watermarks) update(updates map[string]storage.Watermark) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	for id, w := range updates {
+		ws.bytes -= ws.m[id].Bytes
+		if w.Path == "" {
+			delete(ws.m, id)
+			continue
+		}
+		ws.m[id] = w
+		ws.bytes += w.Bytes
 	}
-	if w.Path == "" {
-		ws.m.Delete(id)
-		return
-	}
-	ws.m.Store(id, w)
-	ws.bytes += w.Bytes
 }
 
 // flushEvery bounds how often watermarks are persisted.
@@ -521,10 +537,7 @@ func (a *Writer) allSessions(dirty map[string]struct{}, marks *watermarks) (map[
 	for id := range dirty {
 		ids[id] = struct{}{}
 	}
-	marks.m.Range(func(id, _ any) bool {
-		ids[id.(string)] = struct{}{}
-		return true
-	})
+	marks.ids(func(id string) { ids[id] = struct{}{} })
 	return ids, err
 }
 
@@ -565,9 +578,7 @@ func (a *Writer) publish(r passResult) error {
 	if err := a.flushWatermarks(false); err != nil && r.firstErr == nil {
 		r.firstErr = err
 	}
-	for id, w := range r.updates {
-		r.marks.set(id, w)
-	}
+	r.marks.update(r.updates)
 	// Also after a restore withdrew them meanwhile: the next pass, which
 	// checks every session, starts from them.
 	a.marks.Store(r.marks)
