@@ -151,6 +151,15 @@ type Member struct {
 	APIAddress  string
 	Suffrage    string // Voter, Nonvoter
 	Health      string // alive, suspect, dead, left, unknown
+
+	// What the member gossips about itself (about a second old; the serving
+	// node's own values are live), nil when not known: a member on an older
+	// build, or not heard from in gossip yet.
+	AppliedIndex   *uint64
+	LastContactMs  *int64 // since it last heard from the leader; 0 on the leader
+	DiskFreeBytes  *int64
+	DiskLow        *bool
+	CommandVersion *uint32
 }
 
 // Suffix is a read of a session's stored events from a seq on, with the

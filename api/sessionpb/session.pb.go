@@ -3630,9 +3630,25 @@ type Member struct {
 	// Voter or Nonvoter.
 	Suffrage string `protobuf:"bytes,4,opt,name=suffrage,proto3" json:"suffrage,omitempty"`
 	// Gossip health: alive, suspect, dead, left or unknown.
-	Health        string `protobuf:"bytes,5,opt,name=health,proto3" json:"health,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Health string `protobuf:"bytes,5,opt,name=health,proto3" json:"health,omitempty"`
+	// The highest log index applied to its state.
+	AppliedIndex *uint64 `protobuf:"varint,6,opt,name=applied_index,json=appliedIndex,proto3,oneof" json:"applied_index,omitempty"`
+	// Milliseconds since it last heard from the leader: 0 on the leader
+	// itself. Peers gossip whole seconds (rounded down, so a follower in
+	// contact says 0); absent while it has not heard from a leader since it
+	// started.
+	LastContactMs *int64 `protobuf:"varint,7,opt,name=last_contact_ms,json=lastContactMs,proto3,oneof" json:"last_contact_ms,omitempty"`
+	// Bytes available on its data directory's filesystem (peers gossip whole
+	// MiB, rounded down); absent while its disk monitor has no sample.
+	DiskFreeBytes *int64 `protobuf:"varint,8,opt,name=disk_free_bytes,json=diskFreeBytes,proto3,oneof" json:"disk_free_bytes,omitempty"`
+	// Its free space is below its --min-free-bytes: the leader refuses growth
+	// writes for the whole cluster while a voter says so.
+	DiskLow *bool `protobuf:"varint,9,opt,name=disk_low,json=diskLow,proto3,oneof" json:"disk_low,omitempty"`
+	// The newest command version it applies (the cluster uses a feature once
+	// every voter applies its version).
+	CommandVersion *uint32 `protobuf:"varint,10,opt,name=command_version,json=commandVersion,proto3,oneof" json:"command_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Member) Reset() {
@@ -3698,6 +3714,41 @@ func (x *Member) GetHealth() string {
 		return x.Health
 	}
 	return ""
+}
+
+func (x *Member) GetAppliedIndex() uint64 {
+	if x != nil && x.AppliedIndex != nil {
+		return *x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *Member) GetLastContactMs() int64 {
+	if x != nil && x.LastContactMs != nil {
+		return *x.LastContactMs
+	}
+	return 0
+}
+
+func (x *Member) GetDiskFreeBytes() int64 {
+	if x != nil && x.DiskFreeBytes != nil {
+		return *x.DiskFreeBytes
+	}
+	return 0
+}
+
+func (x *Member) GetDiskLow() bool {
+	if x != nil && x.DiskLow != nil {
+		return *x.DiskLow
+	}
+	return false
+}
+
+func (x *Member) GetCommandVersion() uint32 {
+	if x != nil && x.CommandVersion != nil {
+		return *x.CommandVersion
+	}
+	return 0
 }
 
 type TransferLeadershipRequest struct {
@@ -4225,14 +4276,25 @@ const file_api_sessionpb_session_proto_rawDesc = "" +
 	"cluster_id\x18\b \x01(\tR\tclusterId\"\x10\n" +
 	"\x0eMembersRequest\"D\n" +
 	"\x0fMembersResponse\x121\n" +
-	"\amembers\x18\x01 \x03(\v2\x17.sessionstore.v1.MemberR\amembers\"\x99\x01\n" +
+	"\amembers\x18\x01 \x03(\v2\x17.sessionstore.v1.MemberR\amembers\"\xc6\x03\n" +
 	"\x06Member\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
 	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12\x1f\n" +
 	"\vapi_address\x18\x03 \x01(\tR\n" +
 	"apiAddress\x12\x1a\n" +
 	"\bsuffrage\x18\x04 \x01(\tR\bsuffrage\x12\x16\n" +
-	"\x06health\x18\x05 \x01(\tR\x06health\"9\n" +
+	"\x06health\x18\x05 \x01(\tR\x06health\x12(\n" +
+	"\rapplied_index\x18\x06 \x01(\x04H\x00R\fappliedIndex\x88\x01\x01\x12+\n" +
+	"\x0flast_contact_ms\x18\a \x01(\x03H\x01R\rlastContactMs\x88\x01\x01\x12+\n" +
+	"\x0fdisk_free_bytes\x18\b \x01(\x03H\x02R\rdiskFreeBytes\x88\x01\x01\x12\x1e\n" +
+	"\bdisk_low\x18\t \x01(\bH\x03R\adiskLow\x88\x01\x01\x12,\n" +
+	"\x0fcommand_version\x18\n" +
+	" \x01(\rH\x04R\x0ecommandVersion\x88\x01\x01B\x10\n" +
+	"\x0e_applied_indexB\x12\n" +
+	"\x10_last_contact_msB\x12\n" +
+	"\x10_disk_free_bytesB\v\n" +
+	"\t_disk_lowB\x12\n" +
+	"\x10_command_version\"9\n" +
 	"\x19TransferLeadershipRequest\x12\x1c\n" +
 	"\n" +
 	"to_node_id\x18\x01 \x01(\tR\btoNodeId\"\x1c\n" +
@@ -4485,6 +4547,7 @@ func file_api_sessionpb_session_proto_init() {
 		(*BackupChunk_Data)(nil),
 		(*BackupChunk_Trailer)(nil),
 	}
+	file_api_sessionpb_session_proto_msgTypes[55].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
