@@ -94,10 +94,39 @@ const (
 	ValidateReference
 )
 
-// Snapshot is one listed session: its header and current revision.
+// Snapshot is one listed session: its header, current revision and what
+// its record says of its activity.
 type Snapshot struct {
 	Header   Header
 	Revision string
+	// NextSeq is the seq the next append must use (the number of events).
+	NextSeq int64
+	// LastAppendUnixMs is the leader time of the last append or crash
+	// repair (the creation time on records from before it was kept).
+	LastAppendUnixMs int64
+	// LeaseHeld is set when a lease is live at the time of the read.
+	LeaseHeld bool
+}
+
+// ListOrder is the order of a listing.
+type ListOrder int
+
+const (
+	// ListByID lists in session id order (bytes).
+	ListByID ListOrder = 0
+	// ListByLastAppend lists by last append, newest first, ties by id.
+	ListByLastAppend ListOrder = 1
+)
+
+// ListQuery selects and pages a listing (List, ListSnapshots). A session
+// is listed when it matches both prefixes.
+type ListQuery struct {
+	Consistency Consistency
+	PageSize    int    // 0: the default
+	PageToken   string // "": the first page; else a NextPageToken of the same order
+	CwdPrefix   string
+	IDPrefix    string
+	Order       ListOrder
 }
 
 // WatchEvent is one message of a Watch stream: newly committed events (none
