@@ -258,7 +258,13 @@ func (g *gossip) NodeMeta(limit int) []byte {
 	defer g.mu.Unlock()
 	b, _ := json.Marshal(g.meta)
 	if len(b) > limit {
-		return nil
+		// Long addresses and ids: the values only Members shows go first,
+		// so that the node still joins and is told apart.
+		m := g.meta
+		m.FreeMiB, m.ContactS = gossipInt{}, gossipInt{}
+		if b, _ = json.Marshal(m); len(b) > limit {
+			return nil
+		}
 	}
 	return b
 }

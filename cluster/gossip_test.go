@@ -43,3 +43,16 @@ func TestGossipedMemberValues(t *testing.T) {
 		}
 	}
 }
+
+// Metadata over memberlist's limit drops the values only Members shows
+// before the node would publish none at all.
+func TestNodeMetaDropsAdvisoryValuesFirst(t *testing.T) {
+	g := &gossip{meta: memberMeta{ID: "a", FreeMiB: knownInt(1 << 40), ContactS: knownInt(1)}}
+	full := len(g.NodeMeta(512))
+	if got := string(g.NodeMeta(full - 1)); got != `{"id":"a","raft":"","api":""}` {
+		t.Errorf("metadata one byte over the limit: %s", got)
+	}
+	if got := g.NodeMeta(10); got != nil {
+		t.Errorf("metadata over the limit without them: %s", got)
+	}
+}

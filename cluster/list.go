@@ -105,9 +105,10 @@ func (sc listScan) byID(after string, size int) ([]*fsm.Session, bool, error) {
 func (sc listScan) byLastAppend(after pageToken, size int) ([]*fsm.Session, bool, error) {
 	keep := size + 1
 	var rows latestRows
+	bound := after.row()
 	err := sc.each("", func(s *fsm.Session) error {
 		r := lastAppendRow{at: fsm.LastAppend(s.Record), s: s}
-		if after.id != "" && !after.row().before(r) {
+		if after.id != "" && !bound.before(r) {
 			return nil // on an earlier page
 		}
 		if len(rows) < keep {
