@@ -94,10 +94,39 @@ const (
 	ValidateReference
 )
 
-// Snapshot is one listed session: its header and current revision.
+// Snapshot is one listed session: its header, current revision and what
+// its record says of its activity.
 type Snapshot struct {
 	Header   Header
 	Revision string
+	// NextSeq is the seq the next append must use (the number of events).
+	NextSeq int64
+	// LastAppendUnixMs is the leader time of the last append or crash
+	// repair (the creation time on records from before it was kept).
+	LastAppendUnixMs int64
+	// LeaseHeld is set when a lease is live at the time of the read.
+	LeaseHeld bool
+}
+
+// ListOrder is the order of a listing.
+type ListOrder int
+
+const (
+	// ListByID lists in session id order (bytes).
+	ListByID ListOrder = 0
+	// ListByLastAppend lists by last append, newest first, ties by id.
+	ListByLastAppend ListOrder = 1
+)
+
+// ListQuery selects and pages a listing (List, ListSnapshots). A session
+// is listed when it matches both prefixes.
+type ListQuery struct {
+	Consistency Consistency
+	PageSize    int    // 0: the default
+	PageToken   string // "": the first page; else a NextPageToken of the same order
+	CwdPrefix   string
+	IDPrefix    string
+	Order       ListOrder
 }
 
 // WatchEvent is one message of a Watch stream: newly committed events (none
@@ -151,6 +180,15 @@ type Member struct {
 	APIAddress  string
 	Suffrage    string // Voter, Nonvoter
 	Health      string // alive, suspect, dead, left, unknown
+
+	// What the member gossips about itself (about a second old; the serving
+	// node's own values are live), nil when not known: a member on an older
+	// build, or not heard from in gossip yet.
+	AppliedIndex   *uint64
+	LastContactMs  *int64 // since it last heard from the leader; 0 on the leader
+	DiskFreeBytes  *int64
+	DiskLow        *bool
+	CommandVersion *uint32
 }
 
 // Suffix is a read of a session's stored events from a seq on, with the

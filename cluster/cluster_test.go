@@ -15,6 +15,7 @@ import (
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/cluster"
 	"github.com/sessionstore/sessionstore/cluster/clustertest"
+	"github.com/sessionstore/sessionstore/fsm"
 	"github.com/sessionstore/sessionstore/storage"
 )
 
@@ -244,4 +245,121 @@ func TestLeaveRemovesTheNode(t *testing.T) {
 	}
 	create(t, leader, "after-leave")
 	appendMarks(t, leader, "after-leave", 0, 1)
+}
+
+// Members reports what each member gossips about itself (the serving node's
+// own values live), seen from the leader and from a follower.
+func TestMembersGossipTheirState(t *testing.T) {
+	t.Parallel()
+	c := clustertest.Start(t, 3, nil)
+	leader := c.Leader()
+	create(t, leader, "m")
+	appendMarks(t, leader, "m", 0, 1)
+	for _, nd := range []*clustertest.Node{leader, c.Followers(leader)[0]} {
+		clustertest.Eventually(t, 20*time.Second, func() error {
+			ms, err := nd.Members(context.Background())
+			if err != nil || len(ms) != 3 {
+				return fmt.Errorf("members from %s: %d, %v", nd.ID, len(ms), err)
+			}
+			for _, m := range ms {
+				if m.AppliedIndex == nil || *m.AppliedIndex == 0 || m.LastContactMs == nil || m.DiskFreeBytes == nil || *m.DiskFreeBytes <= 0 ||
+					m.DiskLow == nil || *m.DiskLow || m.CommandVersion == nil || *m.CommandVersion != fsm.CommandVersion {
+					return fmt.Errorf("from %s: member %s: %s", nd.ID, m.NodeID, memberValues(m))
+				}
+				if m.NodeID == leader.ID && *m.LastContactMs != 0 {
+					return fmt.Errorf("from %s: the leader %s last heard from a leader %d ms ago, want 0", nd.ID, m.NodeID, *m.LastContactMs)
+				}
+			}
+			return nil
+		})
+	}
+}
+
+func memberValues(m sessionstore.Member) string {
+	return fmt.Sprintf("applied %s, last contact %s ms, free %s, low %s, command version %s",
+		known(m.AppliedIndex), known(m.LastContactMs), known(m.DiskFreeBytes), known(m.DiskLow), known(m.CommandVersion))
+}
+
+func known[T any](p *T) string {
+	if p == nil {
+		return "unknown"
+	}
+	return fmt.Sprint(*p)
+}
+
+// A listing selects by id prefix and cwd prefix together, in id order or by
+// last append (newest first), a page at a time; each row says its event
+// count, last append and whether a lease is held. A page token is refused by
+// a listing in the other order.
+func TestListOrdersAndPrefixes(t *testing.T) {
+	t.Parallel()
+	c := clustertest.Start(t, 3, nil)
+	leader := c.Leader()
+	ss := leader.Sessions()
+	for _, id := range []string{"l-a", "l-b", "l-c", "m-a", "l-lazy"} {
+		create(t, leader, id)
+	}
+	other := "/w/other"
+	if _, err := ss.Create(context.Background(), sessionstore.Header{ID: "l-other", CreatedAt: 1, Cwd: &other}, "", sessionstore.ValidateStrict); err != nil {
+		t.Fatal(err)
+	}
+	// Appends a few ms apart, so that the leader's times tell them apart.
+	for i, id := range []string{"l-other", "l-b", "m-a", "l-a", "l-c"} {
+		time.Sleep(5 * time.Millisecond)
+		appendMarks(t, leader, id, 0, int64(i+1))
+	}
+	if err := ss.PrepareStream(context.Background(), "l-c", "owner", time.Hour, "", sessionstore.ViewLimit{}, func(sessionstore.View) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	list := func(q sessionstore.ListQuery) ([]string, error) {
+		var ids []string
+		for {
+			page, next, err := ss.List(context.Background(), q)
+			if err != nil {
+				return ids, err
+			}
+			for _, s := range page {
+				ids = append(ids, s.Header.ID)
+			}
+			if next == "" {
+				return ids, nil
+			}
+			q.PageToken = next
+		}
+	}
+	byLast := sessionstore.ListByLastAppend
+	for _, tc := range []struct {
+		q    sessionstore.ListQuery
+		want []string
+	}{
+		{sessionstore.ListQuery{}, []string{"l-a", "l-b", "l-c", "l-other", "m-a"}},
+		{sessionstore.ListQuery{PageSize: 1, IDPrefix: "l-"}, []string{"l-a", "l-b", "l-c", "l-other"}},
+		{sessionstore.ListQuery{PageSize: 2, IDPrefix: "l-", CwdPrefix: testCwd}, []string{"l-a", "l-b", "l-c"}},
+		{sessionstore.ListQuery{PageSize: 2, IDPrefix: "l-b", CwdPrefix: testCwd}, []string{"l-b"}},
+		{sessionstore.ListQuery{Order: byLast}, []string{"l-c", "l-a", "m-a", "l-b", "l-other"}},
+		{sessionstore.ListQuery{Order: byLast, PageSize: 2, IDPrefix: "l-"}, []string{"l-c", "l-a", "l-b", "l-other"}},
+		{sessionstore.ListQuery{Order: byLast, PageSize: 1, IDPrefix: "l-", CwdPrefix: testCwd}, []string{"l-c", "l-a", "l-b"}},
+		{sessionstore.ListQuery{Order: byLast, IDPrefix: "n"}, nil},
+	} {
+		if got, err := list(tc.q); err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("list %+v: %q, %v; want %q", tc.q, got, err, tc.want)
+		}
+	}
+
+	page, _, err := ss.List(context.Background(), sessionstore.ListQuery{Order: byLast, PageSize: 2})
+	if err != nil || len(page) != 2 {
+		t.Fatalf("first page by last append: %v, %v", page, err)
+	}
+	if s := page[0]; s.Header.ID != "l-c" || s.NextSeq != 5 || !s.LeaseHeld || s.Revision == "" {
+		t.Errorf("row of l-c: %+v, want 5 events under a lease", s)
+	}
+	if s := page[1]; s.Header.ID != "l-a" || s.NextSeq != 4 || s.LeaseHeld || s.LastAppendUnixMs >= page[0].LastAppendUnixMs || s.LastAppendUnixMs <= 0 {
+		t.Errorf("row of l-a: %+v, want 4 events, no lease, appended before l-c (%d)", s, page[0].LastAppendUnixMs)
+	}
+	_, next, _ := ss.List(context.Background(), sessionstore.ListQuery{Order: byLast, PageSize: 1})
+	for _, tok := range []string{next, "l-a", next[:len(next)-1] + "!"} {
+		if _, _, err := ss.List(context.Background(), sessionstore.ListQuery{PageToken: tok}); !errors.Is(err, sessionstore.ErrInvalidArgument) {
+			t.Errorf("id-order list with page token %q: %v, want INVALID_ARGUMENT", tok, err)
+		}
+	}
 }

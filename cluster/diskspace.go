@@ -161,6 +161,14 @@ func (ss *Sessions) DiskOK() error {
 	return nil
 }
 
+// freeBytes returns the bytes available as last sampled, false when the last
+// statfs failed (the space is not known now).
+func (d *diskMonitor) freeBytes() (int64, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.avail, d.err == nil
+}
+
 // isLow reports the last verdict.
 func (d *diskMonitor) isLow() bool {
 	d.mu.Lock()

@@ -46,6 +46,45 @@ type memberMeta struct {
 	// Handshake is the Raft handshake version the node speaks (handshake.go;
 	// absent on builds before it, which are dialled without one).
 	Handshake uint8 `json:"hs,omitempty"`
+	// FreeMiB is the space available on the node's data directory, in whole
+	// MiB (rounded down): a write of a few KiB changes nothing to gossip.
+	// ContactS is how long ago the node last heard from the leader, in whole
+	// seconds (rounded down: 0 on the leader, and on a follower in contact),
+	// so heartbeats change nothing to gossip either. Both are absent on
+	// builds before them and while the node does not know them (Members
+	// then reports them unknown). Short keys: memberlist caps the metadata
+	// at 512 bytes.
+	FreeMiB  gossipInt `json:"free,omitzero"`
+	ContactS gossipInt `json:"lc,omitzero"`
+}
+
+// gossipInt is a gossiped number that may be absent: unlike an omitempty
+// int, a 0 is still said. It is a plain value, so memberMeta stays
+// comparable (update gossips only a change).
+type gossipInt struct {
+	v   int64
+	set bool
+}
+
+func knownInt(v int64) gossipInt { return gossipInt{v: v, set: true} }
+
+// get returns the value and whether it is known.
+func (g gossipInt) get() (int64, bool) { return g.v, g.set }
+
+func (g gossipInt) IsZero() bool { return !g.set }
+
+func (g gossipInt) MarshalJSON() ([]byte, error) { return strconv.AppendInt(nil, g.v, 10), nil }
+
+func (g *gossipInt) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*g = gossipInt{}
+		return nil
+	}
+	if err := json.Unmarshal(b, &g.v); err != nil {
+		return err
+	}
+	g.set = true
+	return nil
 }
 
 // gossip runs memberlist and tracks the peers' metadata.
@@ -219,7 +258,13 @@ func (g *gossip) NodeMeta(limit int) []byte {
 	defer g.mu.Unlock()
 	b, _ := json.Marshal(g.meta)
 	if len(b) > limit {
-		return nil
+		// Long addresses and ids: the values only Members shows go first,
+		// so that the node still joins and is told apart.
+		m := g.meta
+		m.FreeMiB, m.ContactS = gossipInt{}, gossipInt{}
+		if b, _ = json.Marshal(m); len(b) > limit {
+			return nil
+		}
 	}
 	return b
 }

@@ -41,16 +41,19 @@ type localNode struct {
 	// admit is Transport.Admit with the node's dial context: whether a
 	// server at addr may be added (Raft TLS checks its certificate).
 	admit       func(id string, addr raft.ServerAddress) bool
-	clusterID   func() string // the applied cluster id, "" until minted
-	applied     func() uint64 // the FSM's applied index, gossiped for promotion
-	seedPending func() bool   // restored state not yet in a snapshot (backup.go)
+	clusterID   func() string        // the applied cluster id, "" until minted
+	applied     func() uint64        // the FSM's applied index, gossiped for promotion
+	diskFree    func() (int64, bool) // diskMonitor.freeBytes
+	diskLow     func() bool          // diskMonitor.isLow
+	seedPending func() bool          // restored state not yet in a snapshot (backup.go)
 }
 
 func newMembership(ctx context.Context, cfg Config, r *raft.Raft, g *gossip, local localNode, remover Remover, logger *slog.Logger) *membership {
 	return &membership{ctx: ctx, cfg: cfg, raft: r, gossip: g, local: local, remover: remover, logger: logger}
 }
 
-// Members is the Raft configuration joined with gossip health.
+// Members is the Raft configuration joined with gossip health and what each
+// member gossips about itself; this node's own values are read live.
 func (mb *membership) Members(ctx context.Context) ([]sessionstore.Member, error) {
 	f := mb.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
@@ -60,12 +63,61 @@ func (mb *membership) Members(ctx context.Context) ([]sessionstore.Member, error
 	var out []sessionstore.Member
 	for _, s := range f.Configuration().Servers {
 		m := sessionstore.Member{NodeID: string(s.ID), RaftAddress: string(s.Address), Suffrage: s.Suffrage.String(), Health: "unknown"}
-		if p, ok := ps[string(s.ID)]; ok {
+		p, ok := ps[string(s.ID)]
+		if ok {
 			m.APIAddress, m.Health = p.meta.API, p.health()
+		}
+		switch {
+		case string(s.ID) == mb.cfg.NodeID:
+			mb.liveValues(&m, p.meta)
+		case ok:
+			gossipedValues(&m, p.meta)
 		}
 		out = append(out, m)
 	}
 	return out, nil
+}
+
+// gossipedValues fills in what a peer's gossip says about it.
+func gossipedValues(m *sessionstore.Member, meta memberMeta) {
+	m.AppliedIndex, m.DiskLow = &meta.Applied, &meta.DiskLow
+	if meta.Commands != 0 { // builds before version 3 do not say
+		m.CommandVersion = &meta.Commands
+	}
+	if c, ok := meta.ContactS.get(); ok {
+		m.LastContactMs = new(c * 1000)
+	}
+	if f, ok := meta.FreeMiB.get(); ok {
+		m.DiskFreeBytes = new(f << 20)
+	}
+}
+
+// liveValues fills in this node's own values, read now rather than from its
+// last gossip (own: its gossiped metadata, for the command version).
+func (mb *membership) liveValues(m *sessionstore.Member, own memberMeta) {
+	m.AppliedIndex, m.DiskLow = new(mb.local.applied()), new(mb.local.diskLow())
+	if own.Commands != 0 {
+		m.CommandVersion = &own.Commands
+	}
+	if c, ok := mb.lastContact(); ok {
+		m.LastContactMs = new(c.Milliseconds())
+	}
+	if f, ok := mb.local.diskFree(); ok {
+		m.DiskFreeBytes = &f
+	}
+}
+
+// lastContact is how long ago this node last heard from the leader: 0 on
+// the leader itself; false while it has not heard from one since it started.
+func (mb *membership) lastContact() (time.Duration, bool) {
+	if mb.raft.State() == raft.Leader {
+		return 0, true
+	}
+	t := mb.raft.LastContact()
+	if t.IsZero() {
+		return 0, false
+	}
+	return time.Since(t), true
 }
 
 // RemoveMember removes a server from the Raft configuration (the leader does;

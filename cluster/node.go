@@ -213,6 +213,8 @@ func New(cfg Config, p Parts) (_ *Node, err error) {
 		admit:       func(id string, addr raft.ServerAddress) bool { return n.transport.Admit(n.dialCtx, id, addr) },
 		clusterID:   n.ClusterID,
 		applied:     n.fsm.AppliedIndex,
+		diskFree:    n.disk.freeBytes,
+		diskLow:     n.disk.isLow,
 		seedPending: n.seedPending,
 	}, p.Remover, n.logger)
 	n.proposer = newProposer(n.ctx, n.raft, cfg, n.metrics, func() bool { return n.members.votersSupport(fsm.PackedVersion) })

@@ -39,10 +39,18 @@ func (mb *membership) publishMeta() {
 	applied := mb.local.applied()
 	cid := mb.local.clusterID()
 	has := mb.hasConfiguration()
+	var free, contact gossipInt
+	if f, ok := mb.local.diskFree(); ok {
+		free = knownInt(f >> 20)
+	}
+	if c, ok := mb.lastContact(); ok {
+		contact = knownInt(int64(c / time.Second))
+	}
 	mb.gossip.update(func(m *memberMeta) {
 		m.Applied = applied
 		m.ClusterID = cid
 		m.HasState = m.HasState || has
+		m.FreeMiB, m.ContactS = free, contact
 	})
 }
 

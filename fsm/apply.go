@@ -549,11 +549,7 @@ func Expired(tx *storage.Tx, policies []*fsmpb.RetentionPolicy, nowMs int64) ([]
 		if best == nil || best.MaxAgeMs <= 0 {
 			return nil
 		}
-		last := rec.LastAppendUnixMs
-		if last == 0 {
-			last = rec.CreatedUnixMs
-		}
-		if nowMs-last > best.MaxAgeMs {
+		if nowMs-LastAppend(rec) > best.MaxAgeMs {
 			due = append(due, id)
 		}
 		return nil

@@ -355,7 +355,7 @@ func TestReadSessionAgreesWithApply(t *testing.T) {
 			t.Fatalf("ReadSession(s) = %+v, %v; want visible, revision %s", s, err, rs[3].Revision)
 		}
 		raw, _ := tx.Record("r")
-		if r, err := DecodeSession(tx.ClusterID(), raw); err != nil || r.Visible() || r.Snapshot().Header.ID != "r" {
+		if r, err := DecodeSession(tx.ClusterID(), raw); err != nil || r.Visible() || r.Snapshot(0).Header.ID != "r" {
 			t.Errorf("registration r: %+v, %v; want decoded, not visible", r, err)
 		}
 		if none, err := ReadSession(tx, "nope"); none != nil || err != nil || none.Visible() {

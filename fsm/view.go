@@ -44,9 +44,21 @@ func sessionOf(cid string, rec *fsmpb.SessionRecord) *Session {
 // an event is not materialised yet (lazy materialisation).
 func (s *Session) Visible() bool { return s != nil && s.Record.Materialized }
 
-// Snapshot is the session's entry in a listing.
-func (s *Session) Snapshot() sessionstore.Snapshot {
-	return sessionstore.Snapshot{Header: s.Header, Revision: s.Revision}
+// Snapshot is the session's entry in a listing read at now (fsm.Now: the
+// time the lease is judged at).
+func (s *Session) Snapshot(now int64) sessionstore.Snapshot {
+	return sessionstore.Snapshot{Header: s.Header, Revision: s.Revision, NextSeq: s.Record.NextSeq,
+		LastAppendUnixMs: LastAppend(s.Record), LeaseHeld: LeaseLive(s.Record, now)}
+}
+
+// LastAppend is the leader time (Unix ms) of a session's last append or
+// repair: records from before that time was kept count from their creation.
+// Retention and the listing by last append both go by it.
+func LastAppend(rec *fsmpb.SessionRecord) int64 {
+	if rec.LastAppendUnixMs == 0 {
+		return rec.CreatedUnixMs
+	}
+	return rec.LastAppendUnixMs
 }
 
 // ReadIncarnation reads id's session for a read that spans several

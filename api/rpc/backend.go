@@ -32,7 +32,9 @@ type Backend interface {
 	ReadFrom(ctx context.Context, id string, from int64, c sessionstore.Consistency, send func(sessionstore.Suffix) error) error
 	// OpenRaw opens the artifact text for reading in bounded chunks.
 	OpenRaw(ctx context.Context, id string, c sessionstore.Consistency) (h sessionstore.Header, revision string, text io.ReadSeeker, size int64, err error)
-	List(ctx context.Context, c sessionstore.Consistency, pageSize int, pageToken, cwdPrefix string) ([]sessionstore.Snapshot, string, error)
+	// List returns a page of the sessions q selects and the next page's
+	// token ("" after the last).
+	List(ctx context.Context, q sessionstore.ListQuery) ([]sessionstore.Snapshot, string, error)
 	Watch(ctx context.Context, id string, from int64, progress time.Duration, send func(sessionstore.WatchEvent) error) error
 }
 

@@ -83,11 +83,16 @@ func (s *ClusterService) Members(ctx context.Context, _ *pb.MembersRequest) (*pb
 	out := &pb.MembersResponse{Members: make([]*pb.Member, 0, len(ms))}
 	for _, m := range ms {
 		out.Members = append(out.Members, &pb.Member{
-			NodeId:      m.NodeID,
-			RaftAddress: m.RaftAddress,
-			ApiAddress:  m.APIAddress,
-			Suffrage:    m.Suffrage,
-			Health:      m.Health,
+			NodeId:         m.NodeID,
+			RaftAddress:    m.RaftAddress,
+			ApiAddress:     m.APIAddress,
+			Suffrage:       m.Suffrage,
+			Health:         m.Health,
+			AppliedIndex:   m.AppliedIndex,
+			LastContactMs:  m.LastContactMs,
+			DiskFreeBytes:  m.DiskFreeBytes,
+			DiskLow:        m.DiskLow,
+			CommandVersion: m.CommandVersion,
 		})
 	}
 	return out, nil

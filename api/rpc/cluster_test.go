@@ -1,11 +1,14 @@
 package rpc
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sessionstore/sessionstore"
@@ -124,7 +128,8 @@ func TestClusterStatus(t *testing.T) {
 
 func TestClusterMembers(t *testing.T) {
 	f := &fakeCluster{members: []sessionstore.Member{
-		{NodeID: "node1", RaftAddress: "10.0.0.1:7401", APIAddress: "10.0.0.1:7400", Suffrage: "Voter", Health: "alive"},
+		{NodeID: "node1", RaftAddress: "10.0.0.1:7401", APIAddress: "10.0.0.1:7400", Suffrage: "Voter", Health: "alive",
+			AppliedIndex: new(uint64(1230)), LastContactMs: new(int64(0)), DiskFreeBytes: new(int64(5 << 30)), DiskLow: new(false), CommandVersion: new(uint32(10))},
 		{NodeID: "node2", RaftAddress: "10.0.0.2:7401", APIAddress: "", Suffrage: "Nonvoter", Health: "unknown"},
 	}}
 	c := startCluster(t, f)
@@ -133,11 +138,22 @@ func TestClusterMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &pb.MembersResponse{Members: []*pb.Member{
-		{NodeId: "node1", RaftAddress: "10.0.0.1:7401", ApiAddress: "10.0.0.1:7400", Suffrage: "Voter", Health: "alive"},
+		{NodeId: "node1", RaftAddress: "10.0.0.1:7401", ApiAddress: "10.0.0.1:7400", Suffrage: "Voter", Health: "alive",
+			AppliedIndex: new(uint64(1230)), LastContactMs: new(int64(0)), DiskFreeBytes: new(int64(5 << 30)), DiskLow: new(false), CommandVersion: new(uint32(10))},
 		{NodeId: "node2", RaftAddress: "10.0.0.2:7401", ApiAddress: "", Suffrage: "Nonvoter", Health: "unknown"},
 	}}
 	if !proto.Equal(got, want) {
 		t.Fatalf("Members = %v, want %v", got, want)
+	}
+	// The console reads these names; a zero is written, an unknown value is
+	// left out (the Connect JSON writes every populated field).
+	var j bytes.Buffer
+	if b, err := (protojson.MarshalOptions{EmitUnpopulated: true}).Marshal(got); err != nil || json.Compact(&j, b) != nil {
+		t.Fatal(err)
+	}
+	if w := `"appliedIndex":"1230","lastContactMs":"0","diskFreeBytes":"5368709120","diskLow":false,"commandVersion":10}`; !strings.Contains(j.String(), w) ||
+		strings.Count(j.String(), "appliedIndex") != 1 {
+		t.Fatalf("Members as JSON = %s, want node1 ending %s and node2 without them", j.String(), w)
 	}
 	wantCalls(t, f, "Members")
 

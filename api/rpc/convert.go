@@ -18,6 +18,19 @@ func leaseToPB(l *sessionstore.Lease) *pb.Lease {
 	return &pb.Lease{SessionId: l.SessionID, Owner: l.Owner, Epoch: l.Epoch, ExpiresAtUnixMs: l.ExpiresAtUnixMs}
 }
 
+// listQuery is the query of a List or ListSnapshots request (the two carry
+// the same fields). An order this build does not know is passed on and
+// refused by the backend.
+func listQuery(c pb.Consistency, pageSize int32, pageToken, cwdPrefix, idPrefix string, order pb.ListOrder) sessionstore.ListQuery {
+	return sessionstore.ListQuery{Consistency: consistency(c), PageSize: int(pageSize), PageToken: pageToken,
+		CwdPrefix: cwdPrefix, IDPrefix: idPrefix, Order: sessionstore.ListOrder(order)}
+}
+
+func snapshotToPB(s sessionstore.Snapshot) *pb.SessionSnapshot {
+	return &pb.SessionSnapshot{Header: headerToPB(s.Header), Revision: s.Revision, NextSeq: s.NextSeq,
+		LastAppendUnixMs: s.LastAppendUnixMs, LeaseHeld: s.LeaseHeld}
+}
+
 func consistency(c pb.Consistency) sessionstore.Consistency {
 	if c == pb.Consistency_STALE {
 		return sessionstore.Stale

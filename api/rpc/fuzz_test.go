@@ -529,6 +529,8 @@ func fzSeeds(f *testing.F) {
 	add(P, "List", &pb.ListRequest{PageSize: 1 << 30, PageToken: fzLive, CwdPrefix: "\x00"})
 	add(P, "ListSnapshots", &pb.ListSnapshotsRequest{PageSize: 2})
 	add(P, "ListSnapshots", &pb.ListSnapshotsRequest{PageSize: -1 << 31, PageToken: "\uffff"})
+	add(P, "ListSnapshots", &pb.ListSnapshotsRequest{PageSize: 1, IdPrefix: "fz-", Order: pb.ListOrder_LIST_ORDER_LAST_APPEND, PageToken: "%v1.AQAAAAAAAAAAZg"})
+	add(P, "List", &pb.ListRequest{IdPrefix: "\uffff", Order: pb.ListOrder(7), CwdPrefix: "/"})
 
 	// Plan mode.
 	for _, id := range []string{fzPlan, fzLease, fzTurn, fzLazy, "fz-unknown", ""} {

@@ -327,7 +327,7 @@ func (p *Persistence) ReadRaw(r *pb.ReadRawRequest, s grpc.ServerStreamingServer
 }
 
 func (p *Persistence) List(ctx context.Context, r *pb.ListRequest) (*pb.ListResponse, error) {
-	snaps, next, err := p.b.List(ctx, consistency(r.Consistency), int(r.PageSize), r.PageToken, r.CwdPrefix)
+	snaps, next, err := p.b.List(ctx, listQuery(r.Consistency, r.PageSize, r.PageToken, r.CwdPrefix, r.IdPrefix, r.Order))
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -356,13 +356,13 @@ func visible(ctx context.Context, snaps []sessionstore.Snapshot) []sessionstore.
 }
 
 func (p *Persistence) ListSnapshots(ctx context.Context, r *pb.ListSnapshotsRequest) (*pb.ListSnapshotsResponse, error) {
-	snaps, next, err := p.b.List(ctx, consistency(r.Consistency), int(r.PageSize), r.PageToken, r.CwdPrefix)
+	snaps, next, err := p.b.List(ctx, listQuery(r.Consistency, r.PageSize, r.PageToken, r.CwdPrefix, r.IdPrefix, r.Order))
 	if err != nil {
 		return nil, toStatus(err)
 	}
 	out := &pb.ListSnapshotsResponse{NextPageToken: next}
 	for _, s := range visible(ctx, snaps) {
-		out.Snapshots = append(out.Snapshots, &pb.SessionSnapshot{Header: headerToPB(s.Header), Revision: s.Revision})
+		out.Snapshots = append(out.Snapshots, snapshotToPB(s))
 	}
 	return out, nil
 }

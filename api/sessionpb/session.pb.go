@@ -131,6 +131,56 @@ func (Validation) EnumDescriptor() ([]byte, []int) {
 	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{1}
 }
 
+// ListOrder is the order of a listing's rows (List, ListSnapshots).
+type ListOrder int32
+
+const (
+	// By session id, in byte order (the default).
+	ListOrder_LIST_ORDER_ID ListOrder = 0
+	// By last append, newest first; ties by session id. Each page scans the
+	// selected sessions' records (docs/api.md#listing).
+	ListOrder_LIST_ORDER_LAST_APPEND ListOrder = 1
+)
+
+// Enum value maps for ListOrder.
+var (
+	ListOrder_name = map[int32]string{
+		0: "LIST_ORDER_ID",
+		1: "LIST_ORDER_LAST_APPEND",
+	}
+	ListOrder_value = map[string]int32{
+		"LIST_ORDER_ID":          0,
+		"LIST_ORDER_LAST_APPEND": 1,
+	}
+)
+
+func (x ListOrder) Enum() *ListOrder {
+	p := new(ListOrder)
+	*p = x
+	return p
+}
+
+func (x ListOrder) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ListOrder) Descriptor() protoreflect.EnumDescriptor {
+	return file_api_sessionpb_session_proto_enumTypes[2].Descriptor()
+}
+
+func (ListOrder) Type() protoreflect.EnumType {
+	return &file_api_sessionpb_session_proto_enumTypes[2]
+}
+
+func (x ListOrder) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ListOrder.Descriptor instead.
+func (ListOrder) EnumDescriptor() ([]byte, []int) {
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{2}
+}
+
 // Outcome of Set (docs/planmode.md#set).
 type Outcome int32
 
@@ -171,11 +221,11 @@ func (x Outcome) String() string {
 }
 
 func (Outcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_api_sessionpb_session_proto_enumTypes[2].Descriptor()
+	return file_api_sessionpb_session_proto_enumTypes[3].Descriptor()
 }
 
 func (Outcome) Type() protoreflect.EnumType {
-	return &file_api_sessionpb_session_proto_enumTypes[2]
+	return &file_api_sessionpb_session_proto_enumTypes[3]
 }
 
 func (x Outcome) Number() protoreflect.EnumNumber {
@@ -184,7 +234,7 @@ func (x Outcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Outcome.Descriptor instead.
 func (Outcome) EnumDescriptor() ([]byte, []int) {
-	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{2}
+	return file_api_sessionpb_session_proto_rawDescGZIP(), []int{3}
 }
 
 // SessionHeader is a session's immutable metadata (docs/events.md#header).
@@ -1662,12 +1712,17 @@ func (x *ReadRawResponse) GetRevision() string {
 	return ""
 }
 
+// ListRequest selects sessions by cwd prefix and id prefix (both: a session
+// must match both) and pages through them in order. A page token belongs to
+// the order it was issued for.
 type ListRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Consistency   Consistency            `protobuf:"varint,1,opt,name=consistency,proto3,enum=sessionstore.v1.Consistency" json:"consistency,omitempty"`
 	PageSize      int32                  `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	PageToken     string                 `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	CwdPrefix     string                 `protobuf:"bytes,4,opt,name=cwd_prefix,json=cwdPrefix,proto3" json:"cwd_prefix,omitempty"`
+	IdPrefix      string                 `protobuf:"bytes,5,opt,name=id_prefix,json=idPrefix,proto3" json:"id_prefix,omitempty"`
+	Order         ListOrder              `protobuf:"varint,6,opt,name=order,proto3,enum=sessionstore.v1.ListOrder" json:"order,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1730,6 +1785,20 @@ func (x *ListRequest) GetCwdPrefix() string {
 	return ""
 }
 
+func (x *ListRequest) GetIdPrefix() string {
+	if x != nil {
+		return x.IdPrefix
+	}
+	return ""
+}
+
+func (x *ListRequest) GetOrder() ListOrder {
+	if x != nil {
+		return x.Order
+	}
+	return ListOrder_LIST_ORDER_ID
+}
+
 type ListResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Headers       []*SessionHeader       `protobuf:"bytes,1,rep,name=headers,proto3" json:"headers,omitempty"`
@@ -1782,12 +1851,15 @@ func (x *ListResponse) GetNextPageToken() string {
 	return ""
 }
 
+// ListSnapshotsRequest: as ListRequest.
 type ListSnapshotsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Consistency   Consistency            `protobuf:"varint,1,opt,name=consistency,proto3,enum=sessionstore.v1.Consistency" json:"consistency,omitempty"`
 	PageSize      int32                  `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	PageToken     string                 `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	CwdPrefix     string                 `protobuf:"bytes,4,opt,name=cwd_prefix,json=cwdPrefix,proto3" json:"cwd_prefix,omitempty"`
+	IdPrefix      string                 `protobuf:"bytes,5,opt,name=id_prefix,json=idPrefix,proto3" json:"id_prefix,omitempty"`
+	Order         ListOrder              `protobuf:"varint,6,opt,name=order,proto3,enum=sessionstore.v1.ListOrder" json:"order,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1850,10 +1922,31 @@ func (x *ListSnapshotsRequest) GetCwdPrefix() string {
 	return ""
 }
 
+func (x *ListSnapshotsRequest) GetIdPrefix() string {
+	if x != nil {
+		return x.IdPrefix
+	}
+	return ""
+}
+
+func (x *ListSnapshotsRequest) GetOrder() ListOrder {
+	if x != nil {
+		return x.Order
+	}
+	return ListOrder_LIST_ORDER_ID
+}
+
 type SessionSnapshot struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Header        *SessionHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
-	Revision      string                 `protobuf:"bytes,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Header   *SessionHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Revision string                 `protobuf:"bytes,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	// The seq the next append must use: the number of stored events.
+	NextSeq int64 `protobuf:"varint,3,opt,name=next_seq,json=nextSeq,proto3" json:"next_seq,omitempty"`
+	// Leader time (Unix ms) of the last append or crash repair; for a session
+	// not written since before the store recorded it, its creation time.
+	LastAppendUnixMs int64 `protobuf:"varint,4,opt,name=last_append_unix_ms,json=lastAppendUnixMs,proto3" json:"last_append_unix_ms,omitempty"`
+	// A lease on the session is live at the time of the read.
+	LeaseHeld     bool `protobuf:"varint,5,opt,name=lease_held,json=leaseHeld,proto3" json:"lease_held,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1900,6 +1993,27 @@ func (x *SessionSnapshot) GetRevision() string {
 		return x.Revision
 	}
 	return ""
+}
+
+func (x *SessionSnapshot) GetNextSeq() int64 {
+	if x != nil {
+		return x.NextSeq
+	}
+	return 0
+}
+
+func (x *SessionSnapshot) GetLastAppendUnixMs() int64 {
+	if x != nil {
+		return x.LastAppendUnixMs
+	}
+	return 0
+}
+
+func (x *SessionSnapshot) GetLeaseHeld() bool {
+	if x != nil {
+		return x.LeaseHeld
+	}
+	return false
 }
 
 type ListSnapshotsResponse struct {
@@ -3630,9 +3744,25 @@ type Member struct {
 	// Voter or Nonvoter.
 	Suffrage string `protobuf:"bytes,4,opt,name=suffrage,proto3" json:"suffrage,omitempty"`
 	// Gossip health: alive, suspect, dead, left or unknown.
-	Health        string `protobuf:"bytes,5,opt,name=health,proto3" json:"health,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Health string `protobuf:"bytes,5,opt,name=health,proto3" json:"health,omitempty"`
+	// The highest log index applied to its state.
+	AppliedIndex *uint64 `protobuf:"varint,6,opt,name=applied_index,json=appliedIndex,proto3,oneof" json:"applied_index,omitempty"`
+	// Milliseconds since it last heard from the leader: 0 on the leader
+	// itself. Peers gossip whole seconds (rounded down, so a follower in
+	// contact says 0); absent while it has not heard from a leader since it
+	// started.
+	LastContactMs *int64 `protobuf:"varint,7,opt,name=last_contact_ms,json=lastContactMs,proto3,oneof" json:"last_contact_ms,omitempty"`
+	// Bytes available on its data directory's filesystem (peers gossip whole
+	// MiB, rounded down); absent while its disk monitor has no sample.
+	DiskFreeBytes *int64 `protobuf:"varint,8,opt,name=disk_free_bytes,json=diskFreeBytes,proto3,oneof" json:"disk_free_bytes,omitempty"`
+	// Its free space is below its --min-free-bytes: the leader refuses growth
+	// writes for the whole cluster while a voter says so.
+	DiskLow *bool `protobuf:"varint,9,opt,name=disk_low,json=diskLow,proto3,oneof" json:"disk_low,omitempty"`
+	// The newest command version it applies (the cluster uses a feature once
+	// every voter applies its version).
+	CommandVersion *uint32 `protobuf:"varint,10,opt,name=command_version,json=commandVersion,proto3,oneof" json:"command_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Member) Reset() {
@@ -3698,6 +3828,41 @@ func (x *Member) GetHealth() string {
 		return x.Health
 	}
 	return ""
+}
+
+func (x *Member) GetAppliedIndex() uint64 {
+	if x != nil && x.AppliedIndex != nil {
+		return *x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *Member) GetLastContactMs() int64 {
+	if x != nil && x.LastContactMs != nil {
+		return *x.LastContactMs
+	}
+	return 0
+}
+
+func (x *Member) GetDiskFreeBytes() int64 {
+	if x != nil && x.DiskFreeBytes != nil {
+		return *x.DiskFreeBytes
+	}
+	return 0
+}
+
+func (x *Member) GetDiskLow() bool {
+	if x != nil && x.DiskLow != nil {
+		return *x.DiskLow
+	}
+	return false
+}
+
+func (x *Member) GetCommandVersion() uint32 {
+	if x != nil && x.CommandVersion != nil {
+		return *x.CommandVersion
+	}
+	return 0
 }
 
 type TransferLeadershipRequest struct {
@@ -4066,27 +4231,35 @@ const file_api_sessionpb_session_proto_rawDesc = "" +
 	"\x06header\x18\x01 \x01(\v2\x1e.sessionstore.v1.SessionHeaderR\x06header\x12\x1a\n" +
 	"\bfilename\x18\x02 \x01(\tR\bfilename\x12\x18\n" +
 	"\acontent\x18\x03 \x01(\fR\acontent\x12\x1a\n" +
-	"\brevision\x18\x04 \x01(\tR\brevision\"\xa8\x01\n" +
+	"\brevision\x18\x04 \x01(\tR\brevision\"\xf7\x01\n" +
 	"\vListRequest\x12>\n" +
 	"\vconsistency\x18\x01 \x01(\x0e2\x1c.sessionstore.v1.ConsistencyR\vconsistency\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x1d\n" +
 	"\n" +
-	"cwd_prefix\x18\x04 \x01(\tR\tcwdPrefix\"p\n" +
+	"cwd_prefix\x18\x04 \x01(\tR\tcwdPrefix\x12\x1b\n" +
+	"\tid_prefix\x18\x05 \x01(\tR\bidPrefix\x120\n" +
+	"\x05order\x18\x06 \x01(\x0e2\x1a.sessionstore.v1.ListOrderR\x05order\"p\n" +
 	"\fListResponse\x128\n" +
 	"\aheaders\x18\x01 \x03(\v2\x1e.sessionstore.v1.SessionHeaderR\aheaders\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xb1\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x80\x02\n" +
 	"\x14ListSnapshotsRequest\x12>\n" +
 	"\vconsistency\x18\x01 \x01(\x0e2\x1c.sessionstore.v1.ConsistencyR\vconsistency\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x1d\n" +
 	"\n" +
-	"cwd_prefix\x18\x04 \x01(\tR\tcwdPrefix\"e\n" +
+	"cwd_prefix\x18\x04 \x01(\tR\tcwdPrefix\x12\x1b\n" +
+	"\tid_prefix\x18\x05 \x01(\tR\bidPrefix\x120\n" +
+	"\x05order\x18\x06 \x01(\x0e2\x1a.sessionstore.v1.ListOrderR\x05order\"\xce\x01\n" +
 	"\x0fSessionSnapshot\x126\n" +
 	"\x06header\x18\x01 \x01(\v2\x1e.sessionstore.v1.SessionHeaderR\x06header\x12\x1a\n" +
-	"\brevision\x18\x02 \x01(\tR\brevision\"\x7f\n" +
+	"\brevision\x18\x02 \x01(\tR\brevision\x12\x19\n" +
+	"\bnext_seq\x18\x03 \x01(\x03R\anextSeq\x12-\n" +
+	"\x13last_append_unix_ms\x18\x04 \x01(\x03R\x10lastAppendUnixMs\x12\x1d\n" +
+	"\n" +
+	"lease_held\x18\x05 \x01(\bR\tleaseHeld\"\x7f\n" +
 	"\x15ListSnapshotsResponse\x12>\n" +
 	"\tsnapshots\x18\x01 \x03(\v2 .sessionstore.v1.SessionSnapshotR\tsnapshots\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"H\n" +
@@ -4225,14 +4398,25 @@ const file_api_sessionpb_session_proto_rawDesc = "" +
 	"cluster_id\x18\b \x01(\tR\tclusterId\"\x10\n" +
 	"\x0eMembersRequest\"D\n" +
 	"\x0fMembersResponse\x121\n" +
-	"\amembers\x18\x01 \x03(\v2\x17.sessionstore.v1.MemberR\amembers\"\x99\x01\n" +
+	"\amembers\x18\x01 \x03(\v2\x17.sessionstore.v1.MemberR\amembers\"\xc6\x03\n" +
 	"\x06Member\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
 	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12\x1f\n" +
 	"\vapi_address\x18\x03 \x01(\tR\n" +
 	"apiAddress\x12\x1a\n" +
 	"\bsuffrage\x18\x04 \x01(\tR\bsuffrage\x12\x16\n" +
-	"\x06health\x18\x05 \x01(\tR\x06health\"9\n" +
+	"\x06health\x18\x05 \x01(\tR\x06health\x12(\n" +
+	"\rapplied_index\x18\x06 \x01(\x04H\x00R\fappliedIndex\x88\x01\x01\x12+\n" +
+	"\x0flast_contact_ms\x18\a \x01(\x03H\x01R\rlastContactMs\x88\x01\x01\x12+\n" +
+	"\x0fdisk_free_bytes\x18\b \x01(\x03H\x02R\rdiskFreeBytes\x88\x01\x01\x12\x1e\n" +
+	"\bdisk_low\x18\t \x01(\bH\x03R\adiskLow\x88\x01\x01\x12,\n" +
+	"\x0fcommand_version\x18\n" +
+	" \x01(\rH\x04R\x0ecommandVersion\x88\x01\x01B\x10\n" +
+	"\x0e_applied_indexB\x12\n" +
+	"\x10_last_contact_msB\x12\n" +
+	"\x10_disk_free_bytesB\v\n" +
+	"\t_disk_lowB\x12\n" +
+	"\x10_command_version\"9\n" +
 	"\x19TransferLeadershipRequest\x12\x1c\n" +
 	"\n" +
 	"to_node_id\x18\x01 \x01(\tR\btoNodeId\"\x1c\n" +
@@ -4248,7 +4432,10 @@ const file_api_sessionpb_session_proto_rawDesc = "" +
 	"\n" +
 	"Validation\x12\x15\n" +
 	"\x11VALIDATION_STRICT\x10\x00\x12\x18\n" +
-	"\x14VALIDATION_REFERENCE\x10\x01*V\n" +
+	"\x14VALIDATION_REFERENCE\x10\x01*:\n" +
+	"\tListOrder\x12\x11\n" +
+	"\rLIST_ORDER_ID\x10\x00\x12\x1a\n" +
+	"\x16LIST_ORDER_LAST_APPEND\x10\x01*V\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tCOMMITTED\x10\x01\x12\n" +
@@ -4305,167 +4492,170 @@ func file_api_sessionpb_session_proto_rawDescGZIP() []byte {
 	return file_api_sessionpb_session_proto_rawDescData
 }
 
-var file_api_sessionpb_session_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_api_sessionpb_session_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
 var file_api_sessionpb_session_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_api_sessionpb_session_proto_goTypes = []any{
 	(Consistency)(0),                   // 0: sessionstore.v1.Consistency
 	(Validation)(0),                    // 1: sessionstore.v1.Validation
-	(Outcome)(0),                       // 2: sessionstore.v1.Outcome
-	(*SessionHeader)(nil),              // 3: sessionstore.v1.SessionHeader
-	(*SessionView)(nil),                // 4: sessionstore.v1.SessionView
-	(*Lease)(nil),                      // 5: sessionstore.v1.Lease
-	(*LocateRequest)(nil),              // 6: sessionstore.v1.LocateRequest
-	(*LocateResponse)(nil),             // 7: sessionstore.v1.LocateResponse
-	(*CreateRequest)(nil),              // 8: sessionstore.v1.CreateRequest
-	(*CreateResponse)(nil),             // 9: sessionstore.v1.CreateResponse
-	(*AppendRequest)(nil),              // 10: sessionstore.v1.AppendRequest
-	(*AppendResponse)(nil),             // 11: sessionstore.v1.AppendResponse
-	(*LoadRequest)(nil),                // 12: sessionstore.v1.LoadRequest
-	(*InspectRequest)(nil),             // 13: sessionstore.v1.InspectRequest
-	(*PrepareRequest)(nil),             // 14: sessionstore.v1.PrepareRequest
-	(*PrepareResponse)(nil),            // 15: sessionstore.v1.PrepareResponse
-	(*SessionViewPart)(nil),            // 16: sessionstore.v1.SessionViewPart
-	(*KeepAliveRequest)(nil),           // 17: sessionstore.v1.KeepAliveRequest
-	(*KeepAliveResponse)(nil),          // 18: sessionstore.v1.KeepAliveResponse
-	(*ReleaseRequest)(nil),             // 19: sessionstore.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),            // 20: sessionstore.v1.ReleaseResponse
-	(*DeleteRequest)(nil),              // 21: sessionstore.v1.DeleteRequest
-	(*DeleteResponse)(nil),             // 22: sessionstore.v1.DeleteResponse
-	(*ReadFromRequest)(nil),            // 23: sessionstore.v1.ReadFromRequest
-	(*ReadFromResponse)(nil),           // 24: sessionstore.v1.ReadFromResponse
-	(*ReadRawRequest)(nil),             // 25: sessionstore.v1.ReadRawRequest
-	(*ReadRawResponse)(nil),            // 26: sessionstore.v1.ReadRawResponse
-	(*ListRequest)(nil),                // 27: sessionstore.v1.ListRequest
-	(*ListResponse)(nil),               // 28: sessionstore.v1.ListResponse
-	(*ListSnapshotsRequest)(nil),       // 29: sessionstore.v1.ListSnapshotsRequest
-	(*SessionSnapshot)(nil),            // 30: sessionstore.v1.SessionSnapshot
-	(*ListSnapshotsResponse)(nil),      // 31: sessionstore.v1.ListSnapshotsResponse
-	(*WatchRequest)(nil),               // 32: sessionstore.v1.WatchRequest
-	(*WatchResponse)(nil),              // 33: sessionstore.v1.WatchResponse
-	(*PlanGetRequest)(nil),             // 34: sessionstore.v1.PlanGetRequest
-	(*PlanGetResponse)(nil),            // 35: sessionstore.v1.PlanGetResponse
-	(*PlanSetRequest)(nil),             // 36: sessionstore.v1.PlanSetRequest
-	(*PlanSetResponse)(nil),            // 37: sessionstore.v1.PlanSetResponse
-	(*PlanPreStepRequest)(nil),         // 38: sessionstore.v1.PlanPreStepRequest
-	(*PlanPreStepResponse)(nil),        // 39: sessionstore.v1.PlanPreStepResponse
-	(*PlanCommandRequest)(nil),         // 40: sessionstore.v1.PlanCommandRequest
-	(*PlanCommandResponse)(nil),        // 41: sessionstore.v1.PlanCommandResponse
-	(*PlanExitRequest)(nil),            // 42: sessionstore.v1.PlanExitRequest
-	(*ReviewAnswer)(nil),               // 43: sessionstore.v1.ReviewAnswer
-	(*AnswerItem)(nil),                 // 44: sessionstore.v1.AnswerItem
-	(*PlanExitResponse)(nil),           // 45: sessionstore.v1.PlanExitResponse
-	(*PlanProjectionRequest)(nil),      // 46: sessionstore.v1.PlanProjectionRequest
-	(*PlanProjectionResponse)(nil),     // 47: sessionstore.v1.PlanProjectionResponse
-	(*RetentionRequest)(nil),           // 48: sessionstore.v1.RetentionRequest
-	(*RetentionResponse)(nil),          // 49: sessionstore.v1.RetentionResponse
-	(*BackupRequest)(nil),              // 50: sessionstore.v1.BackupRequest
-	(*BackupChunk)(nil),                // 51: sessionstore.v1.BackupChunk
-	(*BackupMeta)(nil),                 // 52: sessionstore.v1.BackupMeta
-	(*BackupTrailer)(nil),              // 53: sessionstore.v1.BackupTrailer
-	(*StatusRequest)(nil),              // 54: sessionstore.v1.StatusRequest
-	(*StatusResponse)(nil),             // 55: sessionstore.v1.StatusResponse
-	(*MembersRequest)(nil),             // 56: sessionstore.v1.MembersRequest
-	(*MembersResponse)(nil),            // 57: sessionstore.v1.MembersResponse
-	(*Member)(nil),                     // 58: sessionstore.v1.Member
-	(*TransferLeadershipRequest)(nil),  // 59: sessionstore.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 60: sessionstore.v1.TransferLeadershipResponse
-	(*RemoveMemberRequest)(nil),        // 61: sessionstore.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),       // 62: sessionstore.v1.RemoveMemberResponse
-	(*LeaveRequest)(nil),               // 63: sessionstore.v1.LeaveRequest
-	(*LeaveResponse)(nil),              // 64: sessionstore.v1.LeaveResponse
+	(ListOrder)(0),                     // 2: sessionstore.v1.ListOrder
+	(Outcome)(0),                       // 3: sessionstore.v1.Outcome
+	(*SessionHeader)(nil),              // 4: sessionstore.v1.SessionHeader
+	(*SessionView)(nil),                // 5: sessionstore.v1.SessionView
+	(*Lease)(nil),                      // 6: sessionstore.v1.Lease
+	(*LocateRequest)(nil),              // 7: sessionstore.v1.LocateRequest
+	(*LocateResponse)(nil),             // 8: sessionstore.v1.LocateResponse
+	(*CreateRequest)(nil),              // 9: sessionstore.v1.CreateRequest
+	(*CreateResponse)(nil),             // 10: sessionstore.v1.CreateResponse
+	(*AppendRequest)(nil),              // 11: sessionstore.v1.AppendRequest
+	(*AppendResponse)(nil),             // 12: sessionstore.v1.AppendResponse
+	(*LoadRequest)(nil),                // 13: sessionstore.v1.LoadRequest
+	(*InspectRequest)(nil),             // 14: sessionstore.v1.InspectRequest
+	(*PrepareRequest)(nil),             // 15: sessionstore.v1.PrepareRequest
+	(*PrepareResponse)(nil),            // 16: sessionstore.v1.PrepareResponse
+	(*SessionViewPart)(nil),            // 17: sessionstore.v1.SessionViewPart
+	(*KeepAliveRequest)(nil),           // 18: sessionstore.v1.KeepAliveRequest
+	(*KeepAliveResponse)(nil),          // 19: sessionstore.v1.KeepAliveResponse
+	(*ReleaseRequest)(nil),             // 20: sessionstore.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),            // 21: sessionstore.v1.ReleaseResponse
+	(*DeleteRequest)(nil),              // 22: sessionstore.v1.DeleteRequest
+	(*DeleteResponse)(nil),             // 23: sessionstore.v1.DeleteResponse
+	(*ReadFromRequest)(nil),            // 24: sessionstore.v1.ReadFromRequest
+	(*ReadFromResponse)(nil),           // 25: sessionstore.v1.ReadFromResponse
+	(*ReadRawRequest)(nil),             // 26: sessionstore.v1.ReadRawRequest
+	(*ReadRawResponse)(nil),            // 27: sessionstore.v1.ReadRawResponse
+	(*ListRequest)(nil),                // 28: sessionstore.v1.ListRequest
+	(*ListResponse)(nil),               // 29: sessionstore.v1.ListResponse
+	(*ListSnapshotsRequest)(nil),       // 30: sessionstore.v1.ListSnapshotsRequest
+	(*SessionSnapshot)(nil),            // 31: sessionstore.v1.SessionSnapshot
+	(*ListSnapshotsResponse)(nil),      // 32: sessionstore.v1.ListSnapshotsResponse
+	(*WatchRequest)(nil),               // 33: sessionstore.v1.WatchRequest
+	(*WatchResponse)(nil),              // 34: sessionstore.v1.WatchResponse
+	(*PlanGetRequest)(nil),             // 35: sessionstore.v1.PlanGetRequest
+	(*PlanGetResponse)(nil),            // 36: sessionstore.v1.PlanGetResponse
+	(*PlanSetRequest)(nil),             // 37: sessionstore.v1.PlanSetRequest
+	(*PlanSetResponse)(nil),            // 38: sessionstore.v1.PlanSetResponse
+	(*PlanPreStepRequest)(nil),         // 39: sessionstore.v1.PlanPreStepRequest
+	(*PlanPreStepResponse)(nil),        // 40: sessionstore.v1.PlanPreStepResponse
+	(*PlanCommandRequest)(nil),         // 41: sessionstore.v1.PlanCommandRequest
+	(*PlanCommandResponse)(nil),        // 42: sessionstore.v1.PlanCommandResponse
+	(*PlanExitRequest)(nil),            // 43: sessionstore.v1.PlanExitRequest
+	(*ReviewAnswer)(nil),               // 44: sessionstore.v1.ReviewAnswer
+	(*AnswerItem)(nil),                 // 45: sessionstore.v1.AnswerItem
+	(*PlanExitResponse)(nil),           // 46: sessionstore.v1.PlanExitResponse
+	(*PlanProjectionRequest)(nil),      // 47: sessionstore.v1.PlanProjectionRequest
+	(*PlanProjectionResponse)(nil),     // 48: sessionstore.v1.PlanProjectionResponse
+	(*RetentionRequest)(nil),           // 49: sessionstore.v1.RetentionRequest
+	(*RetentionResponse)(nil),          // 50: sessionstore.v1.RetentionResponse
+	(*BackupRequest)(nil),              // 51: sessionstore.v1.BackupRequest
+	(*BackupChunk)(nil),                // 52: sessionstore.v1.BackupChunk
+	(*BackupMeta)(nil),                 // 53: sessionstore.v1.BackupMeta
+	(*BackupTrailer)(nil),              // 54: sessionstore.v1.BackupTrailer
+	(*StatusRequest)(nil),              // 55: sessionstore.v1.StatusRequest
+	(*StatusResponse)(nil),             // 56: sessionstore.v1.StatusResponse
+	(*MembersRequest)(nil),             // 57: sessionstore.v1.MembersRequest
+	(*MembersResponse)(nil),            // 58: sessionstore.v1.MembersResponse
+	(*Member)(nil),                     // 59: sessionstore.v1.Member
+	(*TransferLeadershipRequest)(nil),  // 60: sessionstore.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 61: sessionstore.v1.TransferLeadershipResponse
+	(*RemoveMemberRequest)(nil),        // 62: sessionstore.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),       // 63: sessionstore.v1.RemoveMemberResponse
+	(*LeaveRequest)(nil),               // 64: sessionstore.v1.LeaveRequest
+	(*LeaveResponse)(nil),              // 65: sessionstore.v1.LeaveResponse
 }
 var file_api_sessionpb_session_proto_depIdxs = []int32{
-	3,  // 0: sessionstore.v1.SessionView.header:type_name -> sessionstore.v1.SessionHeader
-	3,  // 1: sessionstore.v1.LocateRequest.header:type_name -> sessionstore.v1.SessionHeader
-	3,  // 2: sessionstore.v1.CreateRequest.header:type_name -> sessionstore.v1.SessionHeader
+	4,  // 0: sessionstore.v1.SessionView.header:type_name -> sessionstore.v1.SessionHeader
+	4,  // 1: sessionstore.v1.LocateRequest.header:type_name -> sessionstore.v1.SessionHeader
+	4,  // 2: sessionstore.v1.CreateRequest.header:type_name -> sessionstore.v1.SessionHeader
 	1,  // 3: sessionstore.v1.CreateRequest.validation:type_name -> sessionstore.v1.Validation
 	1,  // 4: sessionstore.v1.AppendRequest.validation:type_name -> sessionstore.v1.Validation
 	0,  // 5: sessionstore.v1.InspectRequest.consistency:type_name -> sessionstore.v1.Consistency
-	4,  // 6: sessionstore.v1.PrepareResponse.view:type_name -> sessionstore.v1.SessionView
-	5,  // 7: sessionstore.v1.PrepareResponse.lease:type_name -> sessionstore.v1.Lease
-	4,  // 8: sessionstore.v1.SessionViewPart.view_part:type_name -> sessionstore.v1.SessionView
-	5,  // 9: sessionstore.v1.SessionViewPart.lease:type_name -> sessionstore.v1.Lease
-	5,  // 10: sessionstore.v1.KeepAliveRequest.lease:type_name -> sessionstore.v1.Lease
-	5,  // 11: sessionstore.v1.KeepAliveResponse.lease:type_name -> sessionstore.v1.Lease
+	5,  // 6: sessionstore.v1.PrepareResponse.view:type_name -> sessionstore.v1.SessionView
+	6,  // 7: sessionstore.v1.PrepareResponse.lease:type_name -> sessionstore.v1.Lease
+	5,  // 8: sessionstore.v1.SessionViewPart.view_part:type_name -> sessionstore.v1.SessionView
+	6,  // 9: sessionstore.v1.SessionViewPart.lease:type_name -> sessionstore.v1.Lease
+	6,  // 10: sessionstore.v1.KeepAliveRequest.lease:type_name -> sessionstore.v1.Lease
+	6,  // 11: sessionstore.v1.KeepAliveResponse.lease:type_name -> sessionstore.v1.Lease
 	0,  // 12: sessionstore.v1.ReadFromRequest.consistency:type_name -> sessionstore.v1.Consistency
-	3,  // 13: sessionstore.v1.ReadFromResponse.header:type_name -> sessionstore.v1.SessionHeader
-	3,  // 14: sessionstore.v1.ReadRawResponse.header:type_name -> sessionstore.v1.SessionHeader
+	4,  // 13: sessionstore.v1.ReadFromResponse.header:type_name -> sessionstore.v1.SessionHeader
+	4,  // 14: sessionstore.v1.ReadRawResponse.header:type_name -> sessionstore.v1.SessionHeader
 	0,  // 15: sessionstore.v1.ListRequest.consistency:type_name -> sessionstore.v1.Consistency
-	3,  // 16: sessionstore.v1.ListResponse.headers:type_name -> sessionstore.v1.SessionHeader
-	0,  // 17: sessionstore.v1.ListSnapshotsRequest.consistency:type_name -> sessionstore.v1.Consistency
-	3,  // 18: sessionstore.v1.SessionSnapshot.header:type_name -> sessionstore.v1.SessionHeader
-	30, // 19: sessionstore.v1.ListSnapshotsResponse.snapshots:type_name -> sessionstore.v1.SessionSnapshot
-	2,  // 20: sessionstore.v1.PlanSetResponse.outcome:type_name -> sessionstore.v1.Outcome
-	43, // 21: sessionstore.v1.PlanExitRequest.answer:type_name -> sessionstore.v1.ReviewAnswer
-	44, // 22: sessionstore.v1.ReviewAnswer.answers:type_name -> sessionstore.v1.AnswerItem
-	52, // 23: sessionstore.v1.BackupChunk.meta:type_name -> sessionstore.v1.BackupMeta
-	53, // 24: sessionstore.v1.BackupChunk.trailer:type_name -> sessionstore.v1.BackupTrailer
-	58, // 25: sessionstore.v1.MembersResponse.members:type_name -> sessionstore.v1.Member
-	6,  // 26: sessionstore.v1.SessionPersistence.Locate:input_type -> sessionstore.v1.LocateRequest
-	8,  // 27: sessionstore.v1.SessionPersistence.Create:input_type -> sessionstore.v1.CreateRequest
-	10, // 28: sessionstore.v1.SessionPersistence.Append:input_type -> sessionstore.v1.AppendRequest
-	12, // 29: sessionstore.v1.SessionPersistence.Load:input_type -> sessionstore.v1.LoadRequest
-	13, // 30: sessionstore.v1.SessionPersistence.Inspect:input_type -> sessionstore.v1.InspectRequest
-	14, // 31: sessionstore.v1.SessionPersistence.Prepare:input_type -> sessionstore.v1.PrepareRequest
-	12, // 32: sessionstore.v1.SessionPersistence.LoadStream:input_type -> sessionstore.v1.LoadRequest
-	13, // 33: sessionstore.v1.SessionPersistence.InspectStream:input_type -> sessionstore.v1.InspectRequest
-	14, // 34: sessionstore.v1.SessionPersistence.PrepareStream:input_type -> sessionstore.v1.PrepareRequest
-	17, // 35: sessionstore.v1.SessionPersistence.KeepAlive:input_type -> sessionstore.v1.KeepAliveRequest
-	19, // 36: sessionstore.v1.SessionPersistence.Release:input_type -> sessionstore.v1.ReleaseRequest
-	23, // 37: sessionstore.v1.SessionPersistence.ReadFrom:input_type -> sessionstore.v1.ReadFromRequest
-	25, // 38: sessionstore.v1.SessionPersistence.ReadRaw:input_type -> sessionstore.v1.ReadRawRequest
-	27, // 39: sessionstore.v1.SessionPersistence.List:input_type -> sessionstore.v1.ListRequest
-	29, // 40: sessionstore.v1.SessionPersistence.ListSnapshots:input_type -> sessionstore.v1.ListSnapshotsRequest
-	32, // 41: sessionstore.v1.SessionPersistence.Watch:input_type -> sessionstore.v1.WatchRequest
-	21, // 42: sessionstore.v1.SessionPersistence.Delete:input_type -> sessionstore.v1.DeleteRequest
-	34, // 43: sessionstore.v1.PlanMode.Get:input_type -> sessionstore.v1.PlanGetRequest
-	36, // 44: sessionstore.v1.PlanMode.Set:input_type -> sessionstore.v1.PlanSetRequest
-	38, // 45: sessionstore.v1.PlanMode.PreStep:input_type -> sessionstore.v1.PlanPreStepRequest
-	40, // 46: sessionstore.v1.PlanMode.Command:input_type -> sessionstore.v1.PlanCommandRequest
-	42, // 47: sessionstore.v1.PlanMode.ExitPlan:input_type -> sessionstore.v1.PlanExitRequest
-	46, // 48: sessionstore.v1.PlanMode.Projection:input_type -> sessionstore.v1.PlanProjectionRequest
-	54, // 49: sessionstore.v1.Cluster.Status:input_type -> sessionstore.v1.StatusRequest
-	56, // 50: sessionstore.v1.Cluster.Members:input_type -> sessionstore.v1.MembersRequest
-	59, // 51: sessionstore.v1.Cluster.TransferLeadership:input_type -> sessionstore.v1.TransferLeadershipRequest
-	61, // 52: sessionstore.v1.Cluster.RemoveMember:input_type -> sessionstore.v1.RemoveMemberRequest
-	63, // 53: sessionstore.v1.Cluster.Leave:input_type -> sessionstore.v1.LeaveRequest
-	50, // 54: sessionstore.v1.Cluster.Backup:input_type -> sessionstore.v1.BackupRequest
-	48, // 55: sessionstore.v1.Cluster.Retention:input_type -> sessionstore.v1.RetentionRequest
-	7,  // 56: sessionstore.v1.SessionPersistence.Locate:output_type -> sessionstore.v1.LocateResponse
-	9,  // 57: sessionstore.v1.SessionPersistence.Create:output_type -> sessionstore.v1.CreateResponse
-	11, // 58: sessionstore.v1.SessionPersistence.Append:output_type -> sessionstore.v1.AppendResponse
-	4,  // 59: sessionstore.v1.SessionPersistence.Load:output_type -> sessionstore.v1.SessionView
-	4,  // 60: sessionstore.v1.SessionPersistence.Inspect:output_type -> sessionstore.v1.SessionView
-	15, // 61: sessionstore.v1.SessionPersistence.Prepare:output_type -> sessionstore.v1.PrepareResponse
-	16, // 62: sessionstore.v1.SessionPersistence.LoadStream:output_type -> sessionstore.v1.SessionViewPart
-	16, // 63: sessionstore.v1.SessionPersistence.InspectStream:output_type -> sessionstore.v1.SessionViewPart
-	16, // 64: sessionstore.v1.SessionPersistence.PrepareStream:output_type -> sessionstore.v1.SessionViewPart
-	18, // 65: sessionstore.v1.SessionPersistence.KeepAlive:output_type -> sessionstore.v1.KeepAliveResponse
-	20, // 66: sessionstore.v1.SessionPersistence.Release:output_type -> sessionstore.v1.ReleaseResponse
-	24, // 67: sessionstore.v1.SessionPersistence.ReadFrom:output_type -> sessionstore.v1.ReadFromResponse
-	26, // 68: sessionstore.v1.SessionPersistence.ReadRaw:output_type -> sessionstore.v1.ReadRawResponse
-	28, // 69: sessionstore.v1.SessionPersistence.List:output_type -> sessionstore.v1.ListResponse
-	31, // 70: sessionstore.v1.SessionPersistence.ListSnapshots:output_type -> sessionstore.v1.ListSnapshotsResponse
-	33, // 71: sessionstore.v1.SessionPersistence.Watch:output_type -> sessionstore.v1.WatchResponse
-	22, // 72: sessionstore.v1.SessionPersistence.Delete:output_type -> sessionstore.v1.DeleteResponse
-	35, // 73: sessionstore.v1.PlanMode.Get:output_type -> sessionstore.v1.PlanGetResponse
-	37, // 74: sessionstore.v1.PlanMode.Set:output_type -> sessionstore.v1.PlanSetResponse
-	39, // 75: sessionstore.v1.PlanMode.PreStep:output_type -> sessionstore.v1.PlanPreStepResponse
-	41, // 76: sessionstore.v1.PlanMode.Command:output_type -> sessionstore.v1.PlanCommandResponse
-	45, // 77: sessionstore.v1.PlanMode.ExitPlan:output_type -> sessionstore.v1.PlanExitResponse
-	47, // 78: sessionstore.v1.PlanMode.Projection:output_type -> sessionstore.v1.PlanProjectionResponse
-	55, // 79: sessionstore.v1.Cluster.Status:output_type -> sessionstore.v1.StatusResponse
-	57, // 80: sessionstore.v1.Cluster.Members:output_type -> sessionstore.v1.MembersResponse
-	60, // 81: sessionstore.v1.Cluster.TransferLeadership:output_type -> sessionstore.v1.TransferLeadershipResponse
-	62, // 82: sessionstore.v1.Cluster.RemoveMember:output_type -> sessionstore.v1.RemoveMemberResponse
-	64, // 83: sessionstore.v1.Cluster.Leave:output_type -> sessionstore.v1.LeaveResponse
-	51, // 84: sessionstore.v1.Cluster.Backup:output_type -> sessionstore.v1.BackupChunk
-	49, // 85: sessionstore.v1.Cluster.Retention:output_type -> sessionstore.v1.RetentionResponse
-	56, // [56:86] is the sub-list for method output_type
-	26, // [26:56] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	2,  // 16: sessionstore.v1.ListRequest.order:type_name -> sessionstore.v1.ListOrder
+	4,  // 17: sessionstore.v1.ListResponse.headers:type_name -> sessionstore.v1.SessionHeader
+	0,  // 18: sessionstore.v1.ListSnapshotsRequest.consistency:type_name -> sessionstore.v1.Consistency
+	2,  // 19: sessionstore.v1.ListSnapshotsRequest.order:type_name -> sessionstore.v1.ListOrder
+	4,  // 20: sessionstore.v1.SessionSnapshot.header:type_name -> sessionstore.v1.SessionHeader
+	31, // 21: sessionstore.v1.ListSnapshotsResponse.snapshots:type_name -> sessionstore.v1.SessionSnapshot
+	3,  // 22: sessionstore.v1.PlanSetResponse.outcome:type_name -> sessionstore.v1.Outcome
+	44, // 23: sessionstore.v1.PlanExitRequest.answer:type_name -> sessionstore.v1.ReviewAnswer
+	45, // 24: sessionstore.v1.ReviewAnswer.answers:type_name -> sessionstore.v1.AnswerItem
+	53, // 25: sessionstore.v1.BackupChunk.meta:type_name -> sessionstore.v1.BackupMeta
+	54, // 26: sessionstore.v1.BackupChunk.trailer:type_name -> sessionstore.v1.BackupTrailer
+	59, // 27: sessionstore.v1.MembersResponse.members:type_name -> sessionstore.v1.Member
+	7,  // 28: sessionstore.v1.SessionPersistence.Locate:input_type -> sessionstore.v1.LocateRequest
+	9,  // 29: sessionstore.v1.SessionPersistence.Create:input_type -> sessionstore.v1.CreateRequest
+	11, // 30: sessionstore.v1.SessionPersistence.Append:input_type -> sessionstore.v1.AppendRequest
+	13, // 31: sessionstore.v1.SessionPersistence.Load:input_type -> sessionstore.v1.LoadRequest
+	14, // 32: sessionstore.v1.SessionPersistence.Inspect:input_type -> sessionstore.v1.InspectRequest
+	15, // 33: sessionstore.v1.SessionPersistence.Prepare:input_type -> sessionstore.v1.PrepareRequest
+	13, // 34: sessionstore.v1.SessionPersistence.LoadStream:input_type -> sessionstore.v1.LoadRequest
+	14, // 35: sessionstore.v1.SessionPersistence.InspectStream:input_type -> sessionstore.v1.InspectRequest
+	15, // 36: sessionstore.v1.SessionPersistence.PrepareStream:input_type -> sessionstore.v1.PrepareRequest
+	18, // 37: sessionstore.v1.SessionPersistence.KeepAlive:input_type -> sessionstore.v1.KeepAliveRequest
+	20, // 38: sessionstore.v1.SessionPersistence.Release:input_type -> sessionstore.v1.ReleaseRequest
+	24, // 39: sessionstore.v1.SessionPersistence.ReadFrom:input_type -> sessionstore.v1.ReadFromRequest
+	26, // 40: sessionstore.v1.SessionPersistence.ReadRaw:input_type -> sessionstore.v1.ReadRawRequest
+	28, // 41: sessionstore.v1.SessionPersistence.List:input_type -> sessionstore.v1.ListRequest
+	30, // 42: sessionstore.v1.SessionPersistence.ListSnapshots:input_type -> sessionstore.v1.ListSnapshotsRequest
+	33, // 43: sessionstore.v1.SessionPersistence.Watch:input_type -> sessionstore.v1.WatchRequest
+	22, // 44: sessionstore.v1.SessionPersistence.Delete:input_type -> sessionstore.v1.DeleteRequest
+	35, // 45: sessionstore.v1.PlanMode.Get:input_type -> sessionstore.v1.PlanGetRequest
+	37, // 46: sessionstore.v1.PlanMode.Set:input_type -> sessionstore.v1.PlanSetRequest
+	39, // 47: sessionstore.v1.PlanMode.PreStep:input_type -> sessionstore.v1.PlanPreStepRequest
+	41, // 48: sessionstore.v1.PlanMode.Command:input_type -> sessionstore.v1.PlanCommandRequest
+	43, // 49: sessionstore.v1.PlanMode.ExitPlan:input_type -> sessionstore.v1.PlanExitRequest
+	47, // 50: sessionstore.v1.PlanMode.Projection:input_type -> sessionstore.v1.PlanProjectionRequest
+	55, // 51: sessionstore.v1.Cluster.Status:input_type -> sessionstore.v1.StatusRequest
+	57, // 52: sessionstore.v1.Cluster.Members:input_type -> sessionstore.v1.MembersRequest
+	60, // 53: sessionstore.v1.Cluster.TransferLeadership:input_type -> sessionstore.v1.TransferLeadershipRequest
+	62, // 54: sessionstore.v1.Cluster.RemoveMember:input_type -> sessionstore.v1.RemoveMemberRequest
+	64, // 55: sessionstore.v1.Cluster.Leave:input_type -> sessionstore.v1.LeaveRequest
+	51, // 56: sessionstore.v1.Cluster.Backup:input_type -> sessionstore.v1.BackupRequest
+	49, // 57: sessionstore.v1.Cluster.Retention:input_type -> sessionstore.v1.RetentionRequest
+	8,  // 58: sessionstore.v1.SessionPersistence.Locate:output_type -> sessionstore.v1.LocateResponse
+	10, // 59: sessionstore.v1.SessionPersistence.Create:output_type -> sessionstore.v1.CreateResponse
+	12, // 60: sessionstore.v1.SessionPersistence.Append:output_type -> sessionstore.v1.AppendResponse
+	5,  // 61: sessionstore.v1.SessionPersistence.Load:output_type -> sessionstore.v1.SessionView
+	5,  // 62: sessionstore.v1.SessionPersistence.Inspect:output_type -> sessionstore.v1.SessionView
+	16, // 63: sessionstore.v1.SessionPersistence.Prepare:output_type -> sessionstore.v1.PrepareResponse
+	17, // 64: sessionstore.v1.SessionPersistence.LoadStream:output_type -> sessionstore.v1.SessionViewPart
+	17, // 65: sessionstore.v1.SessionPersistence.InspectStream:output_type -> sessionstore.v1.SessionViewPart
+	17, // 66: sessionstore.v1.SessionPersistence.PrepareStream:output_type -> sessionstore.v1.SessionViewPart
+	19, // 67: sessionstore.v1.SessionPersistence.KeepAlive:output_type -> sessionstore.v1.KeepAliveResponse
+	21, // 68: sessionstore.v1.SessionPersistence.Release:output_type -> sessionstore.v1.ReleaseResponse
+	25, // 69: sessionstore.v1.SessionPersistence.ReadFrom:output_type -> sessionstore.v1.ReadFromResponse
+	27, // 70: sessionstore.v1.SessionPersistence.ReadRaw:output_type -> sessionstore.v1.ReadRawResponse
+	29, // 71: sessionstore.v1.SessionPersistence.List:output_type -> sessionstore.v1.ListResponse
+	32, // 72: sessionstore.v1.SessionPersistence.ListSnapshots:output_type -> sessionstore.v1.ListSnapshotsResponse
+	34, // 73: sessionstore.v1.SessionPersistence.Watch:output_type -> sessionstore.v1.WatchResponse
+	23, // 74: sessionstore.v1.SessionPersistence.Delete:output_type -> sessionstore.v1.DeleteResponse
+	36, // 75: sessionstore.v1.PlanMode.Get:output_type -> sessionstore.v1.PlanGetResponse
+	38, // 76: sessionstore.v1.PlanMode.Set:output_type -> sessionstore.v1.PlanSetResponse
+	40, // 77: sessionstore.v1.PlanMode.PreStep:output_type -> sessionstore.v1.PlanPreStepResponse
+	42, // 78: sessionstore.v1.PlanMode.Command:output_type -> sessionstore.v1.PlanCommandResponse
+	46, // 79: sessionstore.v1.PlanMode.ExitPlan:output_type -> sessionstore.v1.PlanExitResponse
+	48, // 80: sessionstore.v1.PlanMode.Projection:output_type -> sessionstore.v1.PlanProjectionResponse
+	56, // 81: sessionstore.v1.Cluster.Status:output_type -> sessionstore.v1.StatusResponse
+	58, // 82: sessionstore.v1.Cluster.Members:output_type -> sessionstore.v1.MembersResponse
+	61, // 83: sessionstore.v1.Cluster.TransferLeadership:output_type -> sessionstore.v1.TransferLeadershipResponse
+	63, // 84: sessionstore.v1.Cluster.RemoveMember:output_type -> sessionstore.v1.RemoveMemberResponse
+	65, // 85: sessionstore.v1.Cluster.Leave:output_type -> sessionstore.v1.LeaveResponse
+	52, // 86: sessionstore.v1.Cluster.Backup:output_type -> sessionstore.v1.BackupChunk
+	50, // 87: sessionstore.v1.Cluster.Retention:output_type -> sessionstore.v1.RetentionResponse
+	58, // [58:88] is the sub-list for method output_type
+	28, // [28:58] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_api_sessionpb_session_proto_init() }
@@ -4485,12 +4675,13 @@ func file_api_sessionpb_session_proto_init() {
 		(*BackupChunk_Data)(nil),
 		(*BackupChunk_Trailer)(nil),
 	}
+	file_api_sessionpb_session_proto_msgTypes[55].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_sessionpb_session_proto_rawDesc), len(file_api_sessionpb_session_proto_rawDesc)),
-			NumEnums:      3,
+			NumEnums:      4,
 			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   3,

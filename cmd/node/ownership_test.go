@@ -7,6 +7,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -1235,6 +1236,31 @@ func TestOwList(t *testing.T) {
 			})
 		}
 	}
+	t.Run("by last append with an id prefix", func(t *testing.T) {
+		byLast := &sessionpb.ListSnapshotsRequest{IdPrefix: "list-", Order: sessionpb.ListOrder_LIST_ORDER_LAST_APPEND, PageSize: 2}
+		snaps := owPages(t, "ListSnapshots", "snapshots", 2, func(token string) ([]*sessionpb.SessionSnapshot, string, error) {
+			byLast.PageToken = token
+			r, err := n.Client.ListSnapshots(n.ctx(), byLast)
+			return r.GetSnapshots(), r.GetNextPageToken(), err
+		})
+		if len(snaps) != len(sessions) || !slices.IsSortedFunc(snaps, func(a, b *sessionpb.SessionSnapshot) int {
+			return cmp.Or(cmp.Compare(b.GetLastAppendUnixMs(), a.GetLastAppendUnixMs()), strings.Compare(a.GetHeader().GetId(), b.GetHeader().GetId()))
+		}) {
+			t.Errorf("ListSnapshots by last append: got %v, want the %d sessions newest first", snaps, len(sessions))
+		}
+		for _, s := range snaps {
+			if s.GetNextSeq() != int64(len(ctOneTurnLog())) || s.GetLastAppendUnixMs() <= 0 || s.GetLeaseHeld() {
+				t.Errorf("ListSnapshots by last append: %v, want %d events, a last append and no lease", s, len(ctOneTurnLog()))
+			}
+		}
+		first, err := n.Client.ListSnapshots(n.ctx(), &sessionpb.ListSnapshotsRequest{PageSize: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		byLast.PageToken = first.GetNextPageToken()
+		_, err = n.Client.ListSnapshots(n.ctx(), byLast)
+		ctWantErrContains(t, "ListSnapshots by last append with an id-order token", err, sessionstore.ReasonInvalidArgument, "page token belongs to a listing in id order")
+	})
 	t.Run("headers carry the cwd", func(t *testing.T) {
 		for _, h := range owListAll(t, n, "/w/beta", 0) {
 			if h.GetId() != "list-3" || h.Cwd == nil || h.GetCwd() != "/w/beta" {

@@ -352,12 +352,15 @@ export class Client {
     return { header: first?.header, filename: first?.filename ?? '', revision: first?.revision ?? '', content }
   }
 
-  /** One page of materialised sessions' headers. */
+  /**
+   * One page of materialised sessions' headers, selected by cwd and id
+   * prefix, by id or by last append (req.order; its page tokens are its own).
+   */
   list(req: t.ListRequest = {}, opts?: CallOpts): Promise<t.ListResponse> {
     return this.unary(PERSISTENCE, 'List', req, 'read', c.listResponse, opts)
   }
 
-  /** One page of materialised sessions with their revisions. */
+  /** As list, each session with its revision, event count, last append and lease. */
   listSnapshots(req: t.ListRequest = {}, opts?: CallOpts): Promise<t.ListSnapshotsResponse> {
     return this.unary(PERSISTENCE, 'ListSnapshots', req, 'read', c.listSnapshotsResponse, opts)
   }

@@ -12,6 +12,7 @@ export interface JsonObject { [key: string]: JsonValue }
 const INT64_FIELDS = new Set([
   'createdAt', 'seedLength', 'nextSeq', 'epoch', 'expiresAtUnixMs', 'ttlMs', 'fromSeq', 'leaseEpoch',
   'appliedIndex', 'expectedNextSeq', 'term', 'commitIndex', 'timeUnixMs', 'dbBytes', 'streamBytes',
+  'lastAppendUnixMs', 'lastContactMs', 'diskFreeBytes',
 ])
 
 /** A request in JSON text: int64 fields as decimal strings, undefined fields left out. */
@@ -187,7 +188,10 @@ export function listResponse(v: JsonValue): t.ListResponse {
 export function listSnapshotsResponse(v: JsonValue): t.ListSnapshotsResponse {
   const o = asObject(v, 'response')
   return {
-    snapshots: list(o, 'snapshots', s => ({ header: header(s.header), revision: str(s, 'revision') })),
+    snapshots: list(o, 'snapshots', s => ({
+      header: header(s.header), revision: str(s, 'revision'), nextSeq: int(s, 'nextSeq'),
+      lastAppendUnixMs: int(s, 'lastAppendUnixMs'), leaseHeld: bool(s, 'leaseHeld'),
+    })),
     nextPageToken: str(o, 'nextPageToken'),
   }
 }
@@ -260,6 +264,8 @@ export function membersResponse(v: JsonValue): t.MembersResponse {
     members: list(o, 'members', m => ({
       nodeId: str(m, 'nodeId'), raftAddress: str(m, 'raftAddress'), apiAddress: str(m, 'apiAddress'),
       suffrage: str(m, 'suffrage'), health: str(m, 'health'),
+      appliedIndex: optInt(m, 'appliedIndex'), lastContactMs: optInt(m, 'lastContactMs'),
+      diskFreeBytes: optInt(m, 'diskFreeBytes'), diskLow: optBool(m, 'diskLow'), commandVersion: optInt(m, 'commandVersion'),
     })),
   }
 }

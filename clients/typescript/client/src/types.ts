@@ -10,6 +10,9 @@ export type Consistency = 'LINEARIZABLE' | 'STALE'
 /** `enum Validation`: how a Create or Append is checked (docs/api.md#validation). */
 export type Validation = 'VALIDATION_STRICT' | 'VALIDATION_REFERENCE'
 
+/** `enum ListOrder`: by id (the default) or by last append, newest first (docs/api.md#listing). */
+export type ListOrder = 'LIST_ORDER_ID' | 'LIST_ORDER_LAST_APPEND'
+
 /** `enum Outcome` of PlanMode.Set. */
 export type Outcome = 'OUTCOME_UNSPECIFIED' | 'COMMITTED' | 'QUEUED' | 'CANCELLED' | 'NOOP'
 
@@ -92,9 +95,26 @@ export interface ReadRawRequest { sessionId: string }
 /** ReadRaw's messages joined: the artifact's text as bytes, and its metadata. */
 export interface ReadRawResult { header?: SessionHeader; filename: string; content: Uint8Array; revision: string }
 
-export interface ListRequest { consistency?: Consistency; pageSize?: number; pageToken?: string; cwdPrefix?: string }
+export interface ListRequest {
+  consistency?: Consistency
+  pageSize?: number
+  /** A nextPageToken of a listing in the same order, unchanged. */
+  pageToken?: string
+  cwdPrefix?: string
+  idPrefix?: string
+  order?: ListOrder
+}
 export interface ListResponse { headers: SessionHeader[]; nextPageToken: string }
-export interface SessionSnapshot { header: SessionHeader; revision: string }
+export interface SessionSnapshot {
+  header: SessionHeader
+  revision: string
+  /** The seq the next append must use (the number of events). */
+  nextSeq: number
+  /** Leader time of the last append or repair, Unix ms (the creation time on older records). */
+  lastAppendUnixMs: number
+  /** A lease is live at the time of the read. */
+  leaseHeld: boolean
+}
 export interface ListSnapshotsResponse { snapshots: SessionSnapshot[]; nextPageToken: string }
 
 export interface WatchRequest { sessionId: string; fromSeq?: number }
@@ -144,7 +164,25 @@ export interface StatusResponse {
   appliedIndex: number
   clusterId: string
 }
-export interface Member { nodeId: string; raftAddress: string; apiAddress: string; suffrage: string; health: string }
+/**
+ * One server of the configuration. The optional fields are what the member
+ * gossips about itself (about a second old; the serving node's own are live),
+ * absent when the serving node does not know them.
+ */
+export interface Member {
+  nodeId: string
+  raftAddress: string
+  apiAddress: string
+  suffrage: string
+  health: string
+  appliedIndex?: number
+  /** Since it last heard from the leader: 0 on the leader; peers' in whole seconds. */
+  lastContactMs?: number
+  /** Peers' in whole MiB. */
+  diskFreeBytes?: number
+  diskLow?: boolean
+  commandVersion?: number
+}
 export interface MembersResponse { members: Member[] }
 
 export interface BackupMeta {

@@ -36,8 +36,9 @@ test('a session round trip: create, append, load, readFrom, readRaw, list, delet
   assert.equal(raw.filename, 'session.jsonl')
   assert.equal(new TextDecoder().decode(raw.content),
     '{"type":"session","version":0,"id":"rt-1","createdAt":1000,"cwd":"/work","delegationDepth":0}\n' + turn(0, 1).join('\n') + '\n')
-  const snaps = await c.listSnapshotsAll()
-  assert.deepEqual(snaps.filter(s => s.header.id === id).map(s => s.revision), [a.revision])
+  const snaps = await c.listSnapshotsAll({ idPrefix: 'rt-', order: 'LIST_ORDER_LAST_APPEND', pageSize: 1 })
+  assert.deepEqual(snaps.map(s => [s.header.id, s.revision, s.nextSeq, s.leaseHeld]), [[id, a.revision, 2, false]])
+  assert.ok(snaps[0].lastAppendUnixMs > 0)
   const stale = await c.inspect({ sessionId: id, consistency: 'STALE' })
   assert.equal(stale.nextSeq >= 0, true)
   assert.equal(await c.delete({ sessionId: id }), a.revision)
@@ -146,4 +147,6 @@ test('plan mode and the cluster service', async () => {
   assert.match(st.clusterId, /./)
   const members = await c.members()
   assert.equal(members.length, 3)
+  const self = members.find(m => m.nodeId === st.nodeId)
+  assert.equal(self.appliedIndex > 0 && self.diskFreeBytes > 0 && self.diskLow === false && self.commandVersion > 0, true)
 })
