@@ -357,9 +357,16 @@ func TestListOrdersAndPrefixes(t *testing.T) {
 		t.Errorf("row of l-a: %+v, want 4 events, no lease, appended before l-c (%d)", s, page[0].LastAppendUnixMs)
 	}
 	_, next, _ := ss.List(context.Background(), sessionstore.ListQuery{Order: byLast, PageSize: 1})
-	for _, tok := range []string{next, "l-a", next[:len(next)-1] + "!"} {
+	for _, tok := range []string{next, next[:len(next)-1] + "!"} {
 		if _, _, err := ss.List(context.Background(), sessionstore.ListQuery{PageToken: tok}); !errors.Is(err, sessionstore.ErrInvalidArgument) {
 			t.Errorf("id-order list with page token %q: %v, want INVALID_ARGUMENT", tok, err)
 		}
+	}
+	if _, _, err := ss.List(context.Background(), sessionstore.ListQuery{Order: byLast, PageToken: "l-a"}); !errors.Is(err, sessionstore.ErrInvalidArgument) {
+		t.Errorf("last-append list with an older build's token: %v, want INVALID_ARGUMENT", err)
+	}
+	// An older build's token (the escaped id of the last row) pages on in id order.
+	if page, _, err := ss.List(context.Background(), sessionstore.ListQuery{PageToken: "l-a", PageSize: 1}); err != nil || len(page) != 1 || page[0].Header.ID <= "l-a" {
+		t.Errorf("id-order list after an older build's token \"l-a\": %+v, %v", page, err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -260,7 +261,13 @@ func decodePageToken(s string, order sessionstore.ListOrder) (pageToken, error) 
 		"invalid page token: pass back a next_page_token unchanged, or none to list from the first page")
 	rest, ok := strings.CutPrefix(s, tokenPrefix)
 	if !ok {
-		return pageToken{}, invalid
+		// A token from a node of an older build, read during a rolling
+		// upgrade: the escaped id of the last row, in id order.
+		id, err := url.QueryUnescape(s)
+		if err != nil || order != sessionstore.ListByID {
+			return pageToken{}, invalid
+		}
+		return pageToken{order: order, id: id}, nil
 	}
 	b, err := base64.RawURLEncoding.DecodeString(rest)
 	if err != nil || len(b) < 2 {

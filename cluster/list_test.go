@@ -20,9 +20,18 @@ func TestPageTokens(t *testing.T) {
 			t.Errorf("%+v accepted by a listing in order %d", tok, other)
 		}
 	}
-	for _, bad := range []string{"a", "%2Fa", tokenPrefix, tokenPrefix + "AA", tokenPrefix + "AWE", tokenPrefix + "Ag", tokenPrefix + "!!", "%v2.AGE"} {
+	for _, bad := range []string{tokenPrefix, tokenPrefix + "AA", tokenPrefix + "AWE", tokenPrefix + "Ag", tokenPrefix + "!!", "%v2.AGE", "%zz"} {
 		if _, err := decodePageToken(bad, byID); err == nil {
 			t.Errorf("page token %q accepted", bad)
+		}
+	}
+	// An older build's token (the last id, escaped) still pages in id order.
+	for tok, id := range map[string]string{"a": "a", "%2Fa": "/a"} {
+		if got, err := decodePageToken(tok, byID); err != nil || got != (pageToken{order: byID, id: id}) {
+			t.Errorf("older token %q read as %+v, %v", tok, got, err)
+		}
+		if _, err := decodePageToken(tok, byLast); err == nil {
+			t.Errorf("older token %q accepted in last-append order", tok)
 		}
 	}
 }
