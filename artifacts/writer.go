@@ -134,7 +134,7 @@ func (in *inbox) working() {
 // of a pass's at once under mu (update); readers take mu shared for one
 // lookup. A plain map under a lock, not a sync.Map: every pass changes the
 // watermark of every session it wrote, and a sync.Map allocates on each
-// such store.
+// such store (BenchmarkArtifactWriter: 10-15 % more CPU per frame).
 type watermarks struct {
 	mu sync.RWMutex
 	m  map[string]storage.Watermark
