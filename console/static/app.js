@@ -1,5 +1,5 @@
 // The console's entry point: login, the hash router (#/cluster,
-// #/sessions, #/session/<id>) and what the pages share.
+// #/sessions?<filters>, #/session/<id>) and what the pages share.
 
 import { call, loggedIn, setToken, clearToken } from "./api.js";
 import { el, clear, errorText } from "./dom.js";
@@ -51,7 +51,9 @@ function route() {
     }
     leave = sessionPage(page, id, app);
   } else {
-    leave = sessionsPage(page, app);
+    // #/sessions?id=…&cwd=…&order=… carries the list's filters.
+    const q = "#/sessions?";
+    leave = sessionsPage(page, app, hash.startsWith(q) ? hash.slice(q.length) : null);
   }
   for (const a of document.querySelectorAll("#nav a")) a.classList.toggle("current", a.dataset.page === name);
 }
