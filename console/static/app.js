@@ -106,6 +106,17 @@ function start() {
   });
   $("logout").addEventListener("click", () => logout(""));
   window.addEventListener("hashchange", route);
+  // A page left for another (or kept in the back-forward cache) must not
+  // hold its live tail open: browsers allow six connections to a host over
+  // HTTP/1.1, and tails held by hidden pages would starve the calls of the
+  // page shown. A page restored from that cache draws itself again.
+  window.addEventListener("pagehide", () => {
+    if (leave) leave();
+    leave = null;
+  });
+  window.addEventListener("pageshow", (e) => {
+    if (e.persisted) route();
+  });
   if (loggedIn()) {
     whoami().then(route, (err) => logout("The token was refused: " + errorText(err)));
   } else {

@@ -153,9 +153,9 @@ function renderActions(s) {
     } catch (err) {
       const again = err.reason === "REVISION_MISMATCH" ? " The session changed since you asked; look again." : "";
       status.textContent = "Not deleted: " + errorText(err) + again;
-      confirm.hidden = true;
       del.hidden = false;
     }
+    confirm.hidden = true;
     confirm.disabled = false;
   });
   confirm.classList.add("danger");
