@@ -1,20 +1,28 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	cdbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/klauspost/compress/zstd"
 	"google.golang.org/grpc"
 
+	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/api/client"
 	"github.com/sessionstore/sessionstore/api/sessionpb"
 )
@@ -81,15 +89,95 @@ func cnEval[T any](t *testing.T, tab context.Context, expr string) T {
 	return v
 }
 
-// cnOpen loads url afresh, waits until page has drawn its data, logs how long
-// that took from navigation start, and checks that no CSP rule was broken.
-func cnOpen(t *testing.T, tab context.Context, url, pageName string) {
+// cnOpen loads url afresh, waits until page has drawn its data, logs and
+// returns how long that took from navigation start (ms), and checks that no
+// CSP rule was broken.
+func cnOpen(t *testing.T, tab context.Context, url, pageName string) float64 {
 	t.Helper()
 	cnDo(t, tab, "open "+url, chromedp.Navigate("about:blank"), chromedp.Navigate(url),
 		chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.body.dataset.rendered === %q`, pageName)))
 	ms := cnEval[float64](t, tab, fmt.Sprintf(`performance.getEntriesByName("rendered:%s")[0].startTime`, pageName))
 	t.Logf("%s page rendered %.0f ms after navigation start", pageName, ms)
 	cnNoViolations(t, tab)
+	return ms
+}
+
+// cnButton selects the button labelled label.
+func cnButton(label string) chromedp.Search {
+	return chromedp.Search(fmt.Sprintf(`//button[text()=%q]`, label))
+}
+
+// cnDownload clicks the button labelled label and returns the bytes of the
+// file the browser saved (into a temporary directory, under the download's
+// GUID).
+func cnDownload(t *testing.T, tab context.Context, label string) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	progress := chromedp.Events(tab, cdbrowser.DownloadProgress)
+	cnDo(t, tab, "download "+label, chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		_, err := chromedp.Call(ctx, cdbrowser.SetDownloadBehavior, cdbrowser.SetDownloadBehaviorParams{
+			Behavior: cdbrowser.SetDownloadBehaviorBehaviorAllowAndName, DownloadPath: dir, EventsEnabled: new(true)})
+		return err
+	}), chromedp.Click(cnButton(label)))
+	for ev, err := range progress {
+		if err != nil {
+			t.Fatalf("download %s: %v", label, err)
+		}
+		if ev.State == cdbrowser.DownloadProgressStateCanceled {
+			t.Fatalf("download %s was canceled", label)
+		}
+		if ev.State == cdbrowser.DownloadProgressStateCompleted {
+			b, err := os.ReadFile(filepath.Join(dir, ev.GUID))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+	}
+	t.Fatalf("download %s: no completed download", label)
+	return nil
+}
+
+// cnTitle appends a session/title event to id at its next seq.
+func cnTitle(t *testing.T, n *testNode, id, title string) {
+	t.Helper()
+	v, err := n.Client.Inspect(n.ctx(), &sessionpb.InspectRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctAppend(t, n, id, cnEvent(t, "session/title", int(v.NextSeq), map[string]string{"title": title}))
+}
+
+// cnStoreMany stores count sessions prefix00000… of one event each, from
+// parallel writers, so that the node's group commit batches them.
+func cnStoreMany(t *testing.T, n *testNode, prefix string, count int) {
+	t.Helper()
+	type session struct{ id, event string }
+	todo := make(chan session, count)
+	for i := range count {
+		todo <- session{fmt.Sprintf("%s%05d", prefix, i), cnEvent(t, "session/title", 0, map[string]string{"title": fmt.Sprint("session ", i)})}
+	}
+	close(todo)
+	ctx, cwd := n.ctx(), "/home/dev/many"
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for s := range todo {
+				_, err := n.Client.Create(ctx, &sessionpb.CreateRequest{Header: &sessionpb.SessionHeader{Id: s.id, CreatedAt: 1786004480000, Cwd: &cwd}})
+				if err == nil {
+					_, err = n.Client.Append(ctx, &sessionpb.AppendRequest{SessionId: s.id, Events: []string{s.event}})
+				}
+				if err != nil {
+					t.Errorf("store %s: %v", s.id, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
 }
 
 func cnNoViolations(t *testing.T, tab context.Context) {
@@ -135,8 +223,9 @@ func cnEvent(t *testing.T, typ string, seq int, data any, extra ...string) strin
 }
 
 // TestConsole drives the web console in Chromium against a real node with
-// authentication: the recorded sessions, a live tail, a prefix-limited
-// token, hostile event text and a session of 100k events.
+// authentication: the recorded sessions listed, filtered and by last append,
+// a live tail, downloads, a prefix-limited token, hostile event text, a
+// session of 100k events, deletes, and page loads on 10k sessions.
 func TestConsole(t *testing.T) {
 	browser := cnBrowser(t)
 	tokens := auTokenFile(t, auTokens)
@@ -152,7 +241,6 @@ func TestConsole(t *testing.T) {
 	sessionURL := func(id string) string { return base + "#/session/" + strings.ReplaceAll(id, "/", "%2F") }
 	admin := cnTab(t, browser)
 	cnLogin(t, admin, base, auAdmin)
-	cnShot(t, admin, "sessions")
 
 	t.Run("cluster", func(t *testing.T) {
 		cnOpen(t, admin, base+"#/cluster", "cluster")
@@ -164,7 +252,6 @@ func TestConsole(t *testing.T) {
 		if id := n.srv.node.ClusterID(); id == "" || !strings.Contains(summary, id) || !strings.Contains(summary, "leadertest-node") {
 			t.Errorf("summary %q lacks the cluster id %q and the leader", summary, id)
 		}
-		cnShot(t, admin, "cluster")
 	})
 
 	rows := func(t *testing.T, tab context.Context) []string {
@@ -187,10 +274,30 @@ func TestConsole(t *testing.T) {
 		if got := filter("alice/p", ""); strings.Join(got, " ") != plan {
 			t.Errorf("id prefix alice/p: rows %q, want %s", got, plan)
 		}
+		if h := cnEval[string](t, admin, `location.hash`); h != "#/sessions?id=alice%2Fp" {
+			t.Errorf("the hash after filtering is %q, want the filter in it", h)
+		}
 		if got := filter("", "/home/dev/project/"); strings.Join(got, " ") != "alice/fresh alice/plan-mode" {
 			t.Errorf("cwd prefix /home/dev/project/: rows %q, want the two sessions in workspace/", got)
 		}
 		filter("", "")
+
+		// By last append, newest first: a session appended to comes first
+		// after a reload, which keeps the filters of the hash.
+		for _, id := range []string{"alice/fresh", "bob/reads"} {
+			cnTitle(t, n, id, "touched")
+			cnOpen(t, admin, base+"#/sessions?order=last", "sessions")
+			if got := rows(t, admin); len(got) != 3 || got[0] != id {
+				t.Errorf("by last append after appending to %s: rows %q, want it first", id, got)
+			}
+		}
+		if got := rows(t, admin); strings.Join(got, " ") != "bob/reads alice/fresh alice/plan-mode" {
+			t.Errorf("by last append: rows %q", got)
+		}
+		if o := cnEval[string](t, admin, `document.getElementById("order").value`); o != "last" {
+			t.Errorf("the order control says %q after a reload by last append", o)
+		}
+		cnShot(t, admin, "sessions")
 	})
 
 	t.Run("session", func(t *testing.T) {
@@ -237,6 +344,26 @@ func TestConsole(t *testing.T) {
 			t.Errorf("tool calls and their results %q, want 13>15 14>16", got)
 		}
 		cnShot(t, admin, "session-tools")
+	})
+
+	t.Run("download", func(t *testing.T) {
+		cnOpen(t, admin, sessionURL(plan), "session")
+		resp, want := owGet(t, n, "http://"+n.srv.httpAddr+"/v1/sessions/"+url.PathEscape(plan)+"/session.jsonl", auAdmin)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET session.jsonl: %s", resp.Status)
+		}
+		if got := cnDownload(t, admin, "Download session.jsonl"); !bytes.Equal(got, want) {
+			t.Errorf("the downloaded session.jsonl (%d bytes) differs from the HTTP download (%d bytes)", len(got), len(want))
+		}
+		dec, err := zstd.NewReader(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dec.Close()
+		text, err := dec.DecodeAll(cnDownload(t, admin, "Download .zstd"), nil)
+		if err != nil || !bytes.Equal(text, want) {
+			t.Errorf("the downloaded .zstd decodes to %d bytes (%v), want the %d of session.jsonl", len(text), err, len(want))
+		}
 	})
 
 	t.Run("prefix", func(t *testing.T) {
@@ -336,4 +463,119 @@ func TestConsole(t *testing.T) {
 			t.Errorf("after 500 more events the page shows %+v; want at most 400 rows up to the newest", s)
 		}
 	})
+
+	t.Run("delete", func(t *testing.T) {
+		id, _ := seStore(t, n, "web-fresh-round-trip", "alice/delete-me")
+		status := func() string { return cnEval[string](t, admin, `document.querySelector(".status").textContent`) }
+		cnOpen(t, admin, sessionURL(id), "session")
+		// An event arrives between the question and the confirmation: the
+		// delete named the revision asked about, and the server refuses it.
+		asked, err := n.Client.Inspect(n.ctx(), &sessionpb.InspectRequest{SessionId: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cnDo(t, admin, "ask", chromedp.Click(cnButton("Delete…")))
+		cnTitle(t, n, id, "changed")
+		cnDo(t, admin, "confirm a stale delete",
+			chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelector('#events article[data-seq="%d"]') !== null`, asked.NextSeq)),
+			chromedp.Click(cnButton("Confirm delete")),
+			chromedp.Poll[chromedp.Void](`document.querySelector(".status").textContent.startsWith("Not deleted")`))
+		_, err = n.Client.Delete(n.ctx(), &sessionpb.DeleteRequest{SessionId: id, ExpectedRevision: asked.Revision})
+		refusal := ctDomainErr(t, "Delete at the revision asked about", err, sessionstore.ReasonRevisionMismatch)
+		if got := status(); !strings.Contains(got, refusal.Message) || !strings.Contains(got, "REVISION_MISMATCH") {
+			t.Errorf("after a stale delete the page says %q, want the server's %q", got, refusal.Message)
+		}
+		if _, err := n.Client.Inspect(n.ctx(), &sessionpb.InspectRequest{SessionId: id}); err != nil {
+			t.Fatalf("after a stale delete: %v", err)
+		}
+		// Asked again, at the revision now shown: gone, and the page says so.
+		cnDo(t, admin, "delete", chromedp.Click(cnButton("Delete…")), chromedp.Click(cnButton("Confirm delete")),
+			chromedp.Poll[chromedp.Void](`/deleted/i.test(document.querySelector(".status").textContent)`))
+		if _, err := n.Client.Inspect(n.ctx(), &sessionpb.InspectRequest{SessionId: id}); auReason(err) != sessionstore.ReasonNotFound {
+			t.Errorf("Inspect after the delete: %v, want NOT_FOUND (the page says %q)", err, status())
+		}
+	})
+
+	t.Run("10k", func(t *testing.T) {
+		const count = 10_000
+		start := time.Now()
+		cnStoreMany(t, n, "many/", count)
+		t.Logf("stored %d sessions in %v", count, time.Since(start).Round(time.Millisecond))
+
+		byID := cnOpen(t, admin, base+"#/sessions?id=many%2F", "sessions")
+		// The next page comes from the server's token; the id prefix is
+		// the server's too (a filter within the first page would find none).
+		cnDo(t, admin, "next page", chromedp.Evaluate[chromedp.Void](`delete document.body.dataset.rendered`),
+			chromedp.Click(chromedp.CSS("#next-page")), chromedp.Poll[chromedp.Void](`document.body.dataset.rendered === "sessions"`))
+		if got := rows(t, admin); len(got) != 50 || got[0] != "many/00050" {
+			t.Errorf("page 2 of many/: rows %q, want many/00050 and 49 more", got)
+		}
+		cnOpen(t, admin, base+"#/sessions?id=many%2F0999", "sessions")
+		if got := rows(t, admin); len(got) != 10 || got[0] != "many/09990" || got[9] != "many/09999" {
+			t.Errorf("id prefix many/0999: rows %q, want many/09990…many/09999", got)
+		}
+		byLast := cnOpen(t, admin, base+"#/sessions?order=last", "sessions")
+		cluster := cnOpen(t, admin, base+"#/cluster", "cluster")
+		session := cnOpen(t, admin, sessionURL("many/05000"), "session")
+		t.Logf("with %d sessions more, rendered after navigation start: sessions %.0f ms (by last append %.0f ms), cluster %.0f ms, session %.0f ms",
+			count, byID, byLast, cluster, session)
+	})
+}
+
+// TestConsoleCluster opens the console on a follower of a three-node
+// cluster: the cluster page shows the three members, the leader marked and
+// each one's applied index, and the sessions go through the follower.
+func TestConsoleCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three nodes")
+	}
+	browser := cnBrowser(t)
+	tokens, key := auTokenFile(t, auTokens), peClusterKey(t) // client authentication needs authenticated peers
+	nodes := startClusterOpts(t, 3, nodeOpts{
+		dial: []grpc.DialOption{grpc.WithPerRPCCredentials(client.BearerToken(auAdmin))},
+		tune: func(c *serveConfig) { c.Auth.TokenFile, c.TLS.ClusterKeyFile = tokens, key },
+	})
+	leader, follower := followerOf(t, nodes)
+	plan, events := seStore(t, leader.testNode, "web-plan-mode", "alice/plan-mode")
+	base := "http://" + follower.srv.httpAddr + "/ui/"
+	tab := cnTab(t, browser)
+	cnLogin(t, tab, base, auAdmin)
+	if got := cnEval[[]string](t, tab, `[...document.querySelectorAll("#sessions tbody tr")].map((r) => r.dataset.id)`); len(got) != 1 || got[0] != plan {
+		t.Errorf("sessions through the follower: %q, want %s", got, plan)
+	}
+	cnOpen(t, tab, base+"#/session/"+url.PathEscape(plan), "session")
+	if got := cnEval[string](t, tab, `document.querySelector(".range").textContent`); !strings.HasSuffix(got, fmt.Sprintf(" of %d", len(events))) {
+		t.Errorf("the session through the follower shows %q, want its %d events", got, len(events))
+	}
+
+	cnOpen(t, tab, base+"#/cluster", "cluster")
+	// Members learn each other's applied index from gossip (about every
+	// second); the page polls every 2 s.
+	cnDo(t, tab, "members' applied indexes", chromedp.Poll[chromedp.Void](
+		`[...document.querySelectorAll("#members tr.member")].filter((r) => r.dataset.applied).length === 3`))
+	got := cnEval[[]string](t, tab, `[...document.querySelectorAll("#members tr.member")].map((r) => r.dataset.node + " " + r.dataset.role)`)
+	slices.Sort(got)
+	var want []string
+	for _, nd := range nodes {
+		want = append(want, nd.id+" "+map[bool]string{true: "leader", false: "follower"}[nd == leader])
+	}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("members %q, want %q", got, want)
+	}
+	t.Logf("members as shown by %s: %s", follower.id, cnEval[string](t, tab, `document.getElementById("members").innerText`))
+	cnShot(t, tab, "cluster")
+
+	// The third node restarts demanding more free space than any disk has:
+	// its row and the page's alarm say so once gossip has told the follower.
+	for _, low := range nodes {
+		if low == leader || low == follower {
+			continue
+		}
+		normal := low.tune
+		low.tune = func(c *serveConfig) { normal(c); c.Cluster.MinFreeBytes = 1 << 50 }
+		low.testNode = low.Restart()
+		cnDo(t, tab, "low disk on "+low.id, chromedp.Poll[chromedp.Void](fmt.Sprintf(
+			`document.querySelector('#members tr.disk-low[data-node=%q]') !== null && document.getElementById("disk-alarm").textContent.includes(%q)`,
+			low.id, "Low disk on "+low.id)))
+	}
 }

@@ -189,13 +189,17 @@ func owSeq(t *testing.T, ev string) int64 {
 	return *e.Seq
 }
 
-// owGet downloads u, failing the test when there is no answer, and returns
-// the response (its body closed) and body.
-func owGet(t *testing.T, n *testNode, u string) (*http.Response, []byte) {
+// owGet downloads u (with the bearer token, if one is given), failing the
+// test when there is no answer, and returns the response (its body closed)
+// and body.
+func owGet(t *testing.T, n *testNode, u string, token ...string) (*http.Response, []byte) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(n.ctx(), http.MethodGet, u, nil)
 	if err != nil {
 		t.Fatalf("request %s: %v", u, err)
+	}
+	for _, tok := range token {
+		req.Header.Set("Authorization", "Bearer "+tok)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -1,5 +1,5 @@
 // The console's entry point: login, the hash router (#/cluster,
-// #/sessions, #/session/<id>) and what the pages share.
+// #/sessions?<filters>, #/session/<id>) and what the pages share.
 
 import { call, loggedIn, setToken, clearToken } from "./api.js";
 import { el, clear, errorText } from "./dom.js";
@@ -51,7 +51,9 @@ function route() {
     }
     leave = sessionPage(page, id, app);
   } else {
-    leave = sessionsPage(page, app);
+    // #/sessions?id=…&cwd=…&order=… carries the list's filters.
+    const q = "#/sessions?";
+    leave = sessionsPage(page, app, hash.startsWith(q) ? hash.slice(q.length) : null);
   }
   for (const a of document.querySelectorAll("#nav a")) a.classList.toggle("current", a.dataset.page === name);
 }
@@ -104,6 +106,17 @@ function start() {
   });
   $("logout").addEventListener("click", () => logout(""));
   window.addEventListener("hashchange", route);
+  // A page left for another (or kept in the back-forward cache) must not
+  // hold its live tail open: browsers allow six connections to a host over
+  // HTTP/1.1, and tails held by hidden pages would starve the calls of the
+  // page shown. A page restored from that cache draws itself again.
+  window.addEventListener("pagehide", () => {
+    if (leave) leave();
+    leave = null;
+  });
+  window.addEventListener("pageshow", (e) => {
+    if (e.persisted) route();
+  });
   if (loggedIn()) {
     whoami().then(route, (err) => logout("The token was refused: " + errorText(err)));
   } else {

@@ -1,6 +1,7 @@
 // The cluster page: this node's Status and the Members table, polled every
-// 2 s. Member fields a newer server adds (applied index, last contact, disk,
-// command version) are shown when the answer carries them.
+// 2 s. Each member's applied index, last contact, free disk, disk verdict and
+// command version are what it gossips about itself (docs/api.md, Members):
+// absent while unknown, shown as "—".
 
 import { call } from "./api.js";
 import { el, clear, time, bytes, has, errorText } from "./dom.js";
@@ -14,8 +15,11 @@ export function clusterPage(root, app) {
   const table = el("table", "members");
   table.id = "members";
   const status = el("p", "status");
+  const alarm = el("p", "status alarm");
+  alarm.id = "disk-alarm";
+  alarm.setAttribute("role", "alert");
   const updated = el("p", "muted");
-  root.append(el("h1", "", "Cluster"), summary, status, table, updated);
+  root.append(el("h1", "", "Cluster"), summary, status, alarm, table, updated);
   let timer = 0;
 
   const poll = async () => {
@@ -28,6 +32,7 @@ export function clusterPage(root, app) {
       status.classList.remove("error");
       drawSummary(summary, st);
       drawMembers(table, st, mem.members || []);
+      drawAlarm(alarm, mem.members || []);
       updated.textContent = "updated " + time(Date.now());
     } catch (err) {
       if (ctl.signal.aborted) return;
@@ -72,10 +77,11 @@ function drawMembers(table, st, members) {
   for (const c of cols) head.append(el("th", "", c));
   table.append(el("thead"), el("tbody"));
   table.tHead.append(head);
+  // Lag is behind the leader's applied index, or, while that is unknown,
+  // behind the serving node's commit index. Gossip makes a peer's figure
+  // about a second old, so a lag of a few entries under load is normal.
   const leader = members.find((m) => m.nodeId === st.leaderId);
-  // The serving node's own applied index is in Status until Members carries
-  // one per member.
-  const applied = (m) => has(m, "appliedIndex") ? Number(m.appliedIndex) : m.nodeId === st.nodeId ? Number(st.appliedIndex) : undefined;
+  const applied = (m) => has(m, "appliedIndex") ? Number(m.appliedIndex) : undefined;
   const top = leader && applied(leader) !== undefined ? applied(leader) : Number(st.commitIndex);
   for (const m of members) {
     const tr = el("tr", "member");
@@ -83,9 +89,11 @@ function drawMembers(table, st, members) {
     const r = role(m, st);
     tr.dataset.role = r;
     const a = applied(m);
+    if (a !== undefined) tr.dataset.applied = String(a);
     const disk = has(m, "diskFreeBytes") ? bytes(m.diskFreeBytes) : "—";
     const diskCell = el("td", "", disk);
     if (m.diskLow === true) {
+      tr.classList.add("disk-low");
       diskCell.classList.add("alarm");
       diskCell.append(el("span", "badge alarm", "low disk"));
     }
@@ -95,7 +103,7 @@ function drawMembers(table, st, members) {
       el("td", "health health-" + m.health, m.health),
       el("td", "num", a === undefined ? "—" : String(a)),
       el("td", "num", a === undefined || !Number.isFinite(top) ? "—" : String(Math.max(0, top - a))),
-      el("td", "", has(m, "lastContactMs") ? m.lastContactMs + " ms ago" : "—"),
+      el("td", "", r !== "leader" && has(m, "lastContactMs") ? ago(Number(m.lastContactMs)) : "—"),
       diskCell,
       el("td", "", has(m, "commandVersion") ? String(m.commandVersion) : "—"),
       el("td", "", m.apiAddress || "—"),
@@ -103,4 +111,20 @@ function drawMembers(table, st, members) {
     );
     table.tBodies[0].append(tr);
   }
+}
+
+// drawAlarm names the members whose disk is low, above the table: it is the
+// one state on this page that stops writes.
+function drawAlarm(p, members) {
+  const low = members.filter((m) => m.diskLow === true).map((m) => m.nodeId);
+  p.textContent = low.length
+    ? "Low disk on " + low.join(", ") + ". While a voter's disk is below its --min-free-bytes, the leader refuses writes that grow the store."
+    : "";
+}
+
+// ago formats the time since a member last heard from the leader (peers
+// gossip whole seconds).
+function ago(ms) {
+  if (!Number.isFinite(ms)) return "—";
+  return ms < 1000 ? ms + " ms ago" : Math.round(ms / 1000) + " s ago";
 }

@@ -133,26 +133,30 @@ function renderActions(s) {
   button("Download session.jsonl", dl("session.jsonl"));
   button("Download .zstd", dl("session.jsonl.zstd"));
   if (!s.app.admin) return;
-  // Delete is conditional on the revision shown, and asks once more in the
-  // page (a dialog would block the page and its live tail).
+  // Delete asks once more in the page (a dialog would block the page and its
+  // live tail), and is conditional on the revision the question named: an
+  // event the tail brings in meanwhile makes the server refuse it.
+  let asked = "";
   const del = button("Delete…", () => {
+    asked = s.revision;
     del.hidden = true;
     confirm.hidden = false;
-    status.textContent = "Delete " + s.id + " at revision " + s.revision + "? This cannot be undone.";
+    status.textContent = "Delete " + s.id + " at revision " + asked + "? This cannot be undone.";
   });
   del.classList.add("danger");
   const confirm = button("Confirm delete", async () => {
     confirm.disabled = true;
     try {
-      await call("SessionPersistence", "Delete", { sessionId: s.id, expectedRevision: s.revision });
+      await call("SessionPersistence", "Delete", { sessionId: s.id, expectedRevision: asked });
       status.textContent = "Deleted.";
       s.deleted = true;
     } catch (err) {
-      status.textContent = err.reason === "REVISION_MISMATCH"
-        ? "Not deleted: the session changed since it was shown; look again."
-        : "Not deleted: " + errorText(err);
-      confirm.disabled = false;
+      const again = err.reason === "REVISION_MISMATCH" ? " The session changed since you asked; look again." : "";
+      status.textContent = "Not deleted: " + errorText(err) + again;
+      del.hidden = false;
     }
+    confirm.hidden = true;
+    confirm.disabled = false;
   });
   confirm.classList.add("danger");
   confirm.hidden = true;
