@@ -346,6 +346,38 @@ func TestConsole(t *testing.T) {
 		cnShot(t, admin, "session-tools")
 	})
 
+	// A session cut short while two tool calls ran: Load commits the crash
+	// closers, and the page marks exactly those rows as repaired.
+	t.Run("repaired", func(t *testing.T) {
+		h, events, err := ctReadRecorded(filepath.Join("..", "..", "testdata", "recorded", "cli-parallel-file-reads.session.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Id = "bob/cut"
+		ctCreate(t, n, h)
+		ctAppend(t, n, h.GetId(), events[:15]...) // both calls (13, 14), neither result
+		v := ctLoad(t, n, h.GetId())
+		var want []string
+		for _, seq := range ctSeqs(t, v.Events) {
+			if seq >= 15 {
+				want = append(want, fmt.Sprint(seq))
+			}
+		}
+		if len(want) < 3 || !v.Repaired {
+			t.Fatalf("Load of the cut session repaired %v with closers %q; want results of both calls and the turn's end", v.Repaired, want)
+		}
+		cnOpen(t, admin, sessionURL(h.GetId()), "session")
+		got := cnEval[[]string](t, admin, `[...document.querySelectorAll("#events .closer")].map((r) => r.dataset.seq + " " + r.querySelector(".closer-badge").textContent)`)
+		slices.Sort(got)
+		for i := range want {
+			want[i] += " interrupted — repaired on load"
+		}
+		slices.Sort(want)
+		if strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Errorf("rows marked as crash closers %q, want %q", got, want)
+		}
+	})
+
 	t.Run("download", func(t *testing.T) {
 		cnOpen(t, admin, sessionURL(plan), "session")
 		resp, want := owGet(t, n, "http://"+n.srv.httpAddr+"/v1/sessions/"+url.PathEscape(plan)+"/session.jsonl", auAdmin)

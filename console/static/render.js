@@ -20,6 +20,7 @@ export class Renderer {
     this.list = list;
     this.calls = new Map(); // callId -> the result cell of its tool/call row
     this.chunks = null;     // the chunk group the last row was, if any
+    this.closerSeq = -1;    // the seq of the last crash closer rendered
   }
 
   // add renders one event: raw is its JSON text as the server sent it.
@@ -60,7 +61,7 @@ export class Renderer {
         const kind = data.reason && data.reason.kind;
         r.classList.add("turn-end");
         head.append(el("span", "label", "Turn " + data.turn + " ended: " + kind));
-        if (kind === "interrupted") markCloser(r, head);
+        if (kind === "interrupted") this.markCloser(r, head, ev); // only crash repair writes it
         if (data.reason && data.reason.error) body.append(textBlock(String(data.reason.error.message || ""), "error"));
         break;
       }
@@ -68,6 +69,10 @@ export class Renderer {
       case "step/end":
         r.classList.add("step");
         head.append(el("span", "label", (type === "step/start" ? "Step " : "End of step ") + data.step));
+        // Repair writes the step/end right after the results it closed
+        // (docs/events.md#crash-repair). One with no closer before it looks
+        // like any other step/end, so it is left unmarked.
+        if (type === "step/end" && this.closerSeq === ev.seq - 1) this.markCloser(r, head, ev);
         break;
       case "user/message":
         r.classList.add("msg", "msg-user");
@@ -173,13 +178,20 @@ export class Renderer {
     return true;
   }
 
+  // markCloser marks row (of event ev) as a crash closer.
+  markCloser(row, head, ev) {
+    row.classList.add("closer");
+    head.append(el("span", "badge closer-badge", CLOSER_LABEL));
+    this.closerSeq = ev.seq;
+  }
+
   fillResult(body, ev, marked, head) {
     const data = ev.data && typeof ev.data === "object" ? ev.data : {};
     const m = data.message || {};
     const block = (Array.isArray(m.content) ? m.content : []).find((b) => b && b.type === "tool-result") || {};
     const err = data.error || {};
     if (block.isError === true || data.error) marked.classList.add("is-error");
-    if (CLOSER_CODES.has(err.code) || String(m.id || "").startsWith("interrupted-tool-result-")) markCloser(marked, head);
+    if (CLOSER_CODES.has(err.code) || String(m.id || "").startsWith("interrupted-tool-result-")) this.markCloser(marked, head, ev);
     if (err.name) body.append(el("div", "error", err.name + (err.code ? " (" + err.code + ")" : "")));
     // Legacy results carry content on data itself.
     appendContent(body, Array.isArray(block.content) ? block.content : data.content);
@@ -222,10 +234,7 @@ export class Renderer {
   }
 }
 
-function markCloser(row, head) {
-  row.classList.add("closer");
-  head.append(el("span", "badge closer-badge", CLOSER_LABEL));
-}
+
 
 function resultCallId(ev) {
   const d = ev.data || {};
