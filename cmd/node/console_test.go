@@ -542,6 +542,20 @@ func TestConsole(t *testing.T) {
 		if got := rows(t, admin); len(got) != 50 || got[0] != "many/00050" {
 			t.Errorf("page 2 of many/: rows %q, want many/00050 and 49 more", got)
 		}
+		cnDo(t, admin, "previous page", chromedp.Evaluate[chromedp.Void](`delete document.body.dataset.rendered`),
+			chromedp.Click(cnButton("← previous")), chromedp.Poll[chromedp.Void](`document.body.dataset.rendered === "sessions"`))
+		if got := rows(t, admin); len(got) != 50 || got[0] != "many/00000" {
+			t.Errorf("back to page 1 of many/: rows %q, want many/00000 and 49 more", got)
+		}
+		// A live lease shows in its row, and only there.
+		if _, err := ctRaw(n).Prepare(context.Background(), &sessionpb.PrepareRequest{SessionId: "many/00001", Owner: "host-a", TtlMs: 600_000}); err != nil {
+			t.Fatal(err)
+		}
+		cnOpen(t, admin, base+"#/sessions?id=many%2F0000", "sessions")
+		held := cnEval[[]string](t, admin, `[...document.querySelectorAll("#sessions tbody tr")].filter((r) => r.querySelector(".badge.lease")).map((r) => r.dataset.id)`)
+		if strings.Join(held, " ") != "many/00001" {
+			t.Errorf("rows with a lease badge %q, want only many/00001", held)
+		}
 		cnOpen(t, admin, base+"#/sessions?id=many%2F0999", "sessions")
 		if got := rows(t, admin); len(got) != 10 || got[0] != "many/09990" || got[9] != "many/09999" {
 			t.Errorf("id prefix many/0999: rows %q, want many/09990…many/09999", got)
