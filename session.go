@@ -106,6 +106,9 @@ type Snapshot struct {
 	LastAppendUnixMs int64
 	// LeaseHeld is set when a lease is live at the time of the read.
 	LeaseHeld bool
+	// Title is the last session/title event's title, cut to 256 bytes (""
+	// if none, and on every session before the state is in format 5).
+	Title string
 }
 
 // ListOrder is the order of a listing.

@@ -289,8 +289,8 @@ func known[T any](p *T) string {
 
 // A listing selects by id prefix and cwd prefix together, in id order or by
 // last append (newest first), a page at a time; each row says its event
-// count, last append and whether a lease is held. A page token is refused by
-// a listing in the other order.
+// count, last append, whether a lease is held and its title, on every node.
+// A page token is refused by a listing in the other order.
 func TestListOrdersAndPrefixes(t *testing.T) {
 	t.Parallel()
 	c := clustertest.Start(t, 3, nil)
@@ -307,7 +307,36 @@ func TestListOrdersAndPrefixes(t *testing.T) {
 	for i, id := range []string{"l-other", "l-b", "m-a", "l-a", "l-c"} {
 		time.Sleep(5 * time.Millisecond)
 		appendMarks(t, leader, id, 0, int64(i+1))
+		if id == "l-other" { // two titles: the last one is kept
+			titles := [][]byte{
+				fmt.Appendf(nil, `{"type":"session/title","seq":1,"time":1,"data":{"title":"first"}}`),
+				fmt.Appendf(nil, `{"type":"session/title","seq":2,"time":1,"data":{"title":"<b>second</b> \u00e9"}}`),
+			}
+			if _, err := ss.Append(context.Background(), id, titles, 0, "", sessionstore.ValidateStrict); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
+	// Titles are kept from state format 5 on: every node converts once all
+	// three run this build. A follower's own (stale) listing shows them
+	// once it has applied the appends.
+	clustertest.Eventually(t, 10*time.Second, func() error {
+		for _, nd := range c.Running() {
+			if l := nd.State().Layout(); l != storage.StateFormatVersion {
+				return fmt.Errorf("%s: state format %d", nd.ID, l)
+			}
+			page, _, err := nd.Sessions().List(context.Background(), sessionstore.ListQuery{Consistency: sessionstore.Stale, IDPrefix: "l-"})
+			if err != nil {
+				return err
+			}
+			for _, s := range page {
+				if want := map[string]string{"l-other": "<b>second</b> é"}[s.Header.ID]; s.Title != want {
+					return fmt.Errorf("%s: title of %s %q, want %q", nd.ID, s.Header.ID, s.Title, want)
+				}
+			}
+		}
+		return nil
+	})
 	if err := ss.PrepareStream(context.Background(), "l-c", "owner", time.Hour, "", sessionstore.ViewLimit{}, func(sessionstore.View) error { return nil }); err != nil {
 		t.Fatal(err)
 	}

@@ -319,13 +319,16 @@ func await(ctx context.Context, f raft.Future) error {
 
 // convertLayout proposes ConvertLayout once every voter applies the command
 // version of a newer state format: layout 2 (version 6), format 3, packed
-// events (version 9), format 4, rows keyed by session number (version 10);
-// every replica then converts at the same index.
+// events (version 9), format 4, rows keyed by session number (version 10),
+// format 5, titles in the records (version 11); every replica then converts
+// at the same index.
 // Until then the state keeps its format, whose snapshots an older voter
 // reads (a rolling upgrade).
 func (n *Node) convertLayout() {
 	have, target := n.state.Layout(), 0
 	switch {
+	case have < 5 && n.members.votersSupport(fsm.TitleVersion):
+		target = 5
 	case have < 4 && n.members.votersSupport(fsm.NumberedRowsVersion):
 		target = 4
 	case have < 3 && n.members.votersSupport(fsm.PackedEventsVersion):

@@ -23,8 +23,9 @@ type applier struct {
 	// metrics are side effects only: never read back (determinism).
 	metrics  *Metrics
 	repairer Repairer // nil: a damaged event stops the node
-	// converted counts the sessions a ConvertLayout moved (for the log).
-	converted int
+	// converted counts the sessions a ConvertLayout moved, and titled those
+	// it found a title for (for the log).
+	converted, titled int
 	// checks keeps sessions' read checks between batches (readchecks.go);
 	// nil in tests that build an applier by hand.
 	checks *readChecks
@@ -367,6 +368,9 @@ func (a *applier) writeFrame(id string, rec *fsmpb.SessionRecord, kept *keptReco
 	rec.EventBytes = &size
 	rec.NextSeq += int64(len(events))
 	coldChanged := observeFrame(rec, events)
+	if a.tx.Layout() >= 5 && observeTitle(rec, events) {
+		coldChanged = true
+	}
 	rec.Materialized = true
 	rec.LastAppendUnixMs = a.now
 	rec.Frames++
@@ -468,11 +472,12 @@ func (a *applier) remove(id string, rec *fsmpb.SessionRecord, requestID string, 
 
 // convertLayout converts the state to layout 2 (version 6; see
 // ConvertLayout), state format 3 (version 9: layout 2, then new frames
-// pack their events) or state format 4 (version 10: format 3, then every
-// session's rows keyed by its number). A state already there, or a request
-// for another layout, changes nothing.
+// pack their events), state format 4 (version 10: format 3, then every
+// session's rows keyed by its number) or state format 5 (version 11:
+// format 4, then records keep their title, title.go). A state already
+// there, or a request for another layout, changes nothing.
 func (a *applier) convertLayout(c *fsmpb.ConvertLayout) (*fsmpb.Result, string, error) {
-	if c.Layout < 2 || c.Layout > 4 || a.tx.Layout() >= int(c.Layout) {
+	if c.Layout < 2 || c.Layout > 5 || a.tx.Layout() >= int(c.Layout) {
 		return &fsmpb.Result{}, "", nil
 	}
 	if a.tx.Layout() < 2 {
@@ -487,12 +492,22 @@ func (a *applier) convertLayout(c *fsmpb.ConvertLayout) (*fsmpb.Result, string, 
 			return nil, "", err
 		}
 	}
-	if c.Layout == 4 {
+	if c.Layout >= 4 && a.tx.Layout() < 4 {
 		n, err := a.tx.ConvertLayout4()
 		if err != nil {
 			return nil, "", fmt.Errorf("converting the state to format 4: %w", err)
 		}
 		a.converted = n
+	}
+	if c.Layout == 5 {
+		n, err := convertTitles(a.tx, a.repairer)
+		if err != nil {
+			return nil, "", fmt.Errorf("converting the state to format 5: %w", err)
+		}
+		if err := a.tx.FinishFormat5(); err != nil {
+			return nil, "", err
+		}
+		a.titled = n
 	}
 	return &fsmpb.Result{}, "", nil
 }

@@ -42,9 +42,12 @@ const (
 	// keyed by its number (storage/numbered.go); an older replica refuses a
 	// format-4 snapshot.
 	NumberedRowsVersion = 10
+	// TitleVersion: ConvertLayout to state format 5, session records keep
+	// their title (title.go); an older replica refuses a format-5 snapshot.
+	TitleVersion = 11
 
 	// CommandVersion is the newest command version this build applies.
-	CommandVersion = NumberedRowsVersion
+	CommandVersion = TitleVersion
 )
 
 // Encode serialises an entry for the Raft log, stamped with the oldest
@@ -74,6 +77,9 @@ func Encode(e *fsmpb.Entry) ([]byte, error) {
 			}
 			if cl.ConvertLayout.GetLayout() >= 4 {
 				e.Version = max(e.Version, NumberedRowsVersion)
+			}
+			if cl.ConvertLayout.GetLayout() >= 5 {
+				e.Version = max(e.Version, TitleVersion)
 			}
 		}
 		if c.GetAppend().GetStrict() {

@@ -250,9 +250,13 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 					if layout < 3 && tx.Layout() >= 3 {
 						f.logger.Info("state database in format 3: new events are stored packed", "raft_index", l.Index)
 					}
-					if tx.Layout() == 4 {
+					if layout < 4 && tx.Layout() >= 4 {
 						f.logger.Info("state database in format 4: session rows keyed by session number",
 							"raft_index", l.Index, "sessions", a.converted, "dur", time.Since(start))
+					}
+					if tx.Layout() == 5 {
+						f.logger.Info("state database in format 5: session records keep their title",
+							"raft_index", l.Index, "titled_sessions", a.titled, "dur", time.Since(start))
 					}
 					converted = true
 				}

@@ -47,8 +47,10 @@ func newTestFSMLayout(t testing.TB, layout int) (*FSM, *storage.StateDB) {
 			if err := tx.FinishLayout3(); err != nil || layout == 3 {
 				return err
 			}
-			_, err := tx.ConvertLayout4()
-			return err
+			if _, err := tx.ConvertLayout4(); err != nil || layout == 4 {
+				return err
+			}
+			return tx.FinishFormat5()
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -34,12 +34,20 @@ func history(t *testing.T, first uint64) []*raft.Log {
 	for n := range 40 {
 		var evs []string
 		for k := range 1 + n%3 {
-			evs = append(evs, fmt.Sprintf(`{"type":"message","seq":%d,"time":%d,"data":{"n":%d}}`, seq+int64(k), 10+seq, k))
+			ev := fmt.Sprintf(`{"type":"message","seq":%d,"time":%d,"data":{"n":%d}}`, seq+int64(k), 10+seq, k)
+			if k == 0 && (n == 4 || n == 20) { // titles, the last one wins (format 5)
+				ev = fmt.Sprintf(`{"type":"session/title","seq":%d,"time":%d,"data":{"title":"long %d"}}`, seq, 10+seq, n)
+			}
+			evs = append(evs, ev)
 		}
 		cmds := []*fsmpb.Command{appendCmd("long", seq, evs...)}
 		seq += int64(len(evs))
 		if n < 3 {
-			cmds = append(cmds, appendCmd("gone", int64(n), fmt.Sprintf(`{"type":"message","seq":%d,"time":1,"data":{}}`, n)))
+			ev := fmt.Sprintf(`{"type":"message","seq":%d,"time":1,"data":{}}`, n)
+			if n == 1 { // the deleted incarnation's title is not the new one's
+				ev = `{"type":"session/title","seq":1,"time":1,"data":{"title":"gone"}}`
+			}
+			cmds = append(cmds, appendCmd("gone", int64(n), ev))
 		}
 		add(cmds...)
 	}
@@ -157,6 +165,16 @@ func TestConvertToFormat3KeepsWhatReadersSee(t *testing.T) { testConvertKeepsWha
 
 func TestConvertToFormat4KeepsWhatReadersSee(t *testing.T) { testConvertKeepsWhatReadersSee(t, 4) }
 
+// Format 5 records keep their title: before the conversion only a state in
+// format 5 from the start has them, and the conversion fills in exactly the
+// titles it kept.
+func TestConvertToFormat5KeepsWhatReadersSee(t *testing.T) { testConvertKeepsWhatReadersSee(t, 5) }
+
+var titleField = regexp.MustCompile(`(?m)^[ \t]*title:[ \t]*"[^"\n]*"\n`)
+
+// untitled is a dump without the records' titles.
+func untitled(dump string) string { return titleField.ReplaceAllString(dump, "") }
+
 func testConvertKeepsWhatReadersSee(t *testing.T, target int) {
 	var fsms []*FSM
 	var dbs []*storage.StateDB
@@ -170,8 +188,12 @@ func testConvertKeepsWhatReadersSee(t *testing.T, target int) {
 		f.ApplyBatch(logs)
 	}
 	before := dump(t, native)
+	titles := titleField.FindAllString(before, -1)
+	if want := map[bool]int{true: 1, false: 0}[target >= 5]; len(titles) != want || want == 1 && !strings.Contains(titles[0], `"long 20"`) {
+		t.Fatalf("titles kept in format %d: %q, want %d (long's last)", target, titles, want)
+	}
 	for i, db := range dbs[:len(dbs)-1] {
-		if got := dump(t, db); got != before {
+		if got := dump(t, db); untitled(got) != untitled(before) {
 			t.Fatalf("format %d and format %d differ after the same entries:\n%s\n---\n%s", i+1, target, got, before)
 		}
 	}
@@ -200,6 +222,7 @@ func testConvertKeepsWhatReadersSee(t *testing.T, target int) {
 		entry(t, next+3, 6000, deleteCmd("short", "", "del-2")),
 		entry(t, next+4, 6000, createCmd("new")),
 		entry(t, next+5, 6000, keepAliveCmd("long", "host-b", 0)),
+		entry(t, next+6, 6000, appendCmd("long", 81, `{"type":"session/title","seq":81,"time":2,"data":{"title":"after"}}`)),
 	} {
 		for _, f := range fsms {
 			f.ApplyBatch([]*raft.Log{l})
@@ -250,6 +273,25 @@ func TestFormat4NeedsVersion10(t *testing.T) {
 	defer func() {
 		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "command version 10 not supported") {
 			t.Fatalf("a version-9 node applying ConvertLayout to 4: recovered %v, want a version panic", r)
+		}
+	}()
+	old.ApplyBatch([]*raft.Log{l})
+}
+
+// ConvertLayout to format 5 is a version-11 command, refused by a replica
+// that applies only older versions: that replica would leave the titles
+// behind.
+func TestFormat5NeedsVersion11(t *testing.T) {
+	l := entry(t, 2, 100, &fsmpb.Command{Cmd: &fsmpb.Command_ConvertLayout{ConvertLayout: &fsmpb.ConvertLayout{Layout: 5}}})
+	if e, err := Decode(l.Data); err != nil || e.Version != TitleVersion {
+		t.Fatalf("the entry is version %d (%v), want %d", e.GetVersion(), err, TitleVersion)
+	}
+	old, _ := newTestFSMLayout(t, 4)
+	old.LimitVersion(TitleVersion - 1)
+	old.ApplyBatch([]*raft.Log{entry(t, 1, 100, createCmd("s"))})
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "command version 11 not supported") {
+			t.Fatalf("a version-10 node applying ConvertLayout to 5: recovered %v, want a version panic", r)
 		}
 	}()
 	old.ApplyBatch([]*raft.Log{l})

@@ -48,7 +48,7 @@ func (s *Session) Visible() bool { return s != nil && s.Record.Materialized }
 // time the lease is judged at).
 func (s *Session) Snapshot(now int64) sessionstore.Snapshot {
 	return sessionstore.Snapshot{Header: s.Header, Revision: s.Revision, NextSeq: s.Record.NextSeq,
-		LastAppendUnixMs: LastAppend(s.Record), LeaseHeld: LeaseLive(s.Record, now)}
+		LastAppendUnixMs: LastAppend(s.Record), LeaseHeld: LeaseLive(s.Record, now), Title: s.Record.Title}
 }
 
 // LastAppend is the leader time (Unix ms) of a session's last append or

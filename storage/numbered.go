@@ -304,6 +304,21 @@ func (t *Tx) ConvertLayout4() (int, error) {
 	return n, nil
 }
 
+// FinishFormat5 marks a format-4 state as state format 5: format 4 whose
+// session records keep their title (fsm). Nothing stored here changes; the
+// number is what makes an older build refuse the state and its snapshots,
+// since it would leave the titles behind.
+func (t *Tx) FinishFormat5() error {
+	if !t.numbered() {
+		return fmt.Errorf("state format 5 needs format 4 first (this state is in format %d)", t.layout)
+	}
+	if err := t.meta().Put(keyFormat, u64(5)); err != nil {
+		return err
+	}
+	t.layout = 5
+	return nil
+}
+
 func (t *Tx) convertLayout4() (int, error) {
 	if t.layout < 2 {
 		return 0, fmt.Errorf("state format 4 needs layout 2 first (this state is in layout %d)", t.layout)

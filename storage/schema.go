@@ -57,7 +57,12 @@ package storage
 // replace sessions/, hot/, reqs/, cwd/ and ix/. ConvertLayout{layout: 4},
 // proposed once every voter applies command version 10, rewrites them
 // (ConvertLayout4).
-const StateFormatVersion = 4
+//
+// Format 5 is format 4 whose session records keep their title (fsm's
+// title.go); nothing else differs. ConvertLayout{layout: 5}, proposed once
+// every voter applies command version 11, fills the titles in from the logs
+// and marks the state (FinishFormat5).
+const StateFormatVersion = 5
 
 var (
 	bucketMeta       = []byte("meta")

@@ -302,7 +302,7 @@ func (s *StateDB) Update(fn func(*Tx) error) error {
 	})
 }
 
-// Layout is the state format (1 to 4) of everything applied so far,
+// Layout is the state format (1 to 5) of everything applied so far,
 // deferred batches included, read without committing them: the leader asks
 // every 100 ms, and a View would commit the deferred batches each time.
 func (s *StateDB) Layout() int {

@@ -15,7 +15,7 @@ import (
 type Tx struct {
 	tx    *bbolt.Tx
 	fails *atomic.Uint64 // the StateDB's checksum failure count (nil: not counted)
-	// layout is the state format (1 to 4, schema.go) the transaction reads
+	// layout is the state format (1 to 5, schema.go) the transaction reads
 	// and writes; ConvertLayout changes it.
 	layout int
 	// entryIndex and entryPos name the next frame (layout 2): the Raft
@@ -52,8 +52,9 @@ func newTx(tx *bbolt.Tx, fails *atomic.Uint64) *Tx {
 	return t
 }
 
-// Layout is the state format this transaction works in (1 to 4; 3 is
-// layout 2 with packed events, 4 is 3 with rows keyed by session number).
+// Layout is the state format this transaction works in (1 to 5; 3 is
+// layout 2 with packed events, 4 is 3 with rows keyed by session number, 5
+// is 4 with titles in the records).
 func (t *Tx) Layout() int { return t.layout }
 
 // BeginEntry names the Raft entry whose commands are applied next: frames

@@ -28,7 +28,7 @@ func listQuery(c pb.Consistency, pageSize int32, pageToken, cwdPrefix, idPrefix 
 
 func snapshotToPB(s sessionstore.Snapshot) *pb.SessionSnapshot {
 	return &pb.SessionSnapshot{Header: headerToPB(s.Header), Revision: s.Revision, NextSeq: s.NextSeq,
-		LastAppendUnixMs: s.LastAppendUnixMs, LeaseHeld: s.LeaseHeld}
+		LastAppendUnixMs: s.LastAppendUnixMs, LeaseHeld: s.LeaseHeld, Title: s.Title}
 }
 
 func consistency(c pb.Consistency) sessionstore.Consistency {

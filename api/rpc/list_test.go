@@ -24,7 +24,7 @@ type lsBackend struct {
 func (b *lsBackend) List(_ context.Context, q sessionstore.ListQuery) ([]sessionstore.Snapshot, string, error) {
 	b.q = q
 	return []sessionstore.Snapshot{{Header: sessionstore.Header{ID: "s1", CreatedAt: 1}, Revision: "r",
-		NextSeq: 12, LastAppendUnixMs: 1700000000123, LeaseHeld: true}}, "next", nil
+		NextSeq: 12, LastAppendUnixMs: 1700000000123, LeaseHeld: true, Title: "Fix the <b>tests</b>"}}, "next", nil
 }
 
 // List and ListSnapshots hand the backend the same query, and a snapshot
@@ -43,11 +43,11 @@ func TestListQueryAndSnapshot(t *testing.T) {
 		t.Fatalf("ListSnapshots passed %+v (%v), want %+v", b.q, err, want)
 	}
 	wantPB := &pb.ListSnapshotsResponse{NextPageToken: "next", Snapshots: []*pb.SessionSnapshot{{Header: &pb.SessionHeader{Id: "s1", CreatedAt: 1},
-		Revision: "r", NextSeq: 12, LastAppendUnixMs: 1700000000123, LeaseHeld: true}}}
+		Revision: "r", NextSeq: 12, LastAppendUnixMs: 1700000000123, LeaseHeld: true, Title: "Fix the <b>tests</b>"}}}
 	if !proto.Equal(got, wantPB) {
 		t.Fatalf("ListSnapshots = %v, want %v", got, wantPB)
 	}
-	if j, w := lsJSON(t, got), `"revision":"r","nextSeq":"12","lastAppendUnixMs":"1700000000123","leaseHeld":true}`; !strings.Contains(j, w) {
+	if j, w := lsJSON(t, got), `"revision":"r","nextSeq":"12","lastAppendUnixMs":"1700000000123","leaseHeld":true,"title":"Fix the <b>tests</b>"}`; !strings.Contains(j, w) {
 		t.Fatalf("ListSnapshots as JSON = %s, want a snapshot ending %s", j, w)
 	}
 	if j, w := lsJSON(t, &pb.ListSnapshotsRequest{IdPrefix: "s", Order: pb.ListOrder_LIST_ORDER_LAST_APPEND}), `"idPrefix":"s","order":"LIST_ORDER_LAST_APPEND"}`; !strings.HasSuffix(j, w) {

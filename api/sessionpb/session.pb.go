@@ -1946,7 +1946,10 @@ type SessionSnapshot struct {
 	// not written since before the store recorded it, its creation time.
 	LastAppendUnixMs int64 `protobuf:"varint,4,opt,name=last_append_unix_ms,json=lastAppendUnixMs,proto3" json:"last_append_unix_ms,omitempty"`
 	// A lease on the session is live at the time of the read.
-	LeaseHeld     bool `protobuf:"varint,5,opt,name=lease_held,json=leaseHeld,proto3" json:"lease_held,omitempty"`
+	LeaseHeld bool `protobuf:"varint,5,opt,name=lease_held,json=leaseHeld,proto3" json:"lease_held,omitempty"`
+	// The title of the last session/title event ("" if none). Empty on every
+	// session until the cluster's state is in format 5 (docs/upgrading.md).
+	Title         string `protobuf:"bytes,6,opt,name=title,proto3" json:"title,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2014,6 +2017,13 @@ func (x *SessionSnapshot) GetLeaseHeld() bool {
 		return x.LeaseHeld
 	}
 	return false
+}
+
+func (x *SessionSnapshot) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
 }
 
 type ListSnapshotsResponse struct {
@@ -4252,14 +4262,15 @@ const file_api_sessionpb_session_proto_rawDesc = "" +
 	"\n" +
 	"cwd_prefix\x18\x04 \x01(\tR\tcwdPrefix\x12\x1b\n" +
 	"\tid_prefix\x18\x05 \x01(\tR\bidPrefix\x120\n" +
-	"\x05order\x18\x06 \x01(\x0e2\x1a.sessionstore.v1.ListOrderR\x05order\"\xce\x01\n" +
+	"\x05order\x18\x06 \x01(\x0e2\x1a.sessionstore.v1.ListOrderR\x05order\"\xe4\x01\n" +
 	"\x0fSessionSnapshot\x126\n" +
 	"\x06header\x18\x01 \x01(\v2\x1e.sessionstore.v1.SessionHeaderR\x06header\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\tR\brevision\x12\x19\n" +
 	"\bnext_seq\x18\x03 \x01(\x03R\anextSeq\x12-\n" +
 	"\x13last_append_unix_ms\x18\x04 \x01(\x03R\x10lastAppendUnixMs\x12\x1d\n" +
 	"\n" +
-	"lease_held\x18\x05 \x01(\bR\tleaseHeld\"\x7f\n" +
+	"lease_held\x18\x05 \x01(\bR\tleaseHeld\x12\x14\n" +
+	"\x05title\x18\x06 \x01(\tR\x05title\"\x7f\n" +
 	"\x15ListSnapshotsResponse\x12>\n" +
 	"\tsnapshots\x18\x01 \x03(\v2 .sessionstore.v1.SessionSnapshotR\tsnapshots\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"H\n" +

@@ -258,10 +258,19 @@ func TestConsole(t *testing.T) {
 		t.Helper()
 		return cnEval[[]string](t, tab, `[...document.querySelectorAll("#sessions tbody tr")].map((r) => r.dataset.id)`)
 	}
+	titles := func(t *testing.T, tab context.Context) string {
+		t.Helper()
+		return strings.Join(cnEval[[]string](t, tab, `[...document.querySelectorAll("#sessions tbody td.title")].map((c) => c.textContent)`), "|")
+	}
 	t.Run("sessions", func(t *testing.T) {
 		cnOpen(t, admin, base+"#/sessions", "sessions")
 		if got := rows(t, admin); strings.Join(got, " ") != "alice/fresh alice/plan-mode bob/reads" {
 			t.Errorf("session rows %q, want the three recorded sessions in id order", got)
+		}
+		// Each row's title is its log's last session/title (the file reads
+		// have none).
+		if got := titles(t, admin); got != "Use the bash tool to|Reply with exactly the single|" {
+			t.Errorf("titles %q, want the recorded sessions' titles", got)
 		}
 		filter := func(id, cwd string) []string {
 			// (chromedp.SetValue cannot set an empty value.)
@@ -293,6 +302,9 @@ func TestConsole(t *testing.T) {
 		}
 		if got := rows(t, admin); strings.Join(got, " ") != "bob/reads alice/fresh alice/plan-mode" {
 			t.Errorf("by last append: rows %q", got)
+		}
+		if got := titles(t, admin); got != "touched|touched|Reply with exactly the single" {
+			t.Errorf("titles after the new session/title events: %q", got)
 		}
 		if o := cnEval[string](t, admin, `document.getElementById("order").value`); o != "last" {
 			t.Errorf("the order control says %q after a reload by last append", o)
@@ -326,6 +338,10 @@ func TestConsole(t *testing.T) {
 			t.Errorf("turns and plan-mode flips %q, want %q", got, want)
 		}
 		cnShot(t, admin, "session")
+		metaTitle := `[...document.querySelectorAll("dl.meta dt")].filter((d) => d.textContent === "title").map((d) => d.nextElementSibling.textContent).join()`
+		if got := cnEval[string](t, admin, metaTitle); got != "Reply with exactly the single" {
+			t.Errorf("the session's title %q, want the recorded one", got)
+		}
 
 		// A new event appears in the open page.
 		seq := len(planEvents)
@@ -335,6 +351,9 @@ func TestConsole(t *testing.T) {
 		if got := cnEval[[]string](t, admin, shown); strings.Join(got, "|") != strings.Join(want, "|") {
 			t.Errorf("after the append: %q, want %q", got, want)
 		}
+		// A new title from the tail replaces the one shown.
+		cnTitle(t, n, plan, "renamed while open")
+		cnDo(t, admin, "title from the tail", chromedp.Poll[chromedp.Void](metaTitle+` === "renamed while open"`))
 
 		// Tool calls with their results beside them (two calls in parallel).
 		cnOpen(t, admin, sessionURL(reads), "session")

@@ -43,11 +43,12 @@ var ufReleases = []ufRelease{
 	{Commit: "2a3df2f", Dir: filepath.Join("..", "..", "testdata", "upgrade", "2a3df2f"), Format: 1}, // issue 13's build: checksums, relative watermarks, identity.json
 	{Commit: "f8cc0a4", Dir: filepath.Join("..", "..", "testdata", "upgrade", "f8cc0a4"), Format: 2}, // issue 14's layout 2 and packed Raft entries (command version 8)
 	{Commit: "4b22bf8", Dir: filepath.Join("..", "..", "testdata", "upgrade", "4b22bf8"), Format: 3}, // issue 14's packed events (command version 9)
+	{Commit: "542884a", Dir: filepath.Join("..", "..", "testdata", "upgrade", "542884a"), Format: 4}, // rows keyed by session number (command version 10)
 }
 
 // ufFormatLogs is what a node logs when its state reaches each format; the
 // last is the newest (storage.StateFormatVersion).
-var ufFormatLogs = []string{2: "converted to layout 2", 3: "state database in format 3", 4: "state database in format 4"}
+var ufFormatLogs = []string{2: "converted to layout 2", 3: "state database in format 3", 4: "state database in format 4", 5: "state database in format 5"}
 
 // ufNewestFormatLog is what a node logs once its state is in this build's format.
 var ufNewestFormatLog = ufFormatLogs[len(ufFormatLogs)-1]
@@ -152,6 +153,26 @@ func ufExtract(t *testing.T, r ufRelease) string {
 	}
 }
 
+// ufTitle is the data.title of the last session/title line of a
+// session.jsonl, read with encoding/json.
+func ufTitle(t *testing.T, jsonl []byte) string {
+	t.Helper()
+	title := ""
+	for _, line := range strings.Split(strings.TrimSpace(string(jsonl)), "\n")[1:] { // the header first
+		var ev struct {
+			Type string
+			Data struct{ Title *string }
+		}
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("session.jsonl line %q: %v", line, err)
+		}
+		if ev.Type == "session/title" && ev.Data.Title != nil {
+			title = *ev.Data.Title
+		}
+	}
+	return title
+}
+
 func ufSHA(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
 
 // ufCheckSessions reads every session of e back through c. sameCluster: the
@@ -181,6 +202,14 @@ func ufCheckSessions(t *testing.T, c *client.Client, e ufExpect, sameCluster boo
 			t.Errorf("PlanGet %q: %v", s.ID, err)
 		} else if p.Active != s.PlanActive {
 			t.Errorf("PlanGet %q: active %v, the old release answered %v", s.ID, p.Active, s.PlanActive)
+		}
+		// No release before format 5 kept titles: the conversion read them
+		// from the old logs.
+		l, err := c.ListSnapshots(crCtx(t, 30*time.Second), &sessionpb.ListSnapshotsRequest{IdPrefix: s.ID, PageSize: 1})
+		if err != nil || len(l.Snapshots) != 1 || l.Snapshots[0].GetHeader().GetId() != s.ID {
+			t.Errorf("ListSnapshots %q: %v, %v", s.ID, l, err)
+		} else if want := ufTitle(t, raw.Content); l.Snapshots[0].Title != want || s.ID == "rec-fresh-round-trip" && want != "Use the bash tool to" {
+			t.Errorf("ListSnapshots %q: title %q, its log's last title is %q", s.ID, l.Snapshots[0].Title, want)
 		}
 	}
 	for _, id := range e.Deleted {

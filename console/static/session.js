@@ -13,7 +13,7 @@ const END = "9007199254740991";
 const RETRY_MS = 2000;
 
 export function sessionPage(root, id, app) {
-  const s = { id, root, app, header: null, revision: "", nextSeq: 0, start: 0, events: [], live: true };
+  const s = { id, root, app, header: null, title: "", revision: "", nextSeq: 0, start: 0, events: [], live: true };
   const ctl = new AbortController();
   s.signal = ctl.signal;
 
@@ -41,6 +41,15 @@ async function load(s) {
     s.nextSeq = Number(m.nextSeq || 0);
     return false;
   }, s.signal);
+  // The title is kept in the session's listing entry, not in its header;
+  // without it the page still shows the session.
+  try {
+    const listed = await call("SessionPersistence", "ListSnapshots", { idPrefix: s.id, pageSize: 1 }, s.signal);
+    const own = (listed.snapshots || [])[0];
+    if (own && own.header && own.header.id === s.id) s.title = own.title || "";
+  } catch (err) {
+    if (s.signal.aborted) throw err;
+  }
   renderMeta(s);
   renderActions(s);
   await show(s, Math.max(0, s.nextSeq - PAGE));
@@ -110,6 +119,7 @@ function renderMeta(s) {
     if (v === undefined || v === null || v === "") return;
     meta.append(el("dt", "", k), el("dd", "", v));
   };
+  row("title", s.title);
   row("cwd", h.cwd);
   row("created", time(h.createdAt));
   row("events", String(s.nextSeq));
@@ -197,6 +207,11 @@ function append(s, evs) {
     try { seq = Number(JSON.parse(e).seq); } catch (_) { seq = -1; }
     if (!Number.isSafeInteger(seq)) continue;
     s.nextSeq = Math.max(s.nextSeq, seq + 1);
+    const title = titleOf(e);
+    if (title !== undefined && title !== s.title) {
+      s.title = title;
+      renderMeta(s);
+    }
     if (s.live && seq === s.start + s.events.length) {
       s.events.push(e);
       s.renderer.add(e);
@@ -220,4 +235,18 @@ function fail(s, err) {
   s.ui.status.textContent = "Cannot read " + s.id + ": " + errorText(err);
   s.ui.status.classList.add("error");
   s.app.rendered("session");
+}
+
+// titleOf is the title a session/title event sets (undefined for any other
+// event), cut as the server cuts it: to 256 UTF-8 bytes, whole characters.
+function titleOf(text) {
+  if (!text.includes('"session/title"')) return undefined;
+  let ev;
+  try { ev = JSON.parse(text); } catch (_) { return undefined; }
+  if (!ev || ev.type !== "session/title" || !ev.data || typeof ev.data.title !== "string") return undefined;
+  const bytes = new TextEncoder().encode(ev.data.title);
+  if (bytes.length <= 256) return ev.data.title;
+  let n = 256;
+  while (n > 0 && (bytes[n] & 0xc0) === 0x80) n--;
+  return new TextDecoder().decode(bytes.subarray(0, n));
 }

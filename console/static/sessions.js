@@ -129,7 +129,7 @@ function input(id, label, value) {
 function drawTable(table, rows) {
   clear(table);
   const head = el("tr");
-  for (const h of ["session", "cwd", "events", "last activity", "revision", "lease", "created"]) head.append(el("th", "", h));
+  for (const h of ["session", "title", "cwd", "events", "last activity", "revision", "lease", "created"]) head.append(el("th", "", h));
   table.append(el("thead"), el("tbody"));
   table.tHead.append(head);
   for (const s of rows) {
@@ -145,6 +145,7 @@ function drawTable(table, rows) {
     const lease = el("td");
     if (s.leaseHeld === true) lease.append(el("span", "badge lease", "held"));
     tr.append(first,
+      el("td", "title", s.title || ""),
       el("td", "cwd", h.cwd || ""),
       el("td", "num", String(Number(s.nextSeq || 0))),
       el("td", "", has(s, "lastAppendUnixMs") ? time(s.lastAppendUnixMs) : "—"),

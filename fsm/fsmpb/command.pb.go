@@ -785,8 +785,10 @@ func (x *Sweep) GetPolicies() []*RetentionPolicy {
 // layout 3 (version 9) is state format 3: layout 2 whose new frames pack
 // their events (storage's eventcodec.go); it converts a layout-1 state to
 // layout 2 first. layout 4 (version 10) is state format 4: format 3 with a
-// session's rows keyed by its number (storage's numbered.go); it takes an
-// older state through the earlier steps first.
+// session's rows keyed by its number (storage's numbered.go); layout 5
+// (version 11) is state format 5: format 4 whose records keep their title,
+// filled in from every log (fsm's title.go). Each takes an older state
+// through the earlier steps first.
 type ConvertLayout struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Layout        uint32                 `protobuf:"varint,1,opt,name=layout,proto3" json:"layout,omitempty"`
@@ -2279,6 +2281,7 @@ type SessionRecord struct {
 	EventBytes       *int64                 `protobuf:"varint,13,opt,name=event_bytes,json=eventBytes,proto3,oneof" json:"event_bytes,omitempty"`                 // bytes of the stored events; absent on older records: summed from the log
 	Creator          string                 `protobuf:"bytes,14,opt,name=creator,proto3" json:"creator,omitempty"`                                                // principal that registered the session
 	LastAppendUnixMs int64                  `protobuf:"varint,15,opt,name=last_append_unix_ms,json=lastAppendUnixMs,proto3" json:"last_append_unix_ms,omitempty"` // leader time of the last frame (0 on older records: created time counts)
+	Title            string                 `protobuf:"bytes,16,opt,name=title,proto3" json:"title,omitempty"`                                                    // data.title of the last session/title event; kept from state format 5 on
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -2416,6 +2419,13 @@ func (x *SessionRecord) GetLastAppendUnixMs() int64 {
 		return x.LastAppendUnixMs
 	}
 	return 0
+}
+
+func (x *SessionRecord) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
 }
 
 var File_fsm_fsmpb_command_proto protoreflect.FileDescriptor
@@ -2633,7 +2643,7 @@ const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"request_op\x18\v \x01(\tR\trequestOp\x12%\n" +
 	"\x0erequest_digest\x18\f \x01(\fR\rrequestDigest\x12+\n" +
 	"\x11unreadable_reason\x18\r \x01(\tR\x10unreadableReason\x12-\n" +
-	"\x12unreadable_message\x18\x0e \x01(\tR\x11unreadableMessage\"\xf3\x04\n" +
+	"\x12unreadable_message\x18\x0e \x01(\tR\x11unreadableMessage\"\x89\x05\n" +
 	"\rSessionRecord\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.sessionstore.fsm.v1.HeaderR\x06header\x12\"\n" +
 	"\fmaterialized\x18\x02 \x01(\bR\fmaterialized\x12\x19\n" +
@@ -2652,7 +2662,8 @@ const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"\vevent_bytes\x18\r \x01(\x03H\x00R\n" +
 	"eventBytes\x88\x01\x01\x12\x18\n" +
 	"\acreator\x18\x0e \x01(\tR\acreator\x12-\n" +
-	"\x13last_append_unix_ms\x18\x0f \x01(\x03R\x10lastAppendUnixMsB\x0e\n" +
+	"\x13last_append_unix_ms\x18\x0f \x01(\x03R\x10lastAppendUnixMs\x12\x14\n" +
+	"\x05title\x18\x10 \x01(\tR\x05titleB\x0e\n" +
 	"\f_event_bytesB0Z.github.com/sessionstore/sessionstore/fsm/fsmpbb\x06proto3"
 
 var (

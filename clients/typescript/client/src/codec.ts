@@ -190,7 +190,7 @@ export function listSnapshotsResponse(v: JsonValue): t.ListSnapshotsResponse {
   return {
     snapshots: list(o, 'snapshots', s => ({
       header: header(s.header), revision: str(s, 'revision'), nextSeq: int(s, 'nextSeq'),
-      lastAppendUnixMs: int(s, 'lastAppendUnixMs'), leaseHeld: bool(s, 'leaseHeld'),
+      lastAppendUnixMs: int(s, 'lastAppendUnixMs'), leaseHeld: bool(s, 'leaseHeld'), title: str(s, 'title'),
     })),
     nextPageToken: str(o, 'nextPageToken'),
   }

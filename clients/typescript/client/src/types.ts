@@ -114,6 +114,8 @@ export interface SessionSnapshot {
   lastAppendUnixMs: number
   /** A lease is live at the time of the read. */
   leaseHeld: boolean
+  /** The last session/title event's title, cut to 256 bytes ("" if none; "" on every session until the cluster's state is in format 5). */
+  title: string
 }
 export interface ListSnapshotsResponse { snapshots: SessionSnapshot[]; nextPageToken: string }
 

@@ -13,6 +13,21 @@ const ev = (seq, type, data) => JSON.stringify({ type, seq, time: 1000 + seq, da
 const turn = (seq, n) => [ev(seq, 'turn/start', { turn: n }), ev(seq + 1, 'turn/end', { turn: n, reason: { kind: 'completed' } })]
 const client = (opts = {}) => new Client({ endpoints: cluster.endpoints, initialBackoffMs: 20, maxBackoffMs: 500, ...opts })
 
+// The title is kept once the cluster's state reaches format 5, which the
+// leader proposes as soon as it hears that every voter runs this build.
+test('a listed session carries its last title', async () => {
+  const c = client()
+  const id = 'titled-1'
+  await c.create({ header: { version: 0, id, createdAt: 1000, cwd: '/work' } })
+  await c.append({ sessionId: id, events: [ev(0, 'session/title', { title: 'first' }), ev(1, 'session/title', { title: 'Fix the <b>build</b> ✓' })] })
+  let title
+  for (let i = 0; i < 100 && title !== 'Fix the <b>build</b> ✓'; i++) {
+    if (i > 0) await new Promise(r => setTimeout(r, 100))
+    title = (await c.listSnapshots({ idPrefix: id })).snapshots[0].title
+  }
+  assert.equal(title, 'Fix the <b>build</b> ✓')
+})
+
 test('a session round trip: create, append, load, readFrom, readRaw, list, delete', async () => {
   const c = client()
   const id = 'rt-1'
@@ -37,7 +52,7 @@ test('a session round trip: create, append, load, readFrom, readRaw, list, delet
   assert.equal(new TextDecoder().decode(raw.content),
     '{"type":"session","version":0,"id":"rt-1","createdAt":1000,"cwd":"/work","delegationDepth":0}\n' + turn(0, 1).join('\n') + '\n')
   const snaps = await c.listSnapshotsAll({ idPrefix: 'rt-', order: 'LIST_ORDER_LAST_APPEND', pageSize: 1 })
-  assert.deepEqual(snaps.map(s => [s.header.id, s.revision, s.nextSeq, s.leaseHeld]), [[id, a.revision, 2, false]])
+  assert.deepEqual(snaps.map(s => [s.header.id, s.revision, s.nextSeq, s.leaseHeld, s.title]), [[id, a.revision, 2, false, '']])
   assert.ok(snaps[0].lastAppendUnixMs > 0)
   const stale = await c.inspect({ sessionId: id, consistency: 'STALE' })
   assert.equal(stale.nextSeq >= 0, true)
