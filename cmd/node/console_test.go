@@ -365,6 +365,33 @@ func TestConsole(t *testing.T) {
 		cnShot(t, admin, "session-tools")
 	})
 
+	// A hidden tab holds no Watch (a browser has six connections per host),
+	// and shown again it catches up. Headless Chromium shows every tab, so
+	// the test overrides what the page reads, document.visibilityState.
+	t.Run("hidden", func(t *testing.T) {
+		cnOpen(t, admin, sessionURL(plan), "session")
+		watches := []string{"sessionstore_streams_open", "kind", "watch"}
+		rdWaitMetric(t, n, 1, watches[0], watches[1:]...)
+		cnDo(t, admin, "hide", chromedp.Evaluate[chromedp.Void](`Object.defineProperty(document, "visibilityState", {configurable: true, get: () => "hidden"});
+			document.dispatchEvent(new Event("visibilitychange"))`))
+		rdWaitMetric(t, n, 0, watches[0], watches[1:]...)
+		if got := cnEval[string](t, admin, `document.querySelector("p.status").textContent`); got != "Live tail paused while this tab is hidden." {
+			t.Errorf("status of a hidden tab: %q", got)
+		}
+		v, err := n.Client.Inspect(n.ctx(), &sessionpb.InspectRequest{SessionId: plan})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq := int(v.NextSeq)
+		ctAppend(t, n, plan, cnEvent(t, "plan/mode", seq, map[string]bool{"active": true}))
+		cnDo(t, admin, "show", chromedp.Evaluate[chromedp.Void](`delete document.visibilityState; document.dispatchEvent(new Event("visibilitychange"))`),
+			chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelector('#events article[data-seq="%d"]') !== null`, seq)))
+		rdWaitMetric(t, n, 1, watches[0], watches[1:]...)
+		if got := cnEval[string](t, admin, `document.querySelector("p.status").textContent`); got != "" {
+			t.Errorf("status once shown again: %q", got)
+		}
+	})
+
 	// A session cut short while two tool calls ran: Load commits the crash
 	// closers, and the page marks exactly those rows as repaired.
 	t.Run("repaired", func(t *testing.T) {

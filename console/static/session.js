@@ -30,8 +30,21 @@ export function sessionPage(root, id, app) {
   root.append(el("a", "back", "← sessions"), title, meta, actions, status, pager, list, newer);
   root.querySelector(".back").href = "#/sessions";
 
+  // A hidden tab lets its live tail go (see tail); shown again, it resumes.
+  s.visibility = () => {
+    if (document.visibilityState === "hidden") {
+      if (s.tailCtl) s.tailCtl.abort();
+    } else if (s.resume) {
+      s.resume();
+    }
+  };
+  document.addEventListener("visibilitychange", s.visibility);
+
   load(s).then(() => app.rendered("session"), (err) => fail(s, err));
-  return () => ctl.abort();
+  return () => {
+    document.removeEventListener("visibilitychange", s.visibility);
+    ctl.abort();
+  };
 }
 
 async function load(s) {
@@ -174,17 +187,36 @@ function renderActions(s) {
 
 // tail follows the session with Watch from the next seq, reopening the
 // stream after a failure from the seq after the last event it delivered.
+// While the tab is hidden it holds no stream: a browser allows six
+// connections to a host over HTTP/1.1, and a Watch holds one for as long
+// as it runs, so tabs left open on sessions would stall every call of the
+// tab in use. Shown again, the tab resumes from where it stopped.
 async function tail(s) {
   while (!s.signal.aborted && !s.deleted) {
+    if (document.visibilityState === "hidden") {
+      const paused = "Live tail paused while this tab is hidden.";
+      s.ui.status.textContent = paused;
+      await new Promise((r) => {
+        s.resume = r;
+        s.signal.addEventListener("abort", r, { once: true });
+      });
+      s.resume = null;
+      if (s.ui.status.textContent === paused) s.ui.status.textContent = "";
+      continue;
+    }
+    s.tailCtl = new AbortController();
+    const stop = () => s.tailCtl.abort();
+    s.signal.addEventListener("abort", stop, { once: true });
     try {
       await stream("SessionPersistence", "Watch", { sessionId: s.id, fromSeq: String(s.nextSeq) }, (m) => {
         if (m.revision) s.revision = m.revision;
         const evs = m.events || [];
         if (evs.length) append(s, evs);
         return true;
-      }, s.signal);
+      }, s.tailCtl.signal);
     } catch (err) {
       if (s.signal.aborted) return;
+      if (s.tailCtl.signal.aborted) continue; // the tab was hidden
       if (err.reason === "NOT_FOUND" || err.code === "not_found") {
         s.ui.status.textContent = "This session was deleted.";
         return;
@@ -194,6 +226,8 @@ async function tail(s) {
         return;
       }
       s.ui.status.textContent = "Live tail interrupted (" + errorText(err) + "); retrying.";
+    } finally {
+      s.signal.removeEventListener("abort", stop);
     }
     await new Promise((r) => setTimeout(r, RETRY_MS));
   }
