@@ -236,65 +236,38 @@ func testConvertKeepsWhatReadersSee(t *testing.T, target int) {
 	}
 }
 
-// ConvertLayout to format 3 is a version-9 command: a replica that applies
-// only older versions refuses it as that build would, by panicking, instead
-// of writing frames the older voters' snapshots could not hold.
-func TestFormat3NeedsVersion9(t *testing.T) {
-	l := entry(t, 2, 100, &fsmpb.Command{Cmd: &fsmpb.Command_ConvertLayout{ConvertLayout: &fsmpb.ConvertLayout{Layout: 3}}})
-	if e, err := Decode(l.Data); err != nil || e.Version != PackedEventsVersion {
-		t.Fatalf("the entry is version %d (%v), want %d", e.GetVersion(), err, PackedEventsVersion)
+// ConvertLayout to each newer format is a command of that format's
+// version: a replica that applies only older versions refuses it as that
+// build would, by panicking, instead of writing what the older voters'
+// snapshots could not hold (or, for format 5, leaving titles behind).
+func TestConvertLayoutNeedsItsVersion(t *testing.T) {
+	for _, tc := range []struct {
+		layout, from int
+		version      uint32
+	}{
+		{2, 1, LayoutVersion},
+		{3, 2, PackedEventsVersion},
+		{4, 3, NumberedRowsVersion},
+		{5, 4, TitleVersion},
+	} {
+		t.Run(fmt.Sprint("format ", tc.layout), func(t *testing.T) {
+			l := entry(t, 2, 100, &fsmpb.Command{Cmd: &fsmpb.Command_ConvertLayout{ConvertLayout: &fsmpb.ConvertLayout{Layout: uint32(tc.layout)}}})
+			if e, err := Decode(l.Data); err != nil || e.Version != tc.version {
+				t.Fatalf("the entry is version %d (%v), want %d", e.GetVersion(), err, tc.version)
+			}
+			old, _ := newTestFSMLayout(t, tc.from)
+			old.LimitVersion(tc.version - 1)
+			// Something applied first, as on a live node (the state then has
+			// a batch open, which the test's cleanup commits after the panic).
+			old.ApplyBatch([]*raft.Log{entry(t, 1, 100, createCmd("s"))})
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), fmt.Sprintf("command version %d not supported", tc.version)) {
+					t.Fatalf("a version-%d node applying ConvertLayout to %d: recovered %v, want a version panic", tc.version-1, tc.layout, r)
+				}
+			}()
+			old.ApplyBatch([]*raft.Log{l})
+		})
 	}
-	if e, _ := Decode(entry(t, 1, 100, convertCmd()).Data); e.Version != LayoutVersion {
-		t.Fatalf("ConvertLayout to 2 is version %d, want %d", e.Version, LayoutVersion)
-	}
-	old, _ := newTestFSMLayout(t, 2)
-	old.LimitVersion(PackedEventsVersion - 1)
-	// Something applied first, as on a live node (the state then has a
-	// batch open, which the test's cleanup commits after the panic).
-	old.ApplyBatch([]*raft.Log{entry(t, 1, 100, createCmd("s"))})
-	defer func() {
-		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "command version 9 not supported") {
-			t.Fatalf("a version-8 node applying ConvertLayout to 3: recovered %v, want a version panic", r)
-		}
-	}()
-	old.ApplyBatch([]*raft.Log{l})
-}
-
-// ConvertLayout to format 4 is a version-10 command, refused by a replica
-// that applies only older versions.
-func TestFormat4NeedsVersion10(t *testing.T) {
-	l := entry(t, 2, 100, &fsmpb.Command{Cmd: &fsmpb.Command_ConvertLayout{ConvertLayout: &fsmpb.ConvertLayout{Layout: 4}}})
-	if e, err := Decode(l.Data); err != nil || e.Version != NumberedRowsVersion {
-		t.Fatalf("the entry is version %d (%v), want %d", e.GetVersion(), err, NumberedRowsVersion)
-	}
-	old, _ := newTestFSMLayout(t, 3)
-	old.LimitVersion(NumberedRowsVersion - 1)
-	old.ApplyBatch([]*raft.Log{entry(t, 1, 100, createCmd("s"))})
-	defer func() {
-		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "command version 10 not supported") {
-			t.Fatalf("a version-9 node applying ConvertLayout to 4: recovered %v, want a version panic", r)
-		}
-	}()
-	old.ApplyBatch([]*raft.Log{l})
-}
-
-// ConvertLayout to format 5 is a version-11 command, refused by a replica
-// that applies only older versions: that replica would leave the titles
-// behind.
-func TestFormat5NeedsVersion11(t *testing.T) {
-	l := entry(t, 2, 100, &fsmpb.Command{Cmd: &fsmpb.Command_ConvertLayout{ConvertLayout: &fsmpb.ConvertLayout{Layout: 5}}})
-	if e, err := Decode(l.Data); err != nil || e.Version != TitleVersion {
-		t.Fatalf("the entry is version %d (%v), want %d", e.GetVersion(), err, TitleVersion)
-	}
-	old, _ := newTestFSMLayout(t, 4)
-	old.LimitVersion(TitleVersion - 1)
-	old.ApplyBatch([]*raft.Log{entry(t, 1, 100, createCmd("s"))})
-	defer func() {
-		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "command version 11 not supported") {
-			t.Fatalf("a version-10 node applying ConvertLayout to 5: recovered %v, want a version panic", r)
-		}
-	}()
-	old.ApplyBatch([]*raft.Log{l})
 }
 
 // A session whose stored frame boundaries do not describe its events (a
