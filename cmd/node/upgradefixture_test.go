@@ -28,6 +28,7 @@ import (
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/api/client"
 	"github.com/sessionstore/sessionstore/api/sessionpb"
+	"github.com/sessionstore/sessionstore/cluster/clustertest"
 )
 
 // ufRelease is one release whose data the current build must read.
@@ -379,7 +380,9 @@ var ufOld struct {
 // already written stay as they are). The state keeps the old release's
 // format while an old voter remains; once the last node is upgraded every
 // node converts it to this build's format (layout 2 first, from format 1), and the
-// cluster goes on writing and deleting.
+// cluster goes on writing and deleting. A session titled under the old release
+// is listed with its title by every node once the state is in format 5, and a
+// title appended after that reaches every node's listing.
 func TestUpgrade_RollingFromOlderRelease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("three node processes of two releases")
@@ -411,6 +414,32 @@ func ufRolling(t *testing.T, r ufRelease) {
 		}
 	}
 	write(nodes[0].C, 3)
+	// A session titled by the old release, whose title only the conversion
+	// to format 5 can find.
+	titled, cwd := "roll-titled", "/w/titled"
+	if _, err := nodes[0].C.Create(crCtx(t, 30*time.Second), &sessionpb.CreateRequest{Header: &sessionpb.SessionHeader{Id: titled, CreatedAt: crTime0, Cwd: &cwd}}); err != nil {
+		t.Fatal(err)
+	}
+	titleEvent := func(seq int, title string) string {
+		return fmt.Sprintf(`{"type":"session/title","seq":%d,"time":%d,"data":{"title":%q}}`, seq, crTime0+int64(seq), title)
+	}
+	if _, err := nodes[0].C.Append(crCtx(t, 30*time.Second), &sessionpb.AppendRequest{SessionId: titled,
+		Events: []string{titleEvent(0, "old"), titleEvent(1, "set by "+r.Commit)}}); err != nil {
+		t.Fatal(err)
+	}
+	// titleOnEvery waits until every node's own listing shows the title.
+	titleOnEvery := func(want string) {
+		t.Helper()
+		clustertest.Eventually(t, 30*time.Second, func() error {
+			for _, nd := range nodes {
+				l, err := nd.C.ListSnapshots(crCtx(t, 10*time.Second), &sessionpb.ListSnapshotsRequest{IdPrefix: titled, Consistency: sessionpb.Consistency_STALE})
+				if err != nil || len(l.GetSnapshots()) != 1 || l.Snapshots[0].Title != want {
+					return fmt.Errorf("%s lists %v (%v), want the title %q", nd.ID, l, err, want)
+				}
+			}
+			return nil
+		})
+	}
 
 	// n1 runs this build…
 	nodes[0].Term()
@@ -496,6 +525,12 @@ func ufRolling(t *testing.T, r ufRelease) {
 	}
 	write(nodes[2].C, 2)
 	pcCheckSameText(t, nodes, ss)
+	titleOnEvery("set by " + r.Commit)
+	if _, err := nodes[2].C.Append(crCtx(t, 30*time.Second), &sessionpb.AppendRequest{SessionId: titled,
+		Events: []string{titleEvent(2, "set after the upgrade")}}); err != nil {
+		t.Fatal(err)
+	}
+	titleOnEvery("set after the upgrade")
 	if _, err := nodes[1].C.Delete(crCtx(t, 30*time.Second), &sessionpb.DeleteRequest{SessionId: ss[0].ID}); err != nil {
 		t.Fatalf("delete after the upgrade: %v", err)
 	}
